@@ -1,0 +1,30 @@
+# The two commands of the README's quick start are `make demo` and `make test`; each does its own
+# set-up (npm packages with the Kafka client built from source, Maven jars, the local stack).
+SHELL := /bin/bash
+EO := bin/exactlyonce
+
+.PHONY: deps demo test test-unit test-integration typecheck stack-up stack-down bench soak
+
+deps:
+	@scripts/install-deps.sh
+
+typecheck: deps
+	npx tsc --noEmit
+
+test-unit: deps
+	node --import tsx --test $$(find test/unit -name '*.test.ts' | sort)
+
+# Starts the stack if it is not running and stops it afterwards only in that case.
+test-integration: deps
+	@scripts/with-stack.sh node --import tsx --test --test-concurrency=1 --test-timeout=1200000 $$(find test/integration -name '*.test.ts' | sort)
+
+test: typecheck test-unit test-integration
+
+demo: deps
+	@scripts/demo.sh
+
+stack-up: deps
+	$(EO) stack up
+
+stack-down: deps
+	$(EO) stack down

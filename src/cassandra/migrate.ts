@@ -1,0 +1,127 @@
+/**
+ * Versioned schema: the CQL files of ./migrations (NNN_name.cql) are applied in order and recorded in
+ * `<keyspace>.schema_migrations`, so a second apply is a no-op. Every statement is also written
+ * `IF NOT EXISTS`, so a half-applied file (a crash between two statements) is safe to run again.
+ */
+import { createHash } from 'node:crypto';
+import { readdirSync, readFileSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+import { ExactlyOnceError } from '../errors.js';
+import type { Client } from './session.js';
+
+const migrationsDir = fileURLToPath(new URL('./migrations/', import.meta.url));
+
+export interface Migration {
+  version: number;
+  name: string;
+  checksum: string;
+  statements: string[];
+}
+
+/** Keyspace replication, as `SimpleStrategy:RF` or `NetworkTopologyStrategy:dc=RF[,dc=RF…]`. */
+export type Replication =
+  | { class: 'SimpleStrategy'; replicationFactor: number }
+  | { class: 'NetworkTopologyStrategy'; dataCenters: Record<string, number> };
+
+export function parseReplication(spec: string): Replication {
+  const fail = () =>
+    new ExactlyOnceError(
+      'EO_CONFIG_INVALID',
+      `--replication: expected SimpleStrategy:RF or NetworkTopologyStrategy:DC=RF[,DC=RF…] (got '${spec}')`,
+    );
+  const [cls, rest = ''] = spec.split(':', 2);
+  if (cls === 'SimpleStrategy' && /^\d+$/.test(rest) && Number(rest) >= 1) {
+    return { class: 'SimpleStrategy', replicationFactor: Number(rest) };
+  }
+  if (cls === 'NetworkTopologyStrategy') {
+    const dcs = rest.split(',').map((kv) => /^([A-Za-z0-9_.-]+)=(\d+)$/.exec(kv.trim()));
+    if (dcs.length > 0 && dcs.every((m) => m !== null && Number(m[2]) >= 1)) {
+      return { class: 'NetworkTopologyStrategy', dataCenters: Object.fromEntries(dcs.map((m) => [m![1], Number(m![2])])) };
+    }
+  }
+  throw fail();
+}
+
+export function replicationCql(r: Replication): string {
+  if (r.class === 'SimpleStrategy') return `{'class': 'SimpleStrategy', 'replication_factor': ${r.replicationFactor} }`;
+  const dcs = Object.entries(r.dataCenters).map(([dc, rf]) => `'${dc}': ${rf}`).join(', ');
+  return `{'class': 'NetworkTopologyStrategy', ${dcs} }`;
+}
+
+/** Splits a CQL file into statements, dropping `--` comments. */
+export function splitStatements(cql: string): string[] {
+  return cql
+    .split('\n')
+    .map((line) => line.replace(/--.*$/, ''))
+    .join('\n')
+    .split(';')
+    .map((s) => s.trim())
+    .filter((s) => s.length > 0);
+}
+
+export function loadMigrations(keyspace: string, dir = migrationsDir): Migration[] {
+  return readdirSync(dir)
+    .filter((f) => /^\d{3}_[a-z0-9_]+\.cql$/.test(f))
+    .sort()
+    .map((file) => {
+      const text = readFileSync(dir + file, 'utf8');
+      return {
+        version: Number(file.slice(0, 3)),
+        name: file.slice(4, -4),
+        checksum: createHash('sha256').update(text).digest('hex').slice(0, 16),
+        statements: splitStatements(text.replaceAll('{{keyspace}}', keyspace)),
+      };
+    });
+}
+
+export interface ApplyResult {
+  createdKeyspace: boolean;
+  applied: string[];
+  skipped: string[];
+  truncated: string[];
+}
+
+export async function applySchema(
+  client: Client,
+  keyspace: string,
+  replication: Replication,
+  options: { reset?: boolean } = {},
+): Promise<ApplyResult> {
+  const existed = (
+    await client.execute('SELECT keyspace_name FROM system_schema.keyspaces WHERE keyspace_name = ?', [keyspace])
+  ).rowLength > 0;
+  await client.execute(`CREATE KEYSPACE IF NOT EXISTS ${keyspace} WITH REPLICATION = ${replicationCql(replication)}`);
+  await client.execute(
+    `CREATE TABLE IF NOT EXISTS ${keyspace}.schema_migrations (version int PRIMARY KEY, name text, checksum text, applied_at timestamp)`,
+  );
+  const done = new Map(
+    (await client.execute(`SELECT version, checksum FROM ${keyspace}.schema_migrations`)).rows.map((r) => [
+      r['version'] as number,
+      r['checksum'] as string,
+    ]),
+  );
+  const result: ApplyResult = { createdKeyspace: !existed, applied: [], skipped: [], truncated: [] };
+  for (const m of loadMigrations(keyspace)) {
+    const label = `${String(m.version).padStart(3, '0')}_${m.name}`;
+    if (done.has(m.version)) {
+      result.skipped.push(label);
+      continue;
+    }
+    for (const statement of m.statements) await client.execute(statement);
+    await client.execute(
+      `INSERT INTO ${keyspace}.schema_migrations (version, name, checksum, applied_at) VALUES (?, ?, ?, toTimestamp(now()))`,
+      [m.version, m.name, m.checksum],
+    );
+    result.applied.push(label);
+  }
+  if (options.reset === true) {
+    const tables = await client.execute('SELECT table_name FROM system_schema.tables WHERE keyspace_name = ?', [keyspace]);
+    for (const row of tables.rows) {
+      const table = row['table_name'] as string;
+      if (table === 'schema_migrations') continue;
+      await client.execute(`TRUNCATE ${keyspace}.${table}`);
+      result.truncated.push(table);
+    }
+  }
+  return result;
+}

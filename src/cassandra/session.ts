@@ -1,0 +1,91 @@
+/**
+ * The Cassandra adapter: one driver Client per process, prepared statements only, errors mapped to
+ * our codes with one line a user can act on.
+ */
+import cassandra from 'cassandra-driver';
+import type { ConnectionConfig } from '../config.js';
+import { ExactlyOnceError } from '../errors.js';
+
+export type Client = cassandra.Client;
+export const { types } = cassandra;
+export const { consistencies } = cassandra.types;
+export type Long = cassandra.types.Long;
+
+export interface SessionOptions {
+  /** Connect without a keyspace (schema set-up) or into one. */
+  keyspace?: string | undefined;
+  /** How long to wait for the first connection, in ms. */
+  connectTimeoutMs?: number;
+}
+
+/** Contact points as given (`host` or `host:port`); the driver's default port is 9042. */
+function contactPoints(config: ConnectionConfig): { points: string[]; port: number } {
+  let port = 9042;
+  const points = config.cassandra.map((cp) => {
+    const m = /^(.*):(\d+)$/.exec(cp);
+    if (m === null || cp.startsWith('[') && !cp.includes(']:')) return cp;
+    port = Number(m[2]);
+    return m[1]!.replace(/^\[|\]$/g, '');
+  });
+  return { points, port };
+}
+
+export async function connect(config: ConnectionConfig, options: SessionOptions = {}): Promise<Client> {
+  const { points, port } = contactPoints(config);
+  const client = new cassandra.Client({
+    contactPoints: points,
+    protocolOptions: { port },
+    localDataCenter: config.datacenter,
+    keyspace: options.keyspace,
+    credentials:
+      config.cassandraUsername !== undefined
+        ? { username: config.cassandraUsername, password: config.cassandraPassword ?? '' }
+        : undefined,
+    socketOptions: { connectTimeout: options.connectTimeoutMs ?? 5000, readTimeout: 30000 },
+    // LOCAL_QUORUM is right for a real cluster and equals ONE on the single-node local stack.
+    queryOptions: { consistency: consistencies.localQuorum, prepare: true },
+    pooling: { coreConnectionsPerHost: { [cassandra.types.distance.local]: 2 } },
+  });
+  try {
+    await client.connect();
+  } catch (e) {
+    await client.shutdown().catch(() => undefined);
+    throw unavailable(config, e);
+  }
+  return client;
+}
+
+export function unavailable(config: ConnectionConfig, cause: unknown): ExactlyOnceError {
+  const where = config.cassandra.join(',');
+  const msg = cause instanceof Error ? cause.message.split('\n')[0] : String(cause);
+  if (/keyspace/i.test(msg ?? '') && /does not exist/i.test(msg ?? '')) {
+    return new ExactlyOnceError(
+      'EO_CASSANDRA_QUERY',
+      `keyspace '${config.keyspace}' does not exist at ${where}; run \`exactlyonce schema apply\``,
+      { cause },
+    );
+  }
+  return new ExactlyOnceError(
+    'EO_CASSANDRA_UNAVAILABLE',
+    `Cassandra at ${where} is not reachable (${msg}); is the stack up? run \`exactlyonce stack up\``,
+    { cause },
+  );
+}
+
+/** True for driver errors worth retrying: no host answered, a timeout, an unavailable replica. */
+export function isRetriableCassandraError(e: unknown): boolean {
+  if (!(e instanceof Error)) return false;
+  const name = e.name;
+  if (name === 'NoHostAvailableError' || name === 'OperationTimedOutError' || name === 'BusyConnectionError') return true;
+  const code = (e as { code?: number }).code;
+  // 0x1000 Unavailable, 0x1001 Overloaded, 0x1002 IsBootstrapping, 0x1100 WriteTimeout, 0x1200 ReadTimeout
+  return code === 0x1000 || code === 0x1001 || code === 0x1002 || code === 0x1100 || code === 0x1200;
+}
+
+export const Long = cassandra.types.Long;
+export function toLong(v: bigint): cassandra.types.Long {
+  return cassandra.types.Long.fromString(v.toString());
+}
+export function fromLong(v: cassandra.types.Long): bigint {
+  return BigInt(v.toString());
+}

@@ -1,0 +1,60 @@
+/** What every command shares: the connection flags, error printing, and table output. */
+import { Command, Option } from 'commander';
+import { connectionOptions, loadConnectionConfig, type ConnectionConfig, type ConnectionKey } from '../config.js';
+import { ExactlyOnceError } from '../errors.js';
+
+/** Adds the shared connection flags (each also read from its EXACTLYONCE_* variable). */
+export function withConnection(cmd: Command, keys: readonly ConnectionKey[] = Object.keys(connectionOptions) as ConnectionKey[]): Command {
+  for (const key of keys) {
+    const o = connectionOptions[key];
+    const help = `${o.help} (env ${o.env}${o.default === undefined ? '' : `, default ${o.default}`})`;
+    cmd.addOption(new Option(o.flag, help));
+  }
+  return cmd;
+}
+
+export function connection(opts: Record<string, unknown>): ConnectionConfig {
+  return loadConnectionConfig(opts);
+}
+
+/**
+ * Runs a command body: an ExactlyOnceError becomes `error CODE: message` (plus its details) and the
+ * code's exit status; anything else is a bug and keeps its stack trace.
+ */
+export function action<A extends unknown[]>(fn: (...args: A) => Promise<void | number>) {
+  return async (...args: A): Promise<void> => {
+    try {
+      const code = await fn(...args);
+      if (typeof code === 'number') process.exitCode = code;
+    } catch (e) {
+      process.exitCode = reportError(e);
+    }
+  };
+}
+
+export function reportError(e: unknown): number {
+  if (e instanceof ExactlyOnceError) {
+    process.stderr.write(`error ${e.code}: ${e.message}\n`);
+    if (e.details !== undefined) process.stderr.write(e.details.replace(/\n?$/, '\n'));
+    return e.exitCode;
+  }
+  process.stderr.write(`internal error (a bug; please report it): ${e instanceof Error ? e.stack : String(e)}\n`);
+  return 70;
+}
+
+/** Rows as an aligned text table, cqlsh-style. */
+export function formatTable(columns: string[], rows: unknown[][]): string {
+  const cells = rows.map((r) => r.map(formatCell));
+  const widths = columns.map((c, i) => Math.max(c.length, ...cells.map((r) => r[i]!.length)));
+  const line = (r: string[]) => ' ' + r.map((v, i) => v.padEnd(widths[i]!)).join(' | ');
+  return [line(columns), '-' + widths.map((w) => '-'.repeat(w + 1)).join('+-'), ...cells.map(line)].join('\n');
+}
+
+function formatCell(v: unknown): string {
+  if (v === null || v === undefined) return 'null';
+  if (Buffer.isBuffer(v)) return '0x' + v.toString('hex');
+  if (v instanceof Date) return v.toISOString();
+  if (typeof v === 'object' && 'toString' in v && v.constructor.name !== 'Object') return String(v);
+  if (typeof v === 'object') return JSON.stringify(v);
+  return String(v);
+}

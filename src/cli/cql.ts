@@ -1,0 +1,62 @@
+/** `exactlyonce cql [STATEMENT]`: one CQL statement, or a small prompt (cqlsh is not available here). */
+import { createInterface } from 'node:readline/promises';
+import { Command } from 'commander';
+import { connect, type Client } from '../cassandra/session.js';
+import { ExactlyOnceError } from '../errors.js';
+import { action, connection, formatTable, withConnection } from './common.js';
+
+async function runOne(client: Client, statement: string): Promise<void> {
+  let result;
+  try {
+    result = await client.execute(statement, [], { prepare: false });
+  } catch (e) {
+    throw new ExactlyOnceError('EO_CASSANDRA_QUERY', (e as Error).message, { cause: e });
+  }
+  if (result.columns === null || result.columns === undefined) {
+    process.stdout.write('OK\n');
+    return;
+  }
+  const columns = result.columns.map((c) => c.name);
+  process.stdout.write(formatTable(columns, result.rows.map((r) => columns.map((c) => r[c]))) + '\n');
+  process.stdout.write(`(${result.rowLength} row${result.rowLength === 1 ? '' : 's'})\n`);
+}
+
+export function cqlCommand(): Command {
+  return withConnection(
+    new Command('cql')
+      .description('run one CQL statement (or, without one, an interactive prompt) and print rows as a table')
+      .argument('[statement]', "e.g. \"SELECT * FROM events LIMIT 10\""),
+    ['cassandra', 'datacenter', 'keyspace', 'cassandraUsername', 'cassandraPassword'],
+  ).action(
+    action(async (statement: string | undefined, opts: Record<string, unknown>) => {
+      const config = connection(opts);
+      const client = await connect(config);
+      try {
+        // The keyspace is selected when it exists, so `SELECT * FROM events` works as in the README.
+        await client.execute(`USE ${config.keyspace}`).catch(() => undefined);
+        if (statement !== undefined) return runOne(client, statement);
+        const rl = createInterface({ input: process.stdin, output: process.stdout, prompt: `cql:${config.keyspace}> ` });
+        let buffer = '';
+        rl.prompt();
+        for await (const line of rl) {
+          buffer += (buffer ? '\n' : '') + line;
+          if (/^\s*(exit|quit)\s*;?\s*$/i.test(buffer)) break;
+          if (buffer.trim().endsWith(';') || buffer.trim() === '') {
+            if (buffer.trim() !== '') {
+              try {
+                await runOne(client, buffer.trim().replace(/;$/, ''));
+              } catch (e) {
+                process.stderr.write(`error: ${(e as Error).message}\n`);
+              }
+            }
+            buffer = '';
+          }
+          rl.prompt();
+        }
+        rl.close();
+      } finally {
+        await client.shutdown();
+      }
+    }),
+  );
+}

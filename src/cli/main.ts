@@ -1,0 +1,33 @@
+#!/usr/bin/env node
+/** The `exactlyonce` command: one sub-command per file of this folder. */
+import { Command, CommanderError } from 'commander';
+import { reportError } from './common.js';
+import { cqlCommand } from './cql.js';
+import { schemaCommand } from './schema.js';
+import { stackCommand } from './stack.js';
+import { topicCommand } from './topic.js';
+
+const program = new Command('exactlyonce')
+  .description('Move events from Kafka into Cassandra exactly once, derive alerts, and prove it.')
+  .showHelpAfterError('(run with --help for usage)')
+  .exitOverride();
+
+for (const cmd of [stackCommand(), schemaCommand(), topicCommand(), cqlCommand()]) program.addCommand(cmd);
+
+function exitOverrideAll(cmd: Command): void {
+  cmd.exitOverride();
+  cmd.showHelpAfterError('(run with --help for usage)');
+  for (const sub of cmd.commands) exitOverrideAll(sub);
+}
+exitOverrideAll(program);
+
+try {
+  await program.parseAsync(process.argv);
+} catch (e) {
+  if (e instanceof CommanderError) {
+    // Commander has already printed its one-line message (bad flag, missing argument, --help).
+    process.exitCode = e.exitCode === 0 ? 0 : 2;
+  } else {
+    process.exitCode = reportError(e);
+  }
+}

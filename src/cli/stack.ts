@@ -1,0 +1,101 @@
+/** `exactlyonce stack up | down | status | logs`: the local Kafka + Cassandra servers. */
+import { Command, Option } from 'commander';
+import { intOption } from '../config.js';
+import { ExactlyOnceError } from '../errors.js';
+import {
+  defaultStackOptions,
+  stackDown,
+  stackLogs,
+  stackStatus,
+  stackUp,
+  type ServerStatus,
+  type StackOptions,
+} from '../stack/index.js';
+import { action, formatTable } from './common.js';
+
+function stackFlags(cmd: Command): Command {
+  return cmd
+    .addOption(new Option('--stack-dir <dir>', 'where the stack keeps jars, data and logs (env EXACTLYONCE_STACK_DIR, default <repo>/.stack)'))
+    .addOption(new Option('--kafka-port <port>', 'Kafka listener port on 127.0.0.1 (controller on port+1)').argParser(intOption('--kafka-port', 1024, 65534)))
+    .addOption(new Option('--cassandra-port <port>', 'Cassandra CQL port on 127.0.0.1').argParser(intOption('--cassandra-port', 1024, 65535)))
+    .addOption(new Option('--kafka-heap <mb>', 'Kafka heap in MiB').argParser(intOption('--kafka-heap', 256, 16384)))
+    .addOption(new Option('--cassandra-heap <mb>', 'Cassandra heap in MiB').argParser(intOption('--cassandra-heap', 512, 16384)))
+    .addOption(new Option('--timeout <seconds>', 'start-up deadline in seconds').argParser(intOption('--timeout', 10, 3600)));
+}
+
+export function stackOptionsFrom(opts: Record<string, unknown>): StackOptions {
+  const env = process.env;
+  const num = (flag: unknown, name: string): number | undefined =>
+    typeof flag === 'number' ? flag : env[name] !== undefined ? intOption(name, 1, 65535)(env[name]!) : undefined;
+  const o: Partial<StackOptions> = {};
+  const dir = (opts['stackDir'] as string | undefined) ?? env['EXACTLYONCE_STACK_DIR'];
+  if (dir !== undefined) o.dir = dir;
+  const kafkaPort = num(opts['kafkaPort'], 'EXACTLYONCE_KAFKA_PORT');
+  if (kafkaPort !== undefined) o.kafkaPort = kafkaPort;
+  const cassandraPort = num(opts['cassandraPort'], 'EXACTLYONCE_CASSANDRA_PORT');
+  if (cassandraPort !== undefined) o.cassandraPort = cassandraPort;
+  if (typeof opts['kafkaHeap'] === 'number') o.kafkaHeapMb = opts['kafkaHeap'];
+  if (typeof opts['cassandraHeap'] === 'number') o.cassandraHeapMb = opts['cassandraHeap'];
+  if (typeof opts['timeout'] === 'number') o.startTimeoutMs = opts['timeout'] * 1000;
+  o.onProgress = (line) => process.stderr.write(`  ${line}\n`);
+  return defaultStackOptions(o);
+}
+
+export function printStatus(servers: ServerStatus[]): void {
+  process.stdout.write(
+    formatTable(
+      ['server', 'version', 'pid', 'port', 'running', 'ready', 'log'],
+      servers.map((s) => [s.name, s.version, s.pid ?? '-', `127.0.0.1:${s.port}`, s.running ? 'yes' : 'no', s.ready ? 'yes' : 'no', s.logFile]),
+    ) + '\n',
+  );
+}
+
+export function stackCommand(): Command {
+  const stack = new Command('stack').description('run a local Kafka + Cassandra for development and tests (no Docker)');
+
+  stackFlags(stack.command('up').description('fetch the servers from Maven Central if needed, start both, wait until ready (reuses running ones)')).action(
+    action(async (opts: Record<string, unknown>) => {
+      const o = stackOptionsFrom(opts);
+      const r = await stackUp(o);
+      const secs = (r.elapsedMs / 1000).toFixed(1);
+      process.stdout.write(
+        r.started.length === 0
+          ? `stack already up (checked in ${secs}s)\n`
+          : `stack up: started ${r.started.join(' and ')} in ${secs}s\n`,
+      );
+      process.stdout.write(`  Kafka      127.0.0.1:${o.kafkaPort}    (--brokers 127.0.0.1:${o.kafkaPort})\n`);
+      process.stdout.write(`  Cassandra  127.0.0.1:${o.cassandraPort}    (--cassandra 127.0.0.1:${o.cassandraPort})\n`);
+    }),
+  );
+
+  stackFlags(stack.command('down').description('stop both servers cleanly (idempotent)')).action(
+    action(async (opts: Record<string, unknown>) => {
+      const r = await stackDown(stackOptionsFrom(opts));
+      process.stdout.write(r.stopped.length === 0 ? 'stack was not running\n' : `stopped ${r.stopped.join(' and ')}\n`);
+    }),
+  );
+
+  stackFlags(stack.command('status').description('show each server: pid, port, readiness')).action(
+    action(async (opts: Record<string, unknown>) => {
+      const servers = await stackStatus(stackOptionsFrom(opts));
+      printStatus(servers);
+      return servers.every((s) => s.ready) ? 0 : 1;
+    }),
+  );
+
+  stackFlags(
+    stack
+      .command('logs')
+      .description("show the tail of a server's log")
+      .argument('<server>', 'kafka or cassandra')
+      .addOption(new Option('-n, --lines <n>', 'how many lines').default(50).argParser(intOption('--lines', 1, 100000))),
+  ).action(
+    action(async (server: string, opts: Record<string, unknown>) => {
+      if (server !== 'kafka' && server !== 'cassandra') {
+        throw new ExactlyOnceError('EO_USAGE', `server: expected kafka or cassandra (got '${server}')`);
+      }
+      process.stdout.write(await stackLogs(stackOptionsFrom(opts), server, opts['lines'] as number));
+    }),
+  );
+  return stack;
+}

@@ -1,0 +1,54 @@
+/**
+ * Every error the project raises on purpose: one registry of codes, each with a `retriable` flag and
+ * the `cause`. The CLI prints `code: message` and exits non-zero; retry loops decide from
+ * `retriable`, never from the message text (the habit of kafkajs' src/errors.js and fastify's
+ * FST_ERR_ registry).
+ */
+export const ErrorCodes = {
+  EO_CONFIG_INVALID: { retriable: false, exitCode: 2 },
+  EO_USAGE: { retriable: false, exitCode: 2 },
+  EO_TOOL_MISSING: { retriable: false, exitCode: 3 },
+  EO_PORT_IN_USE: { retriable: false, exitCode: 3 },
+  EO_SERVER_EXITED: { retriable: false, exitCode: 3 },
+  EO_STARTUP_TIMEOUT: { retriable: false, exitCode: 3 },
+  EO_FETCH_FAILED: { retriable: false, exitCode: 3 },
+  EO_KAFKA_UNAVAILABLE: { retriable: true, exitCode: 4 },
+  EO_CASSANDRA_UNAVAILABLE: { retriable: true, exitCode: 4 },
+  EO_CASSANDRA_QUERY: { retriable: false, exitCode: 4 },
+  EO_KAFKA_CLIENT_MISSING: { retriable: false, exitCode: 3 },
+  EO_TOPIC_MISMATCH: { retriable: false, exitCode: 5 },
+  EO_CHECKPOINT_OUT_OF_RANGE: { retriable: false, exitCode: 6 },
+  EO_PRODUCE_FAILED: { retriable: true, exitCode: 7 },
+  EO_FENCED: { retriable: false, exitCode: 8 },
+  EO_VERIFY_FAILED: { retriable: false, exitCode: 9 },
+} as const satisfies Record<string, { retriable: boolean; exitCode: number }>;
+
+export type ErrorCode = keyof typeof ErrorCodes;
+
+export class ExactlyOnceError extends Error {
+  readonly code: ErrorCode;
+  readonly retriable: boolean;
+  readonly exitCode: number;
+  /** Extra lines shown under the message (e.g. the tail of a server log). */
+  readonly details: string | undefined;
+
+  constructor(code: ErrorCode, message: string, options: { cause?: unknown; details?: string } = {}) {
+    super(message, { cause: options.cause });
+    this.name = 'ExactlyOnceError';
+    this.code = code;
+    this.retriable = ErrorCodes[code].retriable;
+    this.exitCode = ErrorCodes[code].exitCode;
+    this.details = options.details;
+  }
+}
+
+export function isExactlyOnceError(e: unknown, code?: ErrorCode): e is ExactlyOnceError {
+  return e instanceof ExactlyOnceError && (code === undefined || e.code === code);
+}
+
+/** A one-line description of any thrown value, for logs. */
+export function describe(e: unknown): string {
+  if (e instanceof ExactlyOnceError) return `${e.code}: ${e.message}`;
+  if (e instanceof Error) return e.message;
+  return String(e);
+}

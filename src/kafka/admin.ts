@@ -1,0 +1,113 @@
+/**
+ * The Admin API: topics and their partitions and watermarks. One short-lived admin client per call
+ * site; every call has a deadline and turns "no answer" into EO_KAFKA_UNAVAILABLE naming the brokers.
+ */
+import type { ConnectionConfig } from '../config.js';
+import { ExactlyOnceError } from '../errors.js';
+import { baseProperties, kafkaJS, kafkaUnavailable, quietLogger, type KafkaJSNamespace } from './client.js';
+
+export interface TopicSpec {
+  topic: string;
+  partitions: number;
+  replicationFactor: number;
+  /** Topic configs, e.g. `{ 'cleanup.policy': 'compact' }`. */
+  configs?: Record<string, string>;
+}
+
+export interface Watermarks {
+  partition: number;
+  /** The log start offset: the first offset still stored. */
+  low: bigint;
+  /** The log end offset: the offset the next record will get. */
+  high: bigint;
+}
+
+export class KafkaAdmin {
+  private readonly admin: KafkaJSNamespace.Admin;
+  private connected = false;
+
+  constructor(
+    private readonly config: ConnectionConfig,
+    private readonly timeoutMs = 15_000,
+  ) {
+    const { Kafka } = kafkaJS();
+    this.admin = new Kafka({}).admin({
+      kafkaJS: { logger: quietLogger(() => undefined) },
+      ...baseProperties(config, 'exactlyonce-admin'),
+    } as KafkaJSNamespace.AdminConstructorConfig);
+  }
+
+  private async call<T>(fn: () => Promise<T>): Promise<T> {
+    try {
+      if (!this.connected) {
+        await this.admin.connect();
+        this.connected = true;
+      }
+      return await fn();
+    } catch (e) {
+      if (e instanceof ExactlyOnceError) throw e;
+      const code = (e as { code?: number; type?: string }).type;
+      if (code === 'UNKNOWN_TOPIC_OR_PARTITION') {
+        throw new ExactlyOnceError('EO_TOPIC_MISMATCH', `topic does not exist; run \`exactlyonce topic create\``, { cause: e });
+      }
+      throw kafkaUnavailable(this.config, e);
+    }
+  }
+
+  async listTopics(): Promise<string[]> {
+    return this.call(() => this.admin.listTopics({ timeout: this.timeoutMs }));
+  }
+
+  /** Partition count of a topic, or null when it does not exist. */
+  async partitionCount(topic: string): Promise<number | null> {
+    const topics = await this.listTopics();
+    if (!topics.includes(topic)) return null;
+    const [meta] = await this.call(() => this.admin.fetchTopicMetadata({ topics: [topic], timeout: this.timeoutMs }));
+    return meta?.partitions.length ?? null;
+  }
+
+  /**
+   * Creates the topic unless it exists. Idempotent; returns what it found so the caller can warn
+   * about a different partition count.
+   */
+  async ensureTopic(spec: TopicSpec): Promise<{ created: boolean; partitions: number }> {
+    const existing = await this.partitionCount(spec.topic);
+    if (existing !== null) return { created: false, partitions: existing };
+    await this.call(() =>
+      this.admin.createTopics({
+        timeout: this.timeoutMs,
+        topics: [
+          {
+            topic: spec.topic,
+            numPartitions: spec.partitions,
+            replicationFactor: spec.replicationFactor,
+            configEntries: Object.entries(spec.configs ?? {}).map(([name, value]) => ({ name, value })),
+          },
+        ],
+      }),
+    ).catch((e: unknown) => {
+      // Another process created it between our check and our create: that is success.
+      if (/already exists/i.test(String((e as Error).message ?? e))) return false;
+      throw e;
+    });
+    return { created: true, partitions: spec.partitions };
+  }
+
+  async deleteTopic(topic: string): Promise<void> {
+    await this.call(() => this.admin.deleteTopics({ topics: [topic], timeout: this.timeoutMs }));
+  }
+
+  async watermarks(topic: string): Promise<Watermarks[]> {
+    const offsets = await this.call(() => this.admin.fetchTopicOffsets(topic, { timeout: this.timeoutMs } as never));
+    return offsets
+      .map((o) => ({ partition: o.partition, low: BigInt(o.low), high: BigInt(o.high) }))
+      .sort((a, b) => a.partition - b.partition);
+  }
+
+  /** Idempotent. */
+  async close(): Promise<void> {
+    if (!this.connected) return;
+    this.connected = false;
+    await this.admin.disconnect().catch(() => undefined);
+  }
+}

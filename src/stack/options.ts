@@ -1,0 +1,59 @@
+/**
+ * What the local stack is and where it lives. One value, built once by `defaultStackOptions`, is
+ * passed to every stack function; nothing here touches the disk.
+ */
+import { repoRoot } from './paths.js';
+import path from 'node:path';
+
+export type ServerName = 'kafka' | 'cassandra';
+
+/** Start order does not matter (they start in parallel); this is the order of status lists. */
+export const SERVER_NAMES: readonly ServerName[] = ['kafka', 'cassandra'];
+
+export interface StackOptions {
+  /** Root of all stack state: lib/ (jars), data/, logs/, run/ (pid files), conf/, tmp/. */
+  dir: string;
+  /** Kafka PLAINTEXT port on 127.0.0.1; the KRaft controller listens on kafkaPort + 1. */
+  kafkaPort: number;
+  /** Cassandra CQL port on 127.0.0.1; the storage (gossip) port is derived: cassandraPort − 2042 (9042 → 7000). */
+  cassandraPort: number;
+  /** JVM heap (-Xms = -Xmx) in MiB. */
+  kafkaHeapMb: number;
+  cassandraHeapMb: number;
+  /** How long a freshly started JVM may take to answer, in ms (the one-off jar fetch is not counted). */
+  startTimeoutMs: number;
+  /** Human progress lines ("fetching Cassandra 5.0.6 jars…"). */
+  onProgress?: (line: string) => void;
+}
+
+export interface ServerStatus {
+  name: ServerName;
+  pid: number | null;
+  port: number;
+  running: boolean;
+  /** Running and answering a client request (Kafka metadata / CQL query) right now. */
+  ready: boolean;
+  version: string;
+  logFile: string;
+}
+
+export function defaultStackOptions(overrides: Partial<StackOptions> = {}): StackOptions {
+  return {
+    dir: path.join(repoRoot(), '.stack'),
+    kafkaPort: 9092,
+    cassandraPort: 9042,
+    kafkaHeapMb: 1024,
+    cassandraHeapMb: 1024,
+    startTimeoutMs: 180_000,
+    ...overrides,
+  };
+}
+
+/** Cassandra's inter-node port, derived so a second stack only needs a different CQL port. */
+export function cassandraStoragePort(o: StackOptions): number {
+  return o.cassandraPort - 2042;
+}
+
+export function displayName(name: ServerName): string {
+  return name === 'kafka' ? 'Kafka' : 'Cassandra';
+}

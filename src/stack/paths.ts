@@ -1,0 +1,54 @@
+/**
+ * Where every file of the stack lives, derived from the stack dir, and where the repo's
+ * `stack/pom.xml` is (the versions are read from it, so it is the single source of truth).
+ */
+import { existsSync, readFileSync } from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import type { ServerName } from './options.js';
+
+let root: string | undefined;
+
+/** The checkout root: the nearest parent holding stack/pom.xml (works from src/ and from a build dir). */
+export function repoRoot(): string {
+  if (root !== undefined) return root;
+  let dir = path.dirname(fileURLToPath(import.meta.url));
+  while (!existsSync(path.join(dir, 'stack', 'pom.xml'))) {
+    const up = path.dirname(dir);
+    if (up === dir) throw new Error('stack/pom.xml not found above ' + fileURLToPath(import.meta.url));
+    dir = up;
+  }
+  return (root = dir);
+}
+
+export function pomFile(): string {
+  return path.join(repoRoot(), 'stack', 'pom.xml');
+}
+
+/** The server version, from `<kafka.version>` / `<cassandra.version>` in the pom. */
+export function serverVersion(name: ServerName): string {
+  const m = new RegExp(`<${name}\\.version>([^<]+)</`).exec(readFileSync(pomFile(), 'utf8'));
+  return m?.[1] ?? 'unknown';
+}
+
+export interface ServerPaths {
+  lib: string;
+  data: string;
+  conf: string;
+  tmp: string;
+  logFile: string;
+  pidFile: string;
+}
+
+export function serverPaths(dir: string, name: ServerName): ServerPaths {
+  const abs = path.resolve(dir);
+  return {
+    lib: path.join(abs, 'lib', name),
+    data: path.join(abs, 'data', name),
+    conf: path.join(abs, 'conf', name),
+    // JNA, snappy and zstd unpack native code into java.io.tmpdir; /tmp may be noexec or shared.
+    tmp: path.join(abs, 'tmp', name),
+    logFile: path.join(abs, 'logs', `${name}.log`),
+    pidFile: path.join(abs, 'run', `${name}.pid`),
+  };
+}

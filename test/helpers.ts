@@ -1,0 +1,111 @@
+/** Shared by the tests: fresh topics and keyspaces with cleanup, waitFor with a deadline, the CLI. */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { fileURLToPath } from 'node:url';
+import type { TestContext } from 'node:test';
+import { applySchema } from '../src/cassandra/migrate.js';
+import { connect, type Client } from '../src/cassandra/session.js';
+import { loadConnectionConfig, type ConnectionConfig } from '../src/config.js';
+import { KafkaAdmin } from '../src/kafka/admin.js';
+
+export const repoRoot = fileURLToPath(new URL('..', import.meta.url));
+export const cliPath = `${repoRoot}bin/exactlyonce`;
+
+export function suffix(): string {
+  return randomBytes(4).toString('hex');
+}
+
+/** A connection to the local stack with a keyspace and topic of the test's own. */
+export function testConfig(overrides: Record<string, unknown> = {}): ConnectionConfig {
+  const s = suffix();
+  return loadConnectionConfig(
+    { brokers: '127.0.0.1:9092', cassandra: '127.0.0.1', keyspace: `eo_test_${s}`, topic: `eo-test-${s}`, group: `eo-test-${s}`, ...overrides },
+    {},
+  );
+}
+
+/** Connects to Cassandra (no keyspace) and closes the session when the test ends. */
+export async function cassandraSession(t: TestContext, config: ConnectionConfig): Promise<Client> {
+  const client = await connect(config);
+  t.after(() => client.shutdown());
+  return client;
+}
+
+/** Applies the schema to the config's keyspace and drops the keyspace when the test ends. */
+export async function freshKeyspace(t: TestContext, config: ConnectionConfig): Promise<Client> {
+  const client = await connect(config);
+  await applySchema(client, config.keyspace, { class: 'SimpleStrategy', replicationFactor: 1 });
+  t.after(async () => {
+    await client.execute(`DROP KEYSPACE IF EXISTS ${config.keyspace}`).catch(() => undefined);
+    await client.shutdown();
+  });
+  return client;
+}
+
+/** Creates the config's topic and deletes it when the test ends. */
+export async function freshTopic(t: TestContext, config: ConnectionConfig, partitions = 3): Promise<KafkaAdmin> {
+  const admin = new KafkaAdmin(config);
+  await admin.ensureTopic({ topic: config.topic, partitions, replicationFactor: 1 });
+  t.after(async () => {
+    await admin.deleteTopic(config.topic).catch(() => undefined);
+    await admin.close();
+  });
+  return admin;
+}
+
+/** Polls `condition` until it returns a truthy value or the deadline passes (then throws `message`). */
+export async function waitFor<T>(
+  condition: () => Promise<T | undefined | null | false> | T | undefined | null | false,
+  options: { timeoutMs: number; intervalMs?: number; message: string },
+): Promise<T> {
+  const deadline = Date.now() + options.timeoutMs;
+  let last: unknown;
+  for (;;) {
+    try {
+      const v = await condition();
+      if (v) return v;
+    } catch (e) {
+      last = e;
+    }
+    if (Date.now() > deadline) {
+      throw new Error(`timed out after ${options.timeoutMs} ms: ${options.message}${last ? ` (last error: ${String(last)})` : ''}`);
+    }
+    await new Promise((r) => setTimeout(r, options.intervalMs ?? 250));
+  }
+}
+
+export interface CliResult {
+  code: number | null;
+  signal: NodeJS.Signals | null;
+  stdout: string;
+  stderr: string;
+}
+
+/** Runs `bin/exactlyonce args…` to completion. */
+export function runCli(args: string[], env: Record<string, string> = {}, timeoutMs = 300_000): Promise<CliResult> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(cliPath, args, { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (d) => (stdout += d));
+    child.stderr.on('data', (d) => (stderr += d));
+    const timer = setTimeout(() => child.kill('SIGKILL'), timeoutMs);
+    child.on('error', reject);
+    child.on('close', (code, signal) => {
+      clearTimeout(timer);
+      resolve({ code, signal, stdout, stderr });
+    });
+  });
+}
+
+/** Starts `bin/exactlyonce args…` in the background; the test kills it (and it is killed at test end). */
+export function startCli(t: TestContext, args: string[], env: Record<string, string> = {}): ChildProcess & { output: () => string } {
+  const child = spawn(cliPath, args, { env: { ...process.env, EXACTLYONCE_LOG_FORMAT: 'json', ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  let output = '';
+  child.stdout!.on('data', (d) => (output += d));
+  child.stderr!.on('data', (d) => (output += d));
+  t.after(() => {
+    if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+  });
+  return Object.assign(child, { output: () => output });
+}

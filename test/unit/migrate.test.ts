@@ -1,0 +1,28 @@
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { loadMigrations, parseReplication, replicationCql, splitStatements } from '../../src/cassandra/migrate.js';
+import { ExactlyOnceError } from '../../src/errors.js';
+
+test('migrations load in version order with the keyspace substituted', () => {
+  const ms = loadMigrations('ks1');
+  assert.deepEqual(ms.map((m) => m.version), [...ms.map((m) => m.version)].sort((a, b) => a - b));
+  assert.equal(ms[0]!.name, 'original_tables');
+  assert.equal(ms[0]!.statements.length, 2);
+  assert.ok(ms.every((m) => m.statements.every((s) => !s.includes('{{keyspace}}'))));
+  assert.match(ms[0]!.statements[0]!, /^CREATE TABLE IF NOT EXISTS ks1\.events \(/);
+});
+
+test('splitStatements drops comments and empty statements', () => {
+  assert.deepEqual(splitStatements('-- c1\nA x; -- c2\n\n B y ;\n;'), ['A x', 'B y']);
+});
+
+test('replication specs', () => {
+  assert.equal(replicationCql(parseReplication('SimpleStrategy:1')), "{'class': 'SimpleStrategy', 'replication_factor': 1 }");
+  assert.equal(
+    replicationCql(parseReplication('NetworkTopologyStrategy:dc1=3,dc2=2')),
+    "{'class': 'NetworkTopologyStrategy', 'dc1': 3, 'dc2': 2 }",
+  );
+  for (const bad of ['SimpleStrategy:0', 'Simple:1', 'NetworkTopologyStrategy:', 'NetworkTopologyStrategy:dc1']) {
+    assert.throws(() => parseReplication(bad), (e: unknown) => e instanceof ExactlyOnceError && e.code === 'EO_CONFIG_INVALID');
+  }
+});
