@@ -3,6 +3,9 @@
 import { Command, CommanderError } from 'commander';
 import { reportError } from './common.js';
 import { cqlCommand } from './cql.js';
+import { generateCommand } from './generate.js';
+import { quarantineCommand } from './quarantine.js';
+import { runCommand } from './run.js';
 import { schemaCommand } from './schema.js';
 import { stackCommand } from './stack.js';
 import { topicCommand } from './topic.js';
@@ -12,7 +15,7 @@ const program = new Command('exactlyonce')
   .showHelpAfterError('(run with --help for usage)')
   .exitOverride();
 
-for (const cmd of [stackCommand(), schemaCommand(), topicCommand(), cqlCommand()]) program.addCommand(cmd);
+for (const cmd of [stackCommand(), schemaCommand(), topicCommand(), generateCommand(), runCommand(), quarantineCommand(), cqlCommand()]) program.addCommand(cmd);
 
 function exitOverrideAll(cmd: Command): void {
   cmd.exitOverride();

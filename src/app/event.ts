@@ -1,0 +1,99 @@
+/**
+ * The original system's event and its JSON form:
+ * `{"id": <int64>, "ts": <epoch ms>, "source": <string>, "client": <string>, "health": <0|1|2>}`.
+ * Decoding never throws: a record is either an Event or a reason to quarantine it. `id` is a 64-bit
+ * integer kept exact (JSON.parse would round it through float64), so numbers are parsed losslessly.
+ */
+import { isLosslessNumber, parse } from 'lossless-json';
+import type { Decoded } from '../engine/job.js';
+
+export const Health = { Nominal: 0, Warning: 1, Critical: 2 } as const;
+export type HealthCode = (typeof Health)[keyof typeof Health];
+
+export interface Event {
+  readonly id: bigint;
+  /** Event time, epoch milliseconds. */
+  readonly ts: number;
+  readonly source: string;
+  readonly client: string;
+  readonly health: HealthCode;
+}
+
+/** Why a record was quarantined; stored in the quarantine table's `reason` column. */
+export const QuarantineReasons = [
+  'empty',
+  'too_large',
+  'not_utf8',
+  'invalid_json',
+  'not_object',
+  'missing_field',
+  'null_value',
+  'wrong_type',
+  'invalid_health',
+  'id_out_of_range',
+  'ts_out_of_range',
+] as const;
+export type QuarantineReason = (typeof QuarantineReasons)[number];
+
+const INT64_MIN = -(2n ** 63n);
+const INT64_MAX = 2n ** 63n - 1n;
+/** The range of a JavaScript Date (and well inside Cassandra's timestamp), in ms. */
+const TS_LIMIT = 8_640_000_000_000_000;
+const utf8 = new TextDecoder('utf-8', { fatal: true });
+
+export const DEFAULT_MAX_RECORD_BYTES = 64 * 1024;
+
+function bad(reason: QuarantineReason, detail: string): Decoded<Event> {
+  return { ok: false, reason, detail };
+}
+
+export function decodeEvent(value: Buffer | null, maxBytes = DEFAULT_MAX_RECORD_BYTES): Decoded<Event> {
+  if (value === null || value.length === 0) return bad('empty', 'the record has no value');
+  if (value.length > maxBytes) return bad('too_large', `${value.length} bytes, limit ${maxBytes}`);
+  let text: string;
+  try {
+    text = utf8.decode(value);
+  } catch {
+    return bad('not_utf8', 'the value is not valid UTF-8');
+  }
+  let doc: unknown;
+  try {
+    doc = parse(text);
+  } catch (e) {
+    return bad('invalid_json', (e as Error).message.slice(0, 200));
+  }
+  if (doc === null || typeof doc !== 'object' || Array.isArray(doc) || isLosslessNumber(doc)) {
+    return bad('not_object', 'the JSON value is not an object');
+  }
+  const o = doc as Record<string, unknown>;
+  for (const field of ['id', 'ts', 'source', 'client', 'health'] as const) {
+    if (!(field in o)) return bad('missing_field', field);
+    if (o[field] === null) return bad('null_value', field);
+  }
+  const id = integer(o['id']);
+  if (id === undefined) return bad('wrong_type', 'id: expected an integer');
+  if (id < INT64_MIN || id > INT64_MAX) return bad('id_out_of_range', `id ${id} is outside int64`);
+  const ts = integer(o['ts']);
+  if (ts === undefined) return bad('wrong_type', 'ts: expected an integer (epoch ms)');
+  if (ts < -TS_LIMIT || ts > TS_LIMIT) return bad('ts_out_of_range', `ts ${ts} is outside ±${TS_LIMIT}`);
+  if (typeof o['source'] !== 'string') return bad('wrong_type', 'source: expected a string');
+  if (typeof o['client'] !== 'string') return bad('wrong_type', 'client: expected a string');
+  const health = integer(o['health']);
+  if (health === undefined) return bad('wrong_type', 'health: expected an integer');
+  if (health !== 0n && health !== 1n && health !== 2n) return bad('invalid_health', `health ${health} is not 0, 1 or 2`);
+  return {
+    ok: true,
+    value: { id, ts: Number(ts), source: o['source'], client: o['client'], health: Number(health) as HealthCode },
+  };
+}
+
+/** A JSON integer (no fraction, no exponent) as bigint; undefined for anything else. */
+function integer(v: unknown): bigint | undefined {
+  if (!isLosslessNumber(v)) return undefined;
+  return /^-?\d+$/.test(v.value) ? BigInt(v.value) : undefined;
+}
+
+/** The event's JSON, with `id` written as an exact integer. */
+export function encodeEvent(e: Event): string {
+  return `{"id":${e.id},"ts":${e.ts},"source":${JSON.stringify(e.source)},"client":${JSON.stringify(e.client)},"health":${e.health}}`;
+}

@@ -1,0 +1,75 @@
+/** `exactlyonce run`: one worker of the consumer group, storing events exactly once. */
+import { Command, Option } from 'commander';
+import { EventJob } from '../app/event-job.js';
+import { DEFAULT_MAX_RECORD_BYTES } from '../app/event.js';
+import { intOption } from '../config.js';
+import { ExactlyOnceError } from '../errors.js';
+import { EngineMetrics } from '../engine/metrics.js';
+import { serveMetrics } from '../engine/metrics-server.js';
+import { defaultRunnerOptions, Runner } from '../engine/runner.js';
+import { createLogger } from '../log.js';
+import { action, connection, withConnection } from './common.js';
+
+export function runCommand(): Command {
+  const d = defaultRunnerOptions;
+  return withConnection(
+    new Command('run')
+      .description('run a worker: join the group, resume every assigned partition from its Cassandra checkpoint, store events exactly once')
+      .addOption(new Option('--max-batch <n>', 'most records per batch').default(d.maxBatchSize).argParser(intOption('--max-batch', 1, 100000)))
+      .addOption(new Option('--concurrency <n>', 'partitions processed at once').default(d.concurrency).argParser(intOption('--concurrency', 1, 1024)))
+      .addOption(new Option('--max-buffer-mb <n>', 'bound on prefetched data in MiB (backpressure)').default(d.maxBufferKb / 1024).argParser(intOption('--max-buffer-mb', 1, 65536)))
+      .addOption(new Option('--session-timeout-ms <ms>', 'group session timeout').default(d.sessionTimeoutMs).argParser(intOption('--session-timeout-ms', 1000, 3600000)))
+      .addOption(new Option('--max-record-bytes <n>', 'larger records are quarantined').default(DEFAULT_MAX_RECORD_BYTES).argParser(intOption('--max-record-bytes', 64, 1e9)))
+      .addOption(new Option('--max-quarantine-bytes <n>', 'raw bytes kept per quarantined record').default(d.maxQuarantineBytes).argParser(intOption('--max-quarantine-bytes', 0, 1e9)))
+      .addOption(new Option('--metrics-port <port>', 'serve /metrics, /healthz, /readyz on 127.0.0.1:PORT (0: off)').default(0).argParser(intOption('--metrics-port', 0, 65535))),
+  ).action(
+    action(async (opts: Record<string, unknown>) => {
+      const config = connection(opts);
+      const log = createLogger('worker');
+      const metrics = new EngineMetrics(true);
+      const runner = new Runner(
+        config,
+        new EventJob(opts['maxRecordBytes'] as number),
+        log,
+        {
+          ...d,
+          maxBatchSize: opts['maxBatch'] as number,
+          concurrency: opts['concurrency'] as number,
+          maxBufferKb: (opts['maxBufferMb'] as number) * 1024,
+          sessionTimeoutMs: opts['sessionTimeoutMs'] as number,
+          maxQuarantineBytes: opts['maxQuarantineBytes'] as number,
+        },
+        metrics,
+      );
+      let running = false;
+      const port = opts['metricsPort'] as number;
+      const server =
+        port > 0
+          ? await serveMetrics(metrics, port, () => running).catch((e: unknown) => {
+              throw new ExactlyOnceError('EO_PORT_IN_USE', `--metrics-port: cannot listen on 127.0.0.1:${port} (${(e as Error).message})`, { cause: e });
+            })
+          : undefined;
+      let signals = 0;
+      const done = new Promise<void>((resolve) => {
+        const onSignal = (sig: NodeJS.Signals) => {
+          if (++signals > 1) process.exit(130); // a second Ctrl-C: stop now
+          log.info({ signal: sig }, 'stopping: finishing the batches in flight, then leaving the group');
+          void runner.stop().then(resolve);
+        };
+        process.on('SIGINT', onSignal);
+        process.on('SIGTERM', onSignal);
+      });
+      try {
+        await runner.start();
+      } catch (e) {
+        await runner.stop();
+        server?.close();
+        throw e;
+      }
+      running = true;
+      await done;
+      server?.close();
+      return 0;
+    }),
+  );
+}

@@ -1,0 +1,39 @@
+/**
+ * What a user implements to run an exactly-once Kafka → Cassandra job on the engine. The engine owns
+ * partitions, offsets, checkpoints, retries and quarantine; a Job only decodes records and writes their
+ * outputs.
+ */
+import type { Client } from '../cassandra/session.js';
+
+/** One Kafka record as the engine hands it to a job. */
+export interface SourceRecord {
+  readonly topic: string;
+  readonly partition: number;
+  readonly offset: bigint;
+  readonly key: Buffer | null;
+  readonly value: Buffer | null;
+  /** The record's Kafka timestamp, epoch ms. */
+  readonly timestampMs: number;
+}
+
+/** A decoded record, or why it cannot be decoded (the engine then quarantines it). */
+export type Decoded<T> = { ok: true; value: T } | { ok: false; reason: string; detail: string };
+
+export interface DecodedRecord<T> {
+  readonly record: SourceRecord;
+  readonly value: T;
+}
+
+export interface Job<T> {
+  /** Pure and deterministic: the same record always decodes the same way. */
+  decode(record: SourceRecord): Decoded<T>;
+  /** Called once the Cassandra session is open (prepare statements, check tables). */
+  open(session: Client, keyspace: string): Promise<void>;
+  /**
+   * Stores the outputs of the decoded records of one batch of one partition. Called before that
+   * batch's checkpoint is written, and possibly again for the same records after a crash or by a
+   * zombie, so it MUST be idempotent: writing the same records twice leaves the same rows.
+   * A rejected promise is retried by the engine when the error is retriable.
+   */
+  write(partition: number, records: readonly DecodedRecord<T>[]): Promise<void>;
+}

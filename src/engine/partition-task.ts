@@ -1,0 +1,120 @@
+/**
+ * One assigned partition: turns each batch into stored output plus quarantine rows, then advances the
+ * partition's durable checkpoint. Created on assignment from the checkpoint read back from Cassandra;
+ * dropped on revocation.
+ */
+import { ExactlyOnceError } from '../errors.js';
+import type { Logger } from '../log.js';
+import type { CheckpointStore } from './checkpoint-store.js';
+import type { DecodedRecord, Job, SourceRecord } from './job.js';
+import type { EngineMetrics } from './metrics.js';
+import type { Quarantine, QuarantineEntry } from './quarantine.js';
+
+export interface TaskContext {
+  job: Job<unknown>;
+  checkpoints: CheckpointStore;
+  quarantine: Quarantine;
+  metrics: EngineMetrics;
+  log: Logger;
+  /** Runs a Cassandra operation with retries until it succeeds or the worker shuts down. */
+  withRetry: <T>(fn: () => Promise<T>) => Promise<T>;
+  /** The partition's current log start offset, to tell a deleted range from an ordinary offset gap. */
+  logStart: (partition: number) => Promise<bigint>;
+}
+
+export type TaskState = 'running' | 'revoked' | 'stopped';
+
+export class PartitionTask {
+  private state: TaskState = 'running';
+  private error: ExactlyOnceError | undefined;
+  /** The next offset we expect: the checkpoint, then the end of each stored batch. */
+  private next: bigint | null;
+
+  constructor(
+    readonly partition: number,
+    checkpoint: bigint | null,
+    private readonly ctx: TaskContext,
+  ) {
+    this.next = checkpoint;
+  }
+
+  get status(): { state: TaskState; next: bigint | null; error: ExactlyOnceError | undefined } {
+    return { state: this.state, next: this.next, error: this.error };
+  }
+
+  /** Stops the partition on an error the user must act on; its checkpoint stays where it is. */
+  stop(error: ExactlyOnceError): void {
+    this.state = 'stopped';
+    this.error = error;
+    this.ctx.metrics.stoppedPartitions.set({ partition: String(this.partition) }, 1);
+    this.ctx.log.error({ partition: this.partition, code: error.code }, error.message);
+  }
+
+  /** The partition was revoked or lost: batches still in flight finish, but nothing new starts. */
+  revoke(): void {
+    if (this.state === 'running') this.state = 'revoked';
+  }
+
+  /**
+   * Stores one batch and then its checkpoint. Returns once the checkpoint is durable, or at once when
+   * the task is not running (nothing is checkpointed then, so nothing can be lost).
+   */
+  async process(records: readonly SourceRecord[]): Promise<void> {
+    if (this.state !== 'running' || records.length === 0) return;
+    const started = performance.now();
+    const p = String(this.partition);
+    // Records before the checkpoint are already stored (a re-delivery after a seek): skip them.
+    const fresh = this.next === null ? records : records.filter((r) => r.offset >= this.next!);
+    if (fresh.length === 0) return;
+    const first = fresh[0]!.offset;
+    if (this.next !== null && first > this.next) {
+      // Offsets are not contiguous (transaction markers, compaction), so a jump alone proves nothing;
+      // but if the log now starts after the offset we expected, records we never stored were deleted.
+      const logStart = await this.ctx.withRetry(() => this.ctx.logStart(this.partition));
+      if (logStart > this.next) {
+        this.stop(outOfRange(this.partition, this.next, 'below', logStart));
+        return;
+      }
+    }
+    this.ctx.metrics.consumed.inc({ partition: p }, fresh.length);
+
+    const decoded: DecodedRecord<unknown>[] = [];
+    const bad: QuarantineEntry[] = [];
+    for (const record of fresh) {
+      const d = this.ctx.job.decode(record);
+      if (d.ok) decoded.push({ record, value: d.value });
+      else bad.push({ record, reason: d.reason, detail: d.detail });
+    }
+    await Promise.all([
+      decoded.length > 0 ? this.ctx.withRetry(() => this.ctx.job.write(this.partition, decoded)) : undefined,
+      bad.length > 0 ? this.ctx.withRetry(() => this.ctx.quarantine.write(bad)) : undefined,
+    ]);
+    for (const b of bad) {
+      this.ctx.metrics.quarantined.inc({ partition: p, reason: b.reason });
+      this.ctx.log.warn(
+        { partition: this.partition, offset: String(b.record.offset), reason: b.reason, detail: b.detail },
+        'record quarantined',
+      );
+    }
+
+    // Every record of the batch is stored: only now may the checkpoint pass them.
+    const nextOffset = fresh[fresh.length - 1]!.offset + 1n;
+    await this.ctx.withRetry(() => this.ctx.checkpoints.write(this.partition, nextOffset));
+    if (this.next === null || nextOffset > this.next) this.next = nextOffset;
+    this.ctx.metrics.stored.inc({ partition: p }, decoded.length);
+    this.ctx.metrics.batches.inc({ partition: p });
+    this.ctx.metrics.checkpoint.set({ partition: p }, Number(nextOffset));
+    this.ctx.metrics.batchSeconds.observe((performance.now() - started) / 1000);
+  }
+}
+
+export function outOfRange(partition: number, checkpoint: bigint, where: 'below' | 'beyond', bound: bigint): ExactlyOnceError {
+  const message =
+    where === 'beyond'
+      ? `partition ${partition}: checkpoint ${checkpoint} is beyond the log end ${bound} (was the topic deleted and re-created?). ` +
+        'The partition is stopped. If the topic is new on purpose, reset the job with `exactlyonce schema apply --reset`.'
+      : `partition ${partition}: checkpoint ${checkpoint} is below the log start ${bound}: records ${checkpoint}..${bound - 1n} ` +
+        'were deleted (retention) before they were processed. The partition is stopped; raise the topic\'s retention, and ' +
+        'to accept the loss, reset the job with `exactlyonce schema apply --reset`.';
+  return new ExactlyOnceError('EO_CHECKPOINT_OUT_OF_RANGE', message);
+}

@@ -1,0 +1,89 @@
+/**
+ * Records a job could not decode, kept with their partition and offset so the offset ledger stays
+ * whole: every offset is in the job's output or here. The raw bytes are cut at `maxRawBytes`; the
+ * full length and a SHA-256 of the whole record are kept so a cut record can still be identified.
+ */
+import { createHash } from 'node:crypto';
+import { consistencies, fromLong, toLong, type Client } from '../cassandra/session.js';
+import type { SourceRecord } from './job.js';
+
+export interface QuarantineEntry {
+  readonly record: SourceRecord;
+  readonly reason: string;
+  readonly detail: string;
+}
+
+export interface QuarantineRow {
+  partition: number;
+  offset: bigint;
+  topic: string;
+  reason: string;
+  detail: string;
+  key: Buffer | null;
+  raw: Buffer | null;
+  rawLength: number;
+  rawSha256: string;
+  kafkaTs: Date | null;
+}
+
+/** Default bound on the raw bytes kept per quarantined record, in bytes. */
+export const DEFAULT_MAX_RAW_BYTES = 16 * 1024;
+
+export class Quarantine {
+  constructor(
+    private readonly session: Client,
+    private readonly keyspace: string,
+    private readonly maxRawBytes = DEFAULT_MAX_RAW_BYTES,
+  ) {}
+
+  /**
+   * Stores the entries of one partition. Idempotent: rows are keyed by (partition, offset) and their
+   * values are a pure function of the record, so a replay rewrites the same row.
+   */
+  async write(entries: readonly QuarantineEntry[]): Promise<void> {
+    const statement = `INSERT INTO ${this.keyspace}.quarantine (partition, offset, topic, reason, detail, key, raw, raw_length, raw_sha256, kafka_ts) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`;
+    await Promise.all(
+      entries.map(({ record, reason, detail }) => {
+        const value = record.value ?? Buffer.alloc(0);
+        return this.session.execute(
+          statement,
+          [
+            record.partition,
+            toLong(record.offset),
+            record.topic,
+            reason,
+            detail,
+            record.key,
+            record.value === null ? null : value.subarray(0, this.maxRawBytes),
+            value.length,
+            createHash('sha256').update(value).digest('hex'),
+            new Date(record.timestampMs),
+          ],
+          { prepare: true, consistency: consistencies.localQuorum },
+        );
+      }),
+    );
+  }
+
+  async list(options: { partition?: number; limit: number }): Promise<QuarantineRow[]> {
+    const where = options.partition === undefined ? '' : ' WHERE partition = ?';
+    const params = options.partition === undefined ? [options.limit] : [options.partition, options.limit];
+    const r = await this.session.execute(
+      `SELECT partition, offset, topic, reason, detail, key, raw, raw_length, raw_sha256, kafka_ts FROM ${this.keyspace}.quarantine${where} LIMIT ?`,
+      params,
+      { prepare: true },
+    );
+    return r.rows.map((row) => ({
+      partition: row['partition'] as number,
+      offset: fromLong(row['offset']),
+      topic: row['topic'] as string,
+      reason: row['reason'] as string,
+      detail: row['detail'] as string,
+      key: row['key'] as Buffer | null,
+      raw: row['raw'] as Buffer | null,
+      rawLength: row['raw_length'] as number,
+      rawSha256: row['raw_sha256'] as string,
+      kafkaTs: row['kafka_ts'] as Date | null,
+    }));
+  }
+}

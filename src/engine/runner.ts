@@ -1,0 +1,184 @@
+/**
+ * The Runner owns a worker's loop: it joins the consumer group, reads each newly assigned partition's
+ * checkpoint back from Cassandra before anything is fetched, hands each batch to that partition's
+ * PartitionTask, and shuts down cleanly. It knows partitions, offsets and checkpoints, nothing about
+ * what the records mean: that is the Job's.
+ */
+import { connect, isRetriableCassandraError, type Client } from '../cassandra/session.js';
+import type { ConnectionConfig } from '../config.js';
+import { ExactlyOnceError, isExactlyOnceError } from '../errors.js';
+import { KafkaAdmin } from '../kafka/admin.js';
+import { GroupConsumer, type StartOffset } from '../kafka/consumer.js';
+import type { Logger } from '../log.js';
+import { CheckpointStore } from './checkpoint-store.js';
+import type { Job } from './job.js';
+import { EngineMetrics } from './metrics.js';
+import { outOfRange, PartitionTask, type TaskContext } from './partition-task.js';
+import { DEFAULT_MAX_RAW_BYTES, Quarantine } from './quarantine.js';
+import { retry } from './retry.js';
+
+export interface RunnerOptions {
+  /** Most records per batch (default 2000). */
+  maxBatchSize: number;
+  /** Partitions processed concurrently (default 8). */
+  concurrency: number;
+  /** Prefetch bound in KiB: memory stays bounded however far behind the worker is (default 32768). */
+  maxBufferKb: number;
+  /** Group session timeout in ms: how long a silent worker keeps its partitions (default 10000). */
+  sessionTimeoutMs: number;
+  /** New partitions of the topic are discovered within this many ms (default 10000). */
+  metadataRefreshMs: number;
+  /** Raw bytes kept per quarantined record (default 16 KiB). */
+  maxQuarantineBytes: number;
+  /** How long start-up waits for Kafka and Cassandra before giving up, in ms (default 60000). */
+  startupTimeoutMs: number;
+}
+
+export const defaultRunnerOptions: RunnerOptions = {
+  maxBatchSize: 2000,
+  concurrency: 8,
+  maxBufferKb: 32 * 1024,
+  sessionTimeoutMs: 10_000,
+  metadataRefreshMs: 10_000,
+  maxQuarantineBytes: DEFAULT_MAX_RAW_BYTES,
+  startupTimeoutMs: 60_000,
+};
+
+export class Runner {
+  readonly metrics: EngineMetrics;
+  private readonly tasks = new Map<number, PartitionTask>();
+  private readonly abort = new AbortController();
+  private session: Client | undefined;
+  private admin: KafkaAdmin | undefined;
+  private consumer: GroupConsumer | undefined;
+  private closing: Promise<void> | undefined;
+
+  constructor(
+    private readonly config: ConnectionConfig,
+    private readonly job: Job<unknown>,
+    private readonly log: Logger,
+    private readonly options: RunnerOptions = defaultRunnerOptions,
+    metrics?: EngineMetrics,
+  ) {
+    this.metrics = metrics ?? new EngineMetrics();
+  }
+
+  /** Partitions owned now, with their state and next offset (for status output and tests). */
+  partitions(): Array<{ partition: number; state: string; next: bigint | null }> {
+    return [...this.tasks.values()].map((t) => ({ partition: t.partition, ...t.status }));
+  }
+
+  private retrying<T>(server: 'Cassandra' | 'Kafka', fn: () => Promise<T>, deadlineMs?: number): Promise<T> {
+    return retry(fn, {
+      server,
+      signal: this.abort.signal,
+      log: this.log,
+      deadlineMs,
+      isRetriable: (e) =>
+        server === 'Cassandra'
+          ? isRetriableCassandraError(e) || isExactlyOnceError(e, 'EO_CASSANDRA_UNAVAILABLE')
+          : isExactlyOnceError(e, 'EO_KAFKA_UNAVAILABLE'),
+      onRetry: () => this.metrics.retries.inc({ server }),
+    });
+  }
+
+  /** Connects, joins the group and starts consuming; resolves once running. */
+  async start(): Promise<void> {
+    const { config, options } = this;
+    const admin = new KafkaAdmin(config);
+    this.admin = admin;
+    const partitions = await this.retrying('Kafka', () => admin.partitionCount(config.topic), options.startupTimeoutMs);
+    if (partitions === null) {
+      throw new ExactlyOnceError('EO_TOPIC_MISMATCH', `topic ${config.topic} does not exist at ${config.brokers.join(',')}; run \`exactlyonce topic create\``);
+    }
+    this.session = await this.retrying('Cassandra', () => connect(config, { keyspace: config.keyspace }), options.startupTimeoutMs);
+    const session = this.session;
+    await this.job.open(session, config.keyspace);
+    const checkpoints = new CheckpointStore(session, config.keyspace, config.topic);
+    const ctx: TaskContext = {
+      job: this.job,
+      checkpoints,
+      quarantine: new Quarantine(session, config.keyspace, options.maxQuarantineBytes),
+      metrics: this.metrics,
+      log: this.log,
+      withRetry: (fn) => this.retrying('Cassandra', fn),
+      logStart: async (p) => (await admin.watermarks(config.topic)).find((w) => w.partition === p)?.low ?? 0n,
+    };
+
+    this.consumer = new GroupConsumer(config, {
+      groupId: config.group,
+      topic: config.topic,
+      maxBatchSize: options.maxBatchSize,
+      concurrency: options.concurrency,
+      maxBufferKb: options.maxBufferKb,
+      sessionTimeoutMs: options.sessionTimeoutMs,
+      metadataRefreshMs: options.metadataRefreshMs,
+      onClientLog: (level, message) => this.log.debug({ kafka: level }, message),
+    });
+    await this.consumer.start(
+      {
+        onAssign: async (assigned) => {
+          const starts = new Map<number, StartOffset>();
+          if (assigned.length === 0) return starts;
+          // Read back where each partition stands; retried until Cassandra answers, because
+          // proceeding without the checkpoint could only replay from the start or skip.
+          const stored = await this.retrying('Cassandra', () => checkpoints.readAll());
+          const marks = await this.retrying('Kafka', () => admin.watermarks(config.topic));
+          for (const p of assigned) {
+            const checkpoint = stored.get(p) ?? null;
+            const w = marks.find((m) => m.partition === p);
+            const task = new PartitionTask(p, checkpoint, ctx);
+            this.tasks.set(p, task);
+            if (checkpoint !== null && w !== undefined && checkpoint > w.high) {
+              task.stop(outOfRange(p, checkpoint, 'beyond', w.high));
+            } else if (checkpoint !== null && w !== undefined && checkpoint < w.low) {
+              task.stop(outOfRange(p, checkpoint, 'below', w.low));
+            }
+            starts.set(p, task.status.state === 'stopped' ? 'stopped' : (checkpoint ?? 'beginning'));
+            if (w !== undefined && checkpoint !== null) this.metrics.lag.set({ partition: String(p) }, Number(w.high - checkpoint));
+          }
+          this.metrics.assignments.inc(assigned.length);
+          this.metrics.assigned.set(this.tasks.size);
+          this.log.info(
+            { assigned: Object.fromEntries([...starts].map(([p, s]) => [p, String(s)])) },
+            `assigned partitions ${assigned.join(',')}; resuming from the stored checkpoints`,
+          );
+          return starts;
+        },
+        onRevoke: (revoked, lost) => {
+          for (const p of revoked) {
+            this.tasks.get(p)?.revoke();
+            this.tasks.delete(p);
+          }
+          this.metrics.revocations.inc(revoked.length);
+          this.metrics.assigned.set(this.tasks.size);
+          this.log.info({ revoked, lost }, `${lost ? 'lost' : 'revoked'} partitions ${revoked.join(',')}`);
+        },
+      },
+      async (partition, records) => {
+        const task = this.tasks.get(partition);
+        if (task === undefined) return; // not ours any more; nothing is checkpointed
+        // On shutdown a batch still retrying rejects with AbortedError: it is abandoned before its
+        // checkpoint, so the next owner reads it again.
+        await task.process(records);
+        if (task.status.state === 'stopped') this.consumer?.pause([partition]);
+      },
+    );
+    this.log.info({ topic: config.topic, group: config.group, partitions }, 'worker started');
+  }
+
+  /**
+   * Stops fetching, abandons batches still retrying (their checkpoints are not written, so they are
+   * simply read again by the next owner), leaves the group and closes the sessions. Idempotent.
+   */
+  stop(): Promise<void> {
+    this.closing ??= (async () => {
+      this.abort.abort();
+      await this.consumer?.stop();
+      await this.admin?.close();
+      await this.session?.shutdown().catch(() => undefined);
+      this.log.info('worker stopped');
+    })();
+    return this.closing;
+  }
+}

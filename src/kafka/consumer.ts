@@ -1,0 +1,137 @@
+/**
+ * A consumer-group member with an awaited assignment hook. On every assignment, before anything is
+ * fetched, it asks the caller where each new partition starts and assigns it at exactly that offset;
+ * Kafka-side committed offsets are never read or written. Partitions are shared with the other members
+ * by the cooperative-sticky assignor, so a rebalance moves only the partitions that must move.
+ *
+ * Built on @confluentinc/kafka-javascript's promisified API, whose `rebalance_cb` is awaited before
+ * the assignment is applied (its lib/kafkajs/_consumer.js #rebalanceCallback).
+ */
+import type { ConnectionConfig } from '../config.js';
+import type { SourceRecord } from '../engine/job.js';
+import { baseProperties, kafkaJS, quietLogger, type KafkaJSNamespace } from './client.js';
+
+/**
+ * Where an assigned partition starts: an offset, the log start when it was never checkpointed, or
+ * 'stopped' for a partition that must not be read (it is assigned, then paused at once).
+ */
+export type StartOffset = bigint | 'beginning' | 'stopped';
+
+export interface AssignmentHandler {
+  /** Awaited before the partitions are assigned; must resolve with a start for each of them. */
+  onAssign(partitions: number[]): Promise<Map<number, StartOffset>>;
+  /** Partitions taken away (`lost` when the session expired, e.g. after a pause). */
+  onRevoke(partitions: number[], lost: boolean): void;
+}
+
+export interface ConsumerOptions {
+  groupId: string;
+  topic: string;
+  /** Most records handed over in one batch. */
+  maxBatchSize: number;
+  /** Partitions processed at the same time (one batch each). */
+  concurrency: number;
+  /** Bound on prefetched data held by the client, in KiB: the backpressure bound. */
+  maxBufferKb: number;
+  sessionTimeoutMs: number;
+  /** How often new partitions of the topic are discovered, in ms. */
+  metadataRefreshMs: number;
+  onClientLog?: (level: 'warn' | 'error', message: string) => void;
+}
+
+const ERR_ASSIGN_PARTITIONS = -175;
+const OFFSET_BEGINNING = -2;
+
+export class GroupConsumer {
+  private readonly consumer: KafkaJSNamespace.Consumer;
+  private stopped: Promise<void> | undefined;
+  private handler: AssignmentHandler | undefined;
+
+  constructor(
+    config: ConnectionConfig,
+    private readonly options: ConsumerOptions,
+  ) {
+    const { Kafka } = kafkaJS();
+    this.consumer = new Kafka({}).consumer({
+      kafkaJS: { logger: quietLogger(options.onClientLog ?? (() => undefined)) },
+      ...baseProperties(config, `exactlyonce-${process.pid}`),
+      'group.id': options.groupId,
+      'partition.assignment.strategy': 'cooperative-sticky',
+      // The checkpoint table is the only resume point; committing to Kafka would only mislead.
+      'enable.auto.commit': false,
+      // Used only for a partition never checkpointed, which we assign at OFFSET_BEGINNING anyway.
+      // A gap opened by retention while running is caught by PartitionTask (log start check).
+      'auto.offset.reset': 'earliest',
+      'session.timeout.ms': options.sessionTimeoutMs,
+      'heartbeat.interval.ms': Math.max(500, Math.floor(options.sessionTimeoutMs / 5)),
+      'topic.metadata.refresh.interval.ms': options.metadataRefreshMs,
+      'queued.max.messages.kbytes': options.maxBufferKb,
+      'fetch.max.bytes': Math.min(52428800, Math.max(1048576, options.maxBufferKb * 1024)),
+      'js.consumer.max.batch.size': options.maxBatchSize,
+      rebalance_cb: (err: { code: number }, assignment: KafkaJSNamespace.TopicPartition[], fns: AssignmentFns) =>
+        this.onRebalance(err, assignment, fns),
+    } as unknown as KafkaJSNamespace.ConsumerConstructorConfig);
+  }
+
+  private async onRebalance(err: { code: number }, assignment: KafkaJSNamespace.TopicPartition[], fns: AssignmentFns): Promise<void> {
+    const handler = this.handler!;
+    const partitions = assignment.filter((tp) => tp.topic === this.options.topic).map((tp) => tp.partition);
+    if (err.code !== ERR_ASSIGN_PARTITIONS) {
+      handler.onRevoke(partitions, fns.assignmentLost());
+      return; // the client unassigns them
+    }
+    const starts = await handler.onAssign(partitions);
+    // Offsets handed to assign must be JS numbers (the client rejects strings); offsets stay far
+    // below 2^53 in practice, and we refuse silently wrong ones.
+    fns.assign(
+      assignment.map((tp) => {
+        const start = starts.get(tp.partition) ?? 'beginning';
+        if (typeof start === 'bigint' && start > BigInt(Number.MAX_SAFE_INTEGER)) throw new Error(`offset ${start} exceeds 2^53`);
+        return { topic: tp.topic, partition: tp.partition, offset: typeof start === 'bigint' ? Number(start) : OFFSET_BEGINNING };
+      }),
+    );
+    const stopped = [...starts].filter(([, s]) => s === 'stopped').map(([p]) => p);
+    try {
+      this.pause(stopped);
+    } catch {
+      // Not fatal: a stopped PartitionTask also ignores (and never checkpoints) what it is given.
+    }
+  }
+
+  async start(handler: AssignmentHandler, eachBatch: (partition: number, records: SourceRecord[]) => Promise<void>): Promise<void> {
+    this.handler = handler;
+    await this.consumer.connect();
+    await this.consumer.subscribe({ topics: [this.options.topic] });
+    const topic = this.options.topic;
+    await this.consumer.run({
+      partitionsConsumedConcurrently: this.options.concurrency,
+      eachBatch: async ({ batch }) => {
+        const records: SourceRecord[] = batch.messages.map((m) => ({
+          topic,
+          partition: batch.partition,
+          offset: BigInt(m.offset),
+          key: m.key ?? null,
+          value: m.value ?? null,
+          timestampMs: Number(m.timestamp),
+        }));
+        await eachBatch(batch.partition, records);
+      },
+    });
+  }
+
+  pause(partitions: number[]): void {
+    if (partitions.length > 0) this.consumer.pause([{ topic: this.options.topic, partitions }]);
+  }
+
+  /** Leaves the group after the batches in flight finish. Idempotent. */
+  stop(): Promise<void> {
+    this.stopped ??= this.consumer.disconnect().catch(() => undefined);
+    return this.stopped;
+  }
+}
+
+interface AssignmentFns {
+  assign: (assignment: Array<{ topic: string; partition: number; offset: number }>) => void;
+  unassign: (assignment: KafkaJSNamespace.TopicPartition[]) => void;
+  assignmentLost: () => boolean;
+}

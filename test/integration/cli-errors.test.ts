@@ -1,0 +1,36 @@
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { runCli } from '../helpers.js';
+
+test('a bad flag value gets one line naming the flag, and exit code 2', async () => {
+  const r = await runCli(['topic', 'create', '--brokers', 'nohost', '--partitions', '3']);
+  assert.equal(r.code, 2);
+  assert.equal(r.stderr, "error EO_CONFIG_INVALID: --brokers: expected host:port[,host:port…] (got 'nohost')\n");
+  const p = await runCli(['topic', 'create', '--partitions', 'zero']);
+  assert.equal(p.code, 2);
+  assert.equal(p.stderr, "error EO_CONFIG_INVALID: --partitions: expected a whole number from 1 to 10000 (got 'zero')\n");
+});
+
+test('an unknown flag is a one-line usage error', async () => {
+  const r = await runCli(['schema', 'apply', '--nope']);
+  assert.equal(r.code, 2);
+  assert.equal(r.stderr.split('\n')[0], "error: unknown option '--nope'");
+});
+
+test('an unreachable Cassandra names the address and what to run', async () => {
+  const r = await runCli(['schema', 'apply', '--cassandra', '127.0.0.1:1']);
+  assert.equal(r.code, 4);
+  assert.match(r.stderr, /^error EO_CASSANDRA_UNAVAILABLE: Cassandra at 127\.0\.0\.1:1 is not reachable \(.*\); is the stack up\? run `exactlyonce stack up`\n$/);
+});
+
+test('an unreachable Kafka names the address and what to run', async () => {
+  const r = await runCli(['topic', 'create', '--brokers', '127.0.0.1:1']);
+  assert.equal(r.code, 4);
+  assert.match(r.stderr, /^error EO_KAFKA_UNAVAILABLE: Kafka at 127\.0\.0\.1:1 did not answer \(.*\); is the stack up\? run `exactlyonce stack up`\n$/);
+});
+
+test('--help lists every command', async () => {
+  const r = await runCli(['--help']);
+  assert.equal(r.code, 0);
+  for (const c of ['stack', 'schema', 'topic', 'generate', 'run', 'quarantine', 'cql']) assert.match(r.stdout, new RegExp(`\\n  ${c}\\b`));
+});
