@@ -109,3 +109,10 @@ export function startCli(t: TestContext, args: string[], env: Record<string, str
   });
   return Object.assign(child, { output: () => output });
 }
+
+/** The options of the running local stack (the one `make test` started), for restart tests. */
+export async function localStack() {
+  const { defaultStackOptions } = await import('../src/stack/index.js');
+  const dir = process.env['EXACTLYONCE_STACK_DIR'];
+  return defaultStackOptions(dir === undefined ? {} : { dir });
+}

@@ -3,6 +3,7 @@
 import { Command, CommanderError } from 'commander';
 import { reportError } from './common.js';
 import { cqlCommand } from './cql.js';
+import { demoCommand } from './demo.js';
 import { generateCommand } from './generate.js';
 import { quarantineCommand } from './quarantine.js';
 import { runCommand } from './run.js';
@@ -15,7 +16,7 @@ const program = new Command('exactlyonce')
   .showHelpAfterError('(run with --help for usage)')
   .exitOverride();
 
-for (const cmd of [stackCommand(), schemaCommand(), topicCommand(), generateCommand(), runCommand(), quarantineCommand(), cqlCommand()]) program.addCommand(cmd);
+for (const cmd of [stackCommand(), schemaCommand(), topicCommand(), generateCommand(), runCommand(), quarantineCommand(), cqlCommand(), demoCommand()]) program.addCommand(cmd);
 
 function exitOverrideAll(cmd: Command): void {
   cmd.exitOverride();

@@ -1,0 +1,31 @@
+import assert from 'node:assert/strict';
+import { once } from 'node:events';
+import { test } from 'node:test';
+import { startServer, stopServer } from '../../src/stack/index.js';
+import { freshKeyspace, freshTopic, localStack, testConfig, waitFor } from '../helpers.js';
+import { assertExactlyOnce, generate, sleep, startWorker, waitDrained } from '../pipeline.js';
+
+test('Cassandra stopped and restarted under a running worker: no loss, no duplicate, the worker recovers', async (t) => {
+  const stack = await localStack();
+  const config = testConfig();
+  const session = await freshKeyspace(t, config);
+  await freshTopic(t, config, 3);
+  const worker = startWorker(t, config);
+  const producing = generate(config, ['--count', '15000', '--rate', '1000', '--clients', '9', '--seed', '11', '--bad-ratio', '0.01']);
+  await sleep(4000);
+  assert.equal(await stopServer(stack, 'cassandra'), true);
+  await sleep(3000);
+  await startServer(stack, 'cassandra');
+  await producing;
+  await waitFor(() => session.execute('SELECT now() FROM system.local').then(() => true), { timeoutMs: 60_000, message: 'the test session reconnects' });
+  await waitDrained(session, config);
+  assert.equal(worker.exitCode, null, 'the worker survived the outage');
+  assert.match(worker.output(), /Cassandra is not answering; retrying/);
+  assert.match(worker.output(), /Cassandra answers again/);
+  worker.kill('SIGTERM');
+  const [code] = await once(worker, 'exit');
+  assert.equal(code, 0, worker.output());
+  const ledger = await assertExactlyOnce(session, config);
+  assert.equal(ledger.records, 15000);
+  t.diagnostic(JSON.stringify(ledger));
+});

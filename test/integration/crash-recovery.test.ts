@@ -1,0 +1,36 @@
+import assert from 'node:assert/strict';
+import { once } from 'node:events';
+import { test } from 'node:test';
+import { freshKeyspace, freshTopic, testConfig } from '../helpers.js';
+import { assertExactlyOnce, generate, randomBetween, sleep, startWorker, waitDrained, watchCheckpoints } from '../pipeline.js';
+
+test('a worker SIGKILLed at random moments and restarted stores every offset exactly once', async (t) => {
+  const config = testConfig();
+  const session = await freshKeyspace(t, config);
+  await freshTopic(t, config, 3);
+  const watch = watchCheckpoints(session, config);
+  const producing = generate(config, ['--count', '20000', '--rate', '1000', '--clients', '12', '--health-mix', '0:60,1:30,2:10', '--bad-ratio', '0.01', '--seed', '42']);
+
+  let worker = startWorker(t, config);
+  const kills = 6;
+  for (let k = 0; k < kills; k++) {
+    await sleep(randomBetween(1500, 4000));
+    worker.kill('SIGKILL');
+    await once(worker, 'exit');
+    worker = startWorker(t, config);
+  }
+  await producing;
+  await waitDrained(session, config);
+  worker.kill('SIGTERM');
+  const [code] = await once(worker, 'exit');
+  assert.equal(code, 0, worker.output());
+
+  const { regressions, polls } = await watch.stop();
+  assert.deepEqual(regressions, []);
+  assert.ok(polls > 10);
+  const ledger = await assertExactlyOnce(session, config);
+  assert.equal(ledger.records, 20000);
+  assert.equal(ledger.stored + ledger.quarantined, 20000);
+  assert.ok(ledger.quarantined > 0, 'the stream held malformed records');
+  t.diagnostic(`kills: ${kills}; ledger: ${JSON.stringify(ledger)}`);
+});

@@ -1,0 +1,50 @@
+import assert from 'node:assert/strict';
+import { once } from 'node:events';
+import { test } from 'node:test';
+import { freshKeyspace, freshTopic, testConfig } from '../helpers.js';
+import { assertExactlyOnce, generate, randomBetween, sleep, startWorker, waitDrained, watchCheckpoints } from '../pipeline.js';
+
+test('3 workers killed and restarted at random, plus workers added and removed, store every offset exactly once', async (t) => {
+  const config = testConfig();
+  const session = await freshKeyspace(t, config);
+  await freshTopic(t, config, 6);
+  const watch = watchCheckpoints(session, config);
+  const producing = generate(config, ['--count', '30000', '--rate', '1200', '--clients', '24', '--health-mix', '0:50,1:30,2:20', '--bad-ratio', '0.005', '--seed', '7']);
+
+  const workers = [startWorker(t, config), startWorker(t, config), startWorker(t, config)];
+  let kills = 0;
+  let added = 0;
+  let removed = 0;
+  for (let step = 0; step < 10; step++) {
+    await sleep(randomBetween(1500, 3000));
+    if (step === 3 || step === 7) {
+      workers.push(startWorker(t, config)); // scale out: a rebalance hands partitions over
+      added++;
+    } else if (step === 5) {
+      const leaving = workers.shift()!; // scale in cleanly: SIGTERM, it leaves the group
+      leaving.kill('SIGTERM');
+      const [code] = await once(leaving, 'exit');
+      assert.equal(code, 0, leaving.output());
+      removed++;
+    } else {
+      const i = Math.floor(Math.random() * workers.length);
+      workers[i]!.kill('SIGKILL');
+      await once(workers[i]!, 'exit');
+      workers[i] = startWorker(t, config);
+      kills++;
+    }
+  }
+  await producing;
+  await waitDrained(session, config);
+  for (const w of workers) w.kill('SIGTERM');
+  for (const w of workers) {
+    const [code] = w.exitCode === null ? await once(w, 'exit') : [w.exitCode];
+    assert.equal(code, 0, w.output());
+  }
+  const { regressions } = await watch.stop();
+  assert.deepEqual(regressions, []);
+  const ledger = await assertExactlyOnce(session, config);
+  assert.equal(ledger.records, 30000);
+  assert.equal(ledger.stored + ledger.quarantined, 30000);
+  t.diagnostic(`kills ${kills}, added ${added}, removed ${removed}; ${JSON.stringify(ledger)}`);
+});

@@ -1,0 +1,91 @@
+// The checkpoint arithmetic of PartitionTask, with in-memory stand-ins for the stores (the real ones
+// are exercised against Cassandra by the integration tests).
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { pino } from 'pino';
+import type { CheckpointStore } from '../../src/engine/checkpoint-store.js';
+import type { Job, SourceRecord } from '../../src/engine/job.js';
+import { EngineMetrics } from '../../src/engine/metrics.js';
+import { PartitionTask } from '../../src/engine/partition-task.js';
+import type { Quarantine, QuarantineEntry } from '../../src/engine/quarantine.js';
+
+function harness(logStart = 0n) {
+  const written: bigint[] = [];
+  const quarantined: bigint[] = [];
+  const checkpoints: bigint[] = [];
+  const job: Job<string> = {
+    decode: (r) => (r.value?.toString() === 'bad' ? { ok: false, reason: 'invalid_json', detail: '' } : { ok: true, value: r.value!.toString() }),
+    open: async () => undefined,
+    write: async (_p, records) => void written.push(...records.map((r) => r.record.offset)),
+  };
+  const ctx = {
+    job: job as Job<unknown>,
+    checkpoints: { write: async (_p: number, next: bigint) => void checkpoints.push(next) } as unknown as CheckpointStore,
+    quarantine: { write: async (e: readonly QuarantineEntry[]) => void quarantined.push(...e.map((x) => x.record.offset)) } as unknown as Quarantine,
+    metrics: new EngineMetrics(),
+    log: pino({ level: 'silent' }),
+    withRetry: <T>(fn: () => Promise<T>) => fn(),
+    logStart: async () => logStart,
+  };
+  return { ctx, written, quarantined, checkpoints };
+}
+
+const rec = (offset: bigint, value = 'ok'): SourceRecord => ({ topic: 't', partition: 0, offset, key: null, value: Buffer.from(value), timestampMs: 0 });
+
+test('the checkpoint is the offset after the last record of the batch, even across offset gaps', async () => {
+  const h = harness();
+  const task = new PartitionTask(0, null, h.ctx);
+  await task.process([rec(0n), rec(1n), rec(5n, 'bad'), rec(9n)]);
+  assert.deepEqual(h.written, [0n, 1n, 9n]);
+  assert.deepEqual(h.quarantined, [5n]);
+  assert.deepEqual(h.checkpoints, [10n]);
+  assert.equal(task.status.next, 10n);
+});
+
+test('records before the checkpoint (a re-delivery) are skipped; a batch of only those writes nothing', async () => {
+  const h = harness();
+  const task = new PartitionTask(0, 10n, h.ctx);
+  await task.process([rec(8n), rec(9n)]);
+  await task.process([rec(9n), rec(10n), rec(11n)]);
+  assert.deepEqual(h.written, [10n, 11n]);
+  assert.deepEqual(h.checkpoints, [12n]);
+});
+
+test('a jump past the checkpoint is normal when the log still holds the offset (gaps are not loss)', async () => {
+  const h = harness(0n);
+  const task = new PartitionTask(0, 10n, h.ctx);
+  await task.process([rec(12n)]);
+  assert.equal(task.status.state, 'running');
+  assert.deepEqual(h.checkpoints, [13n]);
+});
+
+test('a jump past the checkpoint because retention deleted records stops the partition, checkpoint unmoved', async () => {
+  const h = harness(50n);
+  const task = new PartitionTask(0, 10n, h.ctx);
+  await task.process([rec(50n), rec(51n)]);
+  assert.equal(task.status.state, 'stopped');
+  assert.equal(task.status.error?.code, 'EO_CHECKPOINT_OUT_OF_RANGE');
+  assert.match(task.status.error!.message, /checkpoint 10 is below the log start 50: records 10\.\.49 were deleted/);
+  assert.deepEqual(h.written, []);
+  assert.deepEqual(h.checkpoints, []);
+  await task.process([rec(52n)]);
+  assert.deepEqual(h.checkpoints, [], 'a stopped partition never checkpoints');
+});
+
+test('a revoked task finishes nothing new', async () => {
+  const h = harness();
+  const task = new PartitionTask(0, 0n, h.ctx);
+  task.revoke();
+  await task.process([rec(0n)]);
+  assert.deepEqual(h.written, []);
+  assert.deepEqual(h.checkpoints, []);
+});
+
+test('the checkpoint is written only after the records are stored', async () => {
+  const order: string[] = [];
+  const h = harness();
+  h.ctx.job = { ...h.ctx.job, write: async () => void order.push('rows') } as Job<unknown>;
+  h.ctx.checkpoints = { write: async () => void order.push('checkpoint') } as unknown as CheckpointStore;
+  await new PartitionTask(0, null, h.ctx).process([rec(0n)]);
+  assert.deepEqual(order, ['rows', 'checkpoint']);
+});
