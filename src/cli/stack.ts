@@ -17,7 +17,7 @@ function stackFlags(cmd: Command): Command {
   return cmd
     .addOption(new Option('--stack-dir <dir>', 'where the stack keeps jars, data and logs (env EXACTLYONCE_STACK_DIR, default <repo>/.stack)'))
     .addOption(new Option('--kafka-port <port>', 'Kafka listener port on 127.0.0.1 (controller on port+1)').argParser(intOption('--kafka-port', 1024, 65534)))
-    .addOption(new Option('--cassandra-port <port>', 'Cassandra CQL port on 127.0.0.1').argParser(intOption('--cassandra-port', 1024, 65535)))
+    .addOption(new Option('--cassandra-port <port>', 'Cassandra CQL port on 127.0.0.1').argParser(intOption('--cassandra-port', 3066, 65535)))
     .addOption(new Option('--kafka-heap <mb>', 'Kafka heap in MiB').argParser(intOption('--kafka-heap', 256, 16384)))
     .addOption(new Option('--cassandra-heap <mb>', 'Cassandra heap in MiB').argParser(intOption('--cassandra-heap', 512, 16384)))
     .addOption(new Option('--timeout <seconds>', 'start-up deadline in seconds').argParser(intOption('--timeout', 10, 3600)));
@@ -94,7 +94,7 @@ export function stackCommand(): Command {
       if (server !== 'kafka' && server !== 'cassandra') {
         throw new ExactlyOnceError('EO_USAGE', `server: expected kafka or cassandra (got '${server}')`);
       }
-      process.stdout.write(await stackLogs(stackOptionsFrom(opts), server, opts['lines'] as number));
+      process.stdout.write((await stackLogs(stackOptionsFrom(opts), server, opts['lines'] as number)).replace(/\n?$/, '\n'));
     }),
   );
   return stack;

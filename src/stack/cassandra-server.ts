@@ -1,0 +1,141 @@
+/**
+ * Apache Cassandra 5.0, single node, 127.0.0.1 only, started straight from its jars (no tarball,
+ * no cassandra-env.sh): the options that script would add are listed here.
+ */
+import { readdirSync } from 'node:fs';
+import { mkdir, writeFile } from 'node:fs/promises';
+import path from 'node:path';
+import { pathToFileURL } from 'node:url';
+import { cassandraStoragePort, type StackOptions } from './options.js';
+import { serverPaths, serverVersion } from './paths.js';
+import { cassandraReady } from './ready.js';
+import { stackTags, type ServerSpec } from './server.js';
+
+/**
+ * Java 17 module access Cassandra needs, from Cassandra's conf/jvm17-server.options ("JPMS" and
+ * "Netty" sections; its GC settings are left to the JVM defaults, fine for a 1 GiB heap).
+ * https://github.com/apache/cassandra/blob/cassandra-5.0/conf/jvm17-server.options
+ */
+const JVM17_OPTIONS = [
+  '-Djdk.attach.allowAttachSelf=true',
+  ...[
+    'java.base/jdk.internal.misc',
+    'java.management.rmi/com.sun.jmx.remote.internal.rmi',
+    'java.rmi/sun.rmi.registry',
+    'java.rmi/sun.rmi.server',
+    'java.sql/java.sql',
+    'java.base/java.lang.ref',
+    'jdk.unsupported/sun.misc',
+    'jdk.compiler/com.sun.tools.javac.file',
+    'jdk.attach/sun.tools.attach',
+  ].map((m) => `--add-exports=${m}=ALL-UNNAMED`),
+  ...[
+    'java.base/java.lang.module',
+    'java.base/jdk.internal.loader',
+    'java.base/jdk.internal.ref',
+    'java.base/jdk.internal.reflect',
+    'java.base/jdk.internal.math',
+    'java.base/jdk.internal.module',
+    'java.base/jdk.internal.util.jar',
+    'jdk.management/com.sun.management.internal',
+    'java.base/sun.nio.ch',
+    'java.base/java.io',
+    'java.base/java.lang.reflect',
+    'jdk.compiler/com.sun.tools.javac',
+    'java.base/java.lang',
+    'java.base/java.util',
+  ].map((m) => `--add-opens=${m}=ALL-UNNAMED`),
+  '-Dio.netty.tryReflectionSetAccessible=true',
+  '-Dio.netty.allocator.useCacheForAllThreads=true',
+  '-Dio.netty.allocator.maxOrder=11',
+];
+
+export function cassandraServer(o: StackOptions): ServerSpec {
+  const p = serverPaths(o.dir, 'cassandra');
+  const port = o.cassandraPort;
+  const storagePort = cassandraStoragePort(o);
+  const yamlFile = path.join(p.conf, 'cassandra.yaml');
+  const logback = path.join(p.conf, 'logback.xml');
+  const triggers = path.join(p.conf, 'triggers');
+
+  // Everything not listed keeps Cassandra's default (LWT, USING TIMESTAMP, … need nothing).
+  const yaml = `# Written by exactlyonce stack on every start; edit src/stack/cassandra-server.ts instead.
+cluster_name: exactlyonce
+num_tokens: 1
+partitioner: org.apache.cassandra.dht.Murmur3Partitioner
+endpoint_snitch: SimpleSnitch
+seed_provider:
+  - class_name: org.apache.cassandra.locator.SimpleSeedProvider
+    parameters:
+      - seeds: "127.0.0.1:${storagePort}"
+listen_address: 127.0.0.1
+rpc_address: 127.0.0.1
+storage_port: ${storagePort}
+native_transport_port: ${port}
+commitlog_sync: periodic
+commitlog_sync_period: 10000ms
+data_file_directories: [${JSON.stringify(path.join(p.data, 'data'))}]
+commitlog_directory: ${JSON.stringify(path.join(p.data, 'commitlog'))}
+saved_caches_directory: ${JSON.stringify(path.join(p.data, 'saved_caches'))}
+hints_directory: ${JSON.stringify(path.join(p.data, 'hints'))}
+cdc_raw_directory: ${JSON.stringify(path.join(p.data, 'cdc_raw'))}
+# Tests drop keyspaces all the time; a snapshot per drop only costs time and disk.
+auto_snapshot: false
+# The pipeline writes a batch per partition task; the defaults (warn 5 KiB, fail 50 KiB) are sized
+# for hand-written batches and would fail ours and fill the log with warnings.
+batch_size_warn_threshold: 1000KiB
+batch_size_fail_threshold: 5000KiB
+unlogged_batch_across_partitions_warn_threshold: 1000
+`;
+
+  // Console only: the process's stdout/stderr go to logs/cassandra.log (see spawnDetached).
+  const logbackXml = `<configuration>
+  <appender name="out" class="ch.qos.logback.core.ConsoleAppender">
+    <encoder><pattern>%-5level [%thread] %date{ISO8601} %F:%L - %msg%n</pattern></encoder>
+  </appender>
+  <root level="INFO"><appender-ref ref="out"/></root>
+</configuration>
+`;
+
+  return {
+    name: 'cassandra',
+    version: serverVersion('cassandra'),
+    port,
+    ports: [
+      { port, what: `port ${port} is already in use by another process; stop it or pass --cassandra-port` },
+      { port: storagePort, what: `port ${storagePort} (the Cassandra storage port, --cassandra-port − 2042) is already in use by another process; stop it or pass another --cassandra-port` },
+    ],
+    stopGraceMs: 60_000, // the shutdown hook drains: flushes memtables, syncs the commit log
+    async prepare() {
+      await Promise.all([p.conf, p.data, p.tmp, triggers, path.dirname(p.logFile)].map((d) => mkdir(d, { recursive: true })));
+      await writeFile(yamlFile, yaml);
+      await writeFile(logback, logbackXml);
+    },
+    javaArgs(lib) {
+      // jamm measures memtable sizes precisely when loaded as an agent (cassandra-env.sh does so).
+      const jamm = readdirSync(lib).find((f) => /^jamm-.*\.jar$/.test(f));
+      return [
+        `-Xms${o.cassandraHeapMb}m`,
+        `-Xmx${o.cassandraHeapMb}m`,
+        '-XX:+ExitOnOutOfMemoryError', // Cassandra's own advice: a node limping on after OOM can corrupt data
+        ...JVM17_OPTIONS,
+        ...(jamm === undefined ? [] : [`-javaagent:${path.join(lib, jamm)}`]),
+        '-Dcassandra-foreground=yes', // otherwise it closes stdout/stderr, our log
+        `-Dcassandra.config=${pathToFileURL(yamlFile).href}`,
+        `-Dcassandra.storagedir=${p.data}`,
+        `-Dcassandra.logdir=${path.dirname(p.logFile)}`,
+        `-Dcassandra.triggers_dir=${triggers}`,
+        `-Dlogback.configurationFile=${logback}`,
+        `-Djava.io.tmpdir=${p.tmp}`,
+        // Single node: nothing to gossip with, and a fixed token avoids token allocation (~1 min → ~15 s).
+        '-Dcassandra.skip_wait_for_gossip_to_settle=0',
+        '-Dcassandra.initial_token=0',
+        ...stackTags(path.resolve(o.dir), 'cassandra', port),
+        '-cp',
+        `${lib}/*`,
+        'org.apache.cassandra.service.CassandraDaemon',
+      ];
+    },
+    probe: () => cassandraReady(port),
+  };
+}

@@ -1,0 +1,27 @@
+/** What the coordinator needs to know about one server; kafka-server.ts and cassandra-server.ts fill it in. */
+import type { ServerName } from './options.js';
+
+export interface ServerSpec {
+  name: ServerName;
+  version: string;
+  /** The port clients use. */
+  port: number;
+  /** Every port the server binds, checked before start, with the flag that moves it (for the error). */
+  ports: readonly { port: number; what: string }[];
+  /** Writes configs, formats storage: everything that must exist before the JVM starts. */
+  prepare(lib: string): Promise<void>;
+  /** Everything after `java`. */
+  javaArgs(lib: string): string[];
+  /** True when the server answers a client request (see ready.ts). */
+  probe(): Promise<boolean>;
+  /** How long a clean SIGTERM shutdown may take before SIGKILL, in ms. */
+  stopGraceMs: number;
+}
+
+/**
+ * Tags put on the java command line: they let status/stop recognise *our* process behind a pid file
+ * (pids are reused) and recover the port it was started with.
+ */
+export function stackTags(dir: string, name: ServerName, port: number): string[] {
+  return [`-Dexactlyonce.stack=${dir}#${name}`, `-Dexactlyonce.port=${port}`];
+}
