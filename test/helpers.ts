@@ -24,10 +24,16 @@ export function testConfig(overrides: Record<string, unknown> = {}): ConnectionC
   );
 }
 
-/** Connects to Cassandra (no keyspace) and closes the session when the test ends. */
+/**
+ * Connects to Cassandra (no keyspace); when the test ends, drops the config's keyspace (which the test
+ * creates itself, e.g. through the CLI) and closes the session.
+ */
 export async function cassandraSession(t: TestContext, config: ConnectionConfig): Promise<Client> {
   const client = await connect(config);
-  t.after(() => client.shutdown());
+  t.after(async () => {
+    await client.execute(`DROP KEYSPACE IF EXISTS ${config.keyspace}`).catch(() => undefined);
+    await client.shutdown();
+  });
   return client;
 }
 

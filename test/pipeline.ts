@@ -21,6 +21,11 @@ export function startWorker(t: TestContext, config: ConnectionConfig, extra: str
   return startCli(t, ['run', ...connectionArgs(config), '--session-timeout-ms', '6000', '--max-batch', '500', ...extra]);
 }
 
+/** Waits until a worker has joined and logged "worker started" (its signal handlers are in place). */
+export async function waitStarted(worker: ReturnType<typeof startWorker>, timeoutMs = 120_000): Promise<void> {
+  await waitFor(() => worker.output().includes('"msg":"worker started"'), { timeoutMs, message: `worker ${worker.pid} starts` });
+}
+
 export async function generate(config: ConnectionConfig, args: string[]): Promise<string> {
   const r = await runCli(['generate', '--brokers', config.brokers.join(','), '--topic', config.topic, ...args]);
   assert.equal(r.code, 0, `generate failed: ${r.stderr}`);
@@ -112,8 +117,8 @@ export async function assertExactlyOnce(session: Client, config: ConnectionConfi
   return ledger;
 }
 
-/** Polls the checkpoints until stopped and fails if any ever moves backwards. */
-export function watchCheckpoints(session: Client, config: ConnectionConfig) {
+/** Polls the checkpoints until stopped (at the latest when the test ends) and records any move backwards. */
+export function watchCheckpoints(t: TestContext, session: Client, config: ConnectionConfig) {
   const highest = new Map<number, bigint>();
   const regressions: string[] = [];
   let polls = 0;
@@ -133,13 +138,13 @@ export function watchCheckpoints(session: Client, config: ConnectionConfig) {
       await new Promise((r) => setTimeout(r, 100));
     }
   })();
-  return {
-    async stop() {
-      running = false;
-      await loop;
-      return { regressions, polls, highest };
-    },
+  const stop = async () => {
+    running = false;
+    await loop;
+    return { regressions, polls, highest };
   };
+  t.after(stop);
+  return { stop };
 }
 
 export function randomBetween(min: number, max: number): number {

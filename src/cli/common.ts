@@ -47,7 +47,8 @@ export function formatTable(columns: string[], rows: unknown[][]): string {
   const cells = rows.map((r) => r.map(formatCell));
   const widths = columns.map((c, i) => Math.max(c.length, ...cells.map((r) => r[i]!.length)));
   const line = (r: string[]) => ' ' + r.map((v, i) => v.padEnd(widths[i]!)).join(' | ');
-  return [line(columns), '-' + widths.map((w) => '-'.repeat(w + 1)).join('+-'), ...cells.map(line)].join('\n');
+  const header = line(columns);
+  return [header, header.replace(/[^|]/g, '-').replaceAll('|', '+'), ...cells.map(line)].join('\n');
 }
 
 function formatCell(v: unknown): string {

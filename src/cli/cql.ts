@@ -30,11 +30,15 @@ export function cqlCommand(): Command {
   ).action(
     action(async (statement: string | undefined, opts: Record<string, unknown>) => {
       const config = connection(opts);
-      const client = await connect(config);
+      // The keyspace is selected when it exists, so `SELECT * FROM events` works as in the README.
+      const probe = await connect(config);
+      const exists = await probe
+        .execute('SELECT keyspace_name FROM system_schema.keyspaces WHERE keyspace_name = ?', [config.keyspace])
+        .then((r) => r.rowLength > 0)
+        .finally(() => probe.shutdown());
+      const client = await connect(config, { keyspace: exists ? config.keyspace : undefined });
       try {
-        // The keyspace is selected when it exists, so `SELECT * FROM events` works as in the README.
-        await client.execute(`USE ${config.keyspace}`).catch(() => undefined);
-        if (statement !== undefined) return runOne(client, statement);
+        if (statement !== undefined) return await runOne(client, statement);
         const rl = createInterface({ input: process.stdin, output: process.stdout, prompt: `cql:${config.keyspace}> ` });
         let buffer = '';
         rl.prompt();

@@ -8,7 +8,7 @@ test('a worker SIGKILLed at random moments and restarted stores every offset exa
   const config = testConfig();
   const session = await freshKeyspace(t, config);
   await freshTopic(t, config, 3);
-  const watch = watchCheckpoints(session, config);
+  const watch = watchCheckpoints(t, session, config);
   const producing = generate(config, ['--count', '20000', '--rate', '1000', '--clients', '12', '--health-mix', '0:60,1:30,2:10', '--bad-ratio', '0.01', '--seed', '42']);
 
   let worker = startWorker(t, config);

@@ -2,13 +2,13 @@ import assert from 'node:assert/strict';
 import { once } from 'node:events';
 import { test } from 'node:test';
 import { freshKeyspace, freshTopic, testConfig } from '../helpers.js';
-import { assertExactlyOnce, generate, randomBetween, sleep, startWorker, waitDrained, watchCheckpoints } from '../pipeline.js';
+import { assertExactlyOnce, generate, randomBetween, sleep, startWorker, waitDrained, waitStarted, watchCheckpoints } from '../pipeline.js';
 
 test('3 workers killed and restarted at random, plus workers added and removed, store every offset exactly once', async (t) => {
   const config = testConfig();
   const session = await freshKeyspace(t, config);
   await freshTopic(t, config, 6);
-  const watch = watchCheckpoints(session, config);
+  const watch = watchCheckpoints(t, session, config);
   const producing = generate(config, ['--count', '30000', '--rate', '1200', '--clients', '24', '--health-mix', '0:50,1:30,2:20', '--bad-ratio', '0.005', '--seed', '7']);
 
   const workers = [startWorker(t, config), startWorker(t, config), startWorker(t, config)];
@@ -22,6 +22,7 @@ test('3 workers killed and restarted at random, plus workers added and removed, 
       added++;
     } else if (step === 5) {
       const leaving = workers.shift()!; // scale in cleanly: SIGTERM, it leaves the group
+      await waitStarted(leaving); // (a SIGTERM during Node's own start-up would just kill it)
       leaving.kill('SIGTERM');
       const [code] = await once(leaving, 'exit');
       assert.equal(code, 0, leaving.output());
@@ -36,6 +37,7 @@ test('3 workers killed and restarted at random, plus workers added and removed, 
   }
   await producing;
   await waitDrained(session, config);
+  for (const w of workers) await waitStarted(w);
   for (const w of workers) w.kill('SIGTERM');
   for (const w of workers) {
     const [code] = w.exitCode === null ? await once(w, 'exit') : [w.exitCode];

@@ -18,7 +18,6 @@ async function columns(session: Awaited<ReturnType<typeof cassandraSession>>, ke
 test('schema apply creates the original tables verbatim, and a second apply is a no-op', async (t) => {
   const config = testConfig();
   const session = await cassandraSession(t, config);
-  t.after(() => session.execute(`DROP KEYSPACE IF EXISTS ${config.keyspace}`));
   const args = ['schema', 'apply', '--cassandra', '127.0.0.1', '--keyspace', config.keyspace];
 
   const first = await runCli(args);
@@ -62,7 +61,6 @@ test('schema apply creates the original tables verbatim, and a second apply is a
 test('cql runs one statement and prints rows as a table', async (t) => {
   const config = testConfig();
   const session = await cassandraSession(t, config);
-  t.after(() => session.execute(`DROP KEYSPACE IF EXISTS ${config.keyspace}`));
   assert.equal((await runCli(['schema', 'apply', '--cassandra', '127.0.0.1', '--keyspace', config.keyspace])).code, 0);
   await session.execute(`INSERT INTO ${config.keyspace}.events (partition, offset, id, ts, source, client, health) VALUES (1, 7, -9223372036854775808, 0, 'My Router', 'c', 2)`);
   const r = await runCli(['cql', '--cassandra', '127.0.0.1', '--keyspace', config.keyspace, 'SELECT partition, offset, id, health FROM events']);

@@ -11,7 +11,7 @@ test('a zombie worker woken after its partitions moved changes nothing', async (
   const config = testConfig();
   const session = await freshKeyspace(t, config);
   await freshTopic(t, config, 6);
-  const watch = watchCheckpoints(session, config);
+  const watch = watchCheckpoints(t, session, config);
   const producing = generate(config, ['--count', '20000', '--rate', '1000', '--clients', '24', '--seed', '99', '--bad-ratio', '0.01']);
   const zombie = startWorker(t, config);
   await sleep(3000);
