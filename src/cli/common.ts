@@ -3,12 +3,16 @@ import { Command, Option } from 'commander';
 import { connectionOptions, loadConnectionConfig, type ConnectionConfig, type ConnectionKey } from '../config.js';
 import { ExactlyOnceError } from '../errors.js';
 
-/** Adds the shared connection flags (each also read from its EXACTLYONCE_* variable). */
-export function withConnection(cmd: Command, keys: readonly ConnectionKey[] = Object.keys(connectionOptions) as ConnectionKey[]): Command {
-  for (const key of keys) {
+/**
+ * Adds the shared connection flags (each also read from its EXACTLYONCE_* variable). Every command
+ * accepts all of them, so one set of flags or one alias works everywhere; those the command does not
+ * use are left out of its --help.
+ */
+export function withConnection(cmd: Command, used: readonly ConnectionKey[] = Object.keys(connectionOptions) as ConnectionKey[]): Command {
+  for (const key of Object.keys(connectionOptions) as ConnectionKey[]) {
     const o = connectionOptions[key];
     const help = `${o.help} (env ${o.env}${o.default === undefined ? '' : `, default ${o.default}`})`;
-    cmd.addOption(new Option(o.flag, help));
+    cmd.addOption(new Option(o.flag, help).hideHelp(!used.includes(key)));
   }
   return cmd;
 }
