@@ -28,3 +28,11 @@ stack-up: deps
 
 stack-down: deps
 	$(EO) stack down
+
+# The benchmark (see bench/README.md); starts the stack if needed, like the tests.
+bench: deps
+	@scripts/with-stack.sh bin/exactlyonce bench
+
+# A long chaos soak, not run in CI.
+soak: deps
+	@scripts/with-stack.sh bin/exactlyonce chaos --events 1000000 --kills 50 --zombies 5 --cassandra-restarts 3 --kafka-restarts 3
