@@ -16,6 +16,8 @@ export interface ConnectionConfig {
   readonly datacenter: string;
   readonly keyspace: string;
   readonly topic: string;
+  /** Topic every alert and alert revision is published to (compacted). */
+  readonly alertsTopic: string;
   readonly group: string;
   readonly cassandraUsername: string | undefined;
   readonly cassandraPassword: string | undefined;
@@ -30,6 +32,7 @@ export const connectionOptions = {
   datacenter: { flag: '--datacenter <name>', env: 'EXACTLYONCE_DATACENTER', default: 'datacenter1', help: 'Cassandra local data centre' },
   keyspace: { flag: '--keyspace <name>', env: 'EXACTLYONCE_KEYSPACE', default: 'exactlyonce', help: 'Cassandra keyspace' },
   topic: { flag: '--topic <name>', env: 'EXACTLYONCE_TOPIC', default: 'exactlyonce.events', help: 'Kafka topic of events' },
+  alertsTopic: { flag: '--alerts-topic <name>', env: 'EXACTLYONCE_ALERTS_TOPIC', default: 'exactlyonce.alerts', help: 'Kafka topic of alerts (compacted)' },
   group: { flag: '--group <id>', env: 'EXACTLYONCE_GROUP', default: 'EventStreamingApp', help: 'Kafka consumer group' },
   cassandraUsername: { flag: '--cassandra-username <user>', env: 'EXACTLYONCE_CASSANDRA_USERNAME', default: undefined, help: 'Cassandra user (PasswordAuthenticator)' },
   cassandraPassword: { flag: '--cassandra-password <password>', env: 'EXACTLYONCE_CASSANDRA_PASSWORD', default: undefined, help: 'Cassandra password' },
@@ -63,6 +66,7 @@ const connectionSchema = z
     datacenter: z.string().min(1, 'expected a data centre name'),
     keyspace: cqlIdentifier,
     topic: topicName,
+    alertsTopic: topicName,
     group: z.string().min(1, 'expected a group id').max(255),
     cassandraUsername: z.string().min(1).optional(),
     cassandraPassword: z.string().min(1).optional(),

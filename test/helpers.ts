@@ -19,7 +19,7 @@ export function suffix(): string {
 export function testConfig(overrides: Record<string, unknown> = {}): ConnectionConfig {
   const s = suffix();
   return loadConnectionConfig(
-    { brokers: '127.0.0.1:9092', cassandra: '127.0.0.1', keyspace: `eo_test_${s}`, topic: `eo-test-${s}`, group: `eo-test-${s}`, ...overrides },
+    { brokers: '127.0.0.1:9092', cassandra: '127.0.0.1', keyspace: `eo_test_${s}`, topic: `eo-test-${s}`, alertsTopic: `eo-test-alerts-${s}`, group: `eo-test-${s}`, ...overrides },
     {},
   );
 }
@@ -48,12 +48,14 @@ export async function freshKeyspace(t: TestContext, config: ConnectionConfig): P
   return client;
 }
 
-/** Creates the config's topic and deletes it when the test ends. */
+/** Creates the config's topic and its compacted alerts topic, and deletes both when the test ends. */
 export async function freshTopic(t: TestContext, config: ConnectionConfig, partitions = 3): Promise<KafkaAdmin> {
   const admin = new KafkaAdmin(config);
   await admin.ensureTopic({ topic: config.topic, partitions, replicationFactor: 1 });
+  await admin.ensureTopic({ topic: config.alertsTopic, partitions, replicationFactor: 1, configs: { 'cleanup.policy': 'compact' } });
   t.after(async () => {
     await admin.deleteTopic(config.topic).catch(() => undefined);
+    await admin.deleteTopic(config.alertsTopic).catch(() => undefined);
     await admin.close();
   });
   return admin;

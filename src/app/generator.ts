@@ -25,6 +25,9 @@ export interface GeneratorOptions {
   /** Fraction of records replaced by a malformed one, 0..1. */
   badRatio: number;
   seed: number;
+  /** Fraction of events sent late: their ts is `lateByMs` (± half) in the past, 0..1. */
+  lateRatio?: number;
+  lateByMs?: number;
   /** Event time of each record, epoch ms (default: the wall clock). */
   now?: () => number;
 }
@@ -119,7 +122,10 @@ export function* generate(o: GeneratorOptions): Generator<GeneratedRecord> {
   for (let i = 0; i < total; i++) {
     const client = clients[i % clients.length]!;
     const id = randomId(rand);
-    const ts = now();
+    let ts = now();
+    if (o.lateRatio !== undefined && o.lateRatio > 0 && rand() < o.lateRatio) {
+      ts -= Math.round((o.lateByMs ?? 120_000) * (0.5 + rand()));
+    }
     const source = sources[Math.floor(rand() * sources.length)]!;
     const h = rand() * weight;
     const health: HealthCode = h < o.healthMix[0] ? 0 : h < o.healthMix[0] + o.healthMix[1] ? 1 : 2;

@@ -10,10 +10,10 @@ import { Progress } from './progress.js';
 const CHUNK = 500;
 const IN_FLIGHT = 4;
 
-function ratio(value: string): number {
+function ratio(value: string, flag: string): number {
   const n = Number(value);
   if (!/^\d*\.?\d+$/.test(value) || n < 0 || n > 1) {
-    throw new ExactlyOnceError('EO_CONFIG_INVALID', `--bad-ratio: expected a number from 0 to 1 (got '${value}')`);
+    throw new ExactlyOnceError('EO_CONFIG_INVALID', `${flag}: expected a number from 0 to 1 (got '${value}')`);
   }
   return n;
 }
@@ -36,7 +36,9 @@ export function generateCommand(): Command {
       .addOption(new Option('--sources <n>', 'distinct sources').default(1).argParser(intOption('--sources', 1, 1e6)))
       .addOption(new Option('--clients <n>', 'distinct clients (the keys)').default(3).argParser(intOption('--clients', 1, 1e6)))
       .addOption(new Option('--seed <n>', 'seed for a reproducible stream of ids, healths and bad records').argParser(intOption('--seed', 0, 2 ** 32 - 1)))
-      .addOption(new Option('--bad-ratio <r>', `fraction of malformed records (${BAD_KINDS.join(', ')})`).default(0).argParser(ratio)),
+      .addOption(new Option('--late-ratio <r>', 'fraction of events sent late (ts in the past)').default(0).argParser((v) => ratio(v, '--late-ratio')))
+      .addOption(new Option('--late-by-ms <ms>', 'how late: ts is this far (± half) in the past').default(120_000).argParser(intOption('--late-by-ms', 1, 1e12)))
+      .addOption(new Option('--bad-ratio <r>', `fraction of malformed records (${BAD_KINDS.join(', ')})`).default(0).argParser((v) => ratio(v, '--bad-ratio'))),
     ['brokers', 'topic', 'kafkaConfig'],
   ).action(
     action(async (opts: Record<string, unknown>) => {
@@ -49,6 +51,8 @@ export function generateCommand(): Command {
         healthMix: opts['healthMix'] as [number, number, number],
         badRatio: opts['badRatio'] as number,
         seed: (opts['seed'] as number | undefined) ?? Math.floor(Math.random() * 2 ** 32),
+        lateRatio: opts['lateRatio'] as number,
+        lateByMs: opts['lateByMs'] as number,
       };
       const rate = opts['rate'] as number | undefined;
       const pauseEveryTen = opts['delay'] !== false && rate === undefined;

@@ -1,6 +1,8 @@
 /** `exactlyonce run`: one worker of the consumer group, storing events exactly once. */
 import { Command, Option } from 'commander';
 import { EventJob } from '../app/event-job.js';
+import { alertMetrics } from '../app/metrics.js';
+import { alertRuleFrom, withAlertRule } from './alert-flags.js';
 import { DEFAULT_MAX_RECORD_BYTES } from '../app/event.js';
 import { intOption } from '../config.js';
 import { ExactlyOnceError } from '../errors.js';
@@ -13,8 +15,8 @@ import { action, connection, withConnection } from './common.js';
 export function runCommand(): Command {
   const d = defaultRunnerOptions;
   return withConnection(
-    new Command('run')
-      .description('run a worker: join the group, resume every assigned partition from its Cassandra checkpoint, store events exactly once')
+    withAlertRule(new Command('run'))
+      .description('run a worker: join the group, resume every assigned partition from its Cassandra checkpoint, store events and alerts exactly once')
       .addOption(new Option('--max-batch <n>', 'most records per batch').default(d.maxBatchSize).argParser(intOption('--max-batch', 1, 100000)))
       .addOption(new Option('--concurrency <n>', 'partitions processed at once').default(d.concurrency).argParser(intOption('--concurrency', 1, 1024)))
       .addOption(new Option('--max-buffer-mb <n>', 'bound on prefetched data in MiB (backpressure)').default(d.maxBufferKb / 1024).argParser(intOption('--max-buffer-mb', 1, 65536)))
@@ -29,7 +31,12 @@ export function runCommand(): Command {
       const metrics = new EngineMetrics(true);
       const runner = new Runner(
         config,
-        new EventJob(opts['maxRecordBytes'] as number),
+        new EventJob({
+          maxRecordBytes: opts['maxRecordBytes'] as number,
+          rule: alertRuleFrom(opts),
+          alertsTopic: config.alertsTopic,
+          onAlerts: alertMetrics(metrics.registry),
+        }),
         log,
         {
           ...d,

@@ -24,11 +24,28 @@ export interface DecodedRecord<T> {
   readonly value: T;
 }
 
+/** A record for a Kafka topic the job publishes to (e.g. derived results). */
+export interface PublishRecord {
+  readonly key: string | Buffer;
+  readonly value: string | Buffer;
+}
+
+/** What the engine gives a job once connected. */
+export interface JobContext {
+  readonly session: Client;
+  readonly keyspace: string;
+  /**
+   * Publishes records with the engine's idempotent producer; resolves when the broker acknowledged
+   * them all. Records with the same key keep their order.
+   */
+  publish(topic: string, records: readonly PublishRecord[]): Promise<void>;
+}
+
 export interface Job<T> {
   /** Pure and deterministic: the same record always decodes the same way. */
   decode(record: SourceRecord): Decoded<T>;
   /** Called once the Cassandra session is open (prepare statements, check tables). */
-  open(session: Client, keyspace: string): Promise<void>;
+  open(context: JobContext): Promise<void>;
   /**
    * Stores the outputs of the decoded records of one batch of one partition. Called before that
    * batch's checkpoint is written, and possibly again for the same records after a crash or by a

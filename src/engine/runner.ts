@@ -9,6 +9,7 @@ import type { ConnectionConfig } from '../config.js';
 import { ExactlyOnceError, isExactlyOnceError } from '../errors.js';
 import { KafkaAdmin } from '../kafka/admin.js';
 import { GroupConsumer, type StartOffset } from '../kafka/consumer.js';
+import { Producer } from '../kafka/producer.js';
 import type { Logger } from '../log.js';
 import { CheckpointStore } from './checkpoint-store.js';
 import type { Job } from './job.js';
@@ -51,6 +52,7 @@ export class Runner {
   private session: Client | undefined;
   private admin: KafkaAdmin | undefined;
   private consumer: GroupConsumer | undefined;
+  private producer: Producer | undefined;
   private closing: Promise<void> | undefined;
 
   constructor(
@@ -77,7 +79,7 @@ export class Runner {
       isRetriable: (e) =>
         server === 'Cassandra'
           ? isRetriableCassandraError(e) || isExactlyOnceError(e, 'EO_CASSANDRA_UNAVAILABLE')
-          : isExactlyOnceError(e, 'EO_KAFKA_UNAVAILABLE'),
+          : isExactlyOnceError(e, 'EO_KAFKA_UNAVAILABLE') || isExactlyOnceError(e, 'EO_PRODUCE_FAILED'),
       onRetry: () => this.metrics.retries.inc({ server }),
     });
   }
@@ -93,7 +95,18 @@ export class Runner {
     }
     this.session = await this.retrying('Cassandra', () => connect(config, { keyspace: config.keyspace }), options.startupTimeoutMs);
     const session = this.session;
-    await this.job.open(session, config.keyspace);
+    await this.job.open({
+      session,
+      keyspace: config.keyspace,
+      publish: (topic, records) => {
+        this.producer ??= new Producer(config);
+        const producer = this.producer;
+        return this.retrying('Kafka', async () => {
+          await producer.connect();
+          await producer.send(topic, records);
+        });
+      },
+    });
     const checkpoints = new CheckpointStore(session, config.keyspace, config.topic);
     const ctx: TaskContext = {
       job: this.job,
@@ -175,6 +188,7 @@ export class Runner {
     this.closing ??= (async () => {
       this.abort.abort();
       await this.consumer?.stop();
+      await this.producer?.close();
       await this.admin?.close();
       await this.session?.shutdown().catch(() => undefined);
       this.log.info('worker stopped');

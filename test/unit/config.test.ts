@@ -13,6 +13,7 @@ test('defaults are the original system\'s', () => {
       datacenter: 'datacenter1',
       keyspace: 'exactlyonce',
       topic: 'exactlyonce.events',
+      alertsTopic: 'exactlyonce.alerts',
       group: 'EventStreamingApp',
       cassandraUsername: undefined,
       cassandraPassword: undefined,
