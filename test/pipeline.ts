@@ -4,6 +4,7 @@
  * with the codec's reason, exactly once; nothing else is stored; every checkpoint is at the log end).
  */
 import assert from 'node:assert/strict';
+import { once } from 'node:events';
 import type { TestContext } from 'node:test';
 import { decodeEvent } from '../src/app/event.js';
 import type { Client } from '../src/cassandra/session.js';
@@ -153,4 +154,15 @@ export function randomBetween(min: number, max: number): number {
 
 export function sleep(ms: number): Promise<void> {
   return new Promise((r) => setTimeout(r, ms));
+}
+
+/** Stops workers cleanly (SIGTERM once each has started) and asserts each exits with code 0. */
+export async function stopWorkers(workers: ReadonlyArray<ReturnType<typeof startWorker>>): Promise<void> {
+  for (const w of workers) await waitStarted(w);
+  const exits = workers.map((w) => (w.exitCode === null && w.signalCode === null ? once(w, 'exit') : Promise.resolve([w.exitCode, w.signalCode])));
+  for (const w of workers) w.kill('SIGTERM');
+  for (const [i, exit] of exits.entries()) {
+    const [code] = await exit;
+    assert.equal(code, 0, workers[i]!.output());
+  }
 }

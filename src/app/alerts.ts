@@ -112,7 +112,7 @@ export class AlertWriter {
     return outcome;
   }
 
-  private async count(source: string, end: number): Promise<number> {
+  protected async count(source: string, end: number): Promise<number> {
     const r = await this.session.execute(
       `SELECT COUNT(*) AS n FROM ${this.ks}.alert_window_events WHERE source = ? AND window_end = ? AND rule = ?`,
       [source, new Date(end), this.rule],
@@ -122,7 +122,7 @@ export class AlertWriter {
   }
 
   /** Idempotent and monotonic: the write timestamp grows with the count within a row. */
-  private async store(a: Alert): Promise<void> {
+  protected async store(a: Alert): Promise<void> {
     await this.session.execute(
       `INSERT INTO ${this.ks}.alerts (source, ts, event_count) VALUES (?, ?, ?) USING TIMESTAMP ?`,
       [a.source, new Date(a.ts), a.eventCount, toLong(BigInt(a.ts) * 1000n + BigInt(a.eventCount))],

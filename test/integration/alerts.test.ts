@@ -3,7 +3,7 @@ import { once } from 'node:events';
 import { test } from 'node:test';
 import { freshKeyspace, freshTopic, testConfig } from '../helpers.js';
 import { assertAlertsExact, recomputeAlerts } from '../alerts-check.js';
-import { assertExactlyOnce, generate, randomBetween, sleep, startWorker, waitDrained, waitStarted } from '../pipeline.js';
+import { stopWorkers, assertExactlyOnce, generate, randomBetween, sleep, startWorker, waitDrained, waitStarted } from '../pipeline.js';
 
 function alertArgs(config: { alertsTopic: string }): string[] {
   return ['--alerts-topic', config.alertsTopic];
@@ -47,12 +47,7 @@ test('alerts are exact after 3 workers are killed and restarted at random, with 
   }
   await producing;
   await waitDrained(session, config);
-  for (const w of workers) await waitStarted(w);
-  for (const w of workers) w.kill('SIGTERM');
-  for (const w of workers) {
-    const [code] = w.exitCode === null ? await once(w, 'exit') : [w.exitCode];
-    assert.equal(code, 0, w.output());
-  }
+  await stopWorkers(workers);
   await assertExactlyOnce(session, config);
   const r = await assertAlertsExact(session, config);
   assert.ok(r.alerts > 20, `enough alerts to mean something (${r.alerts})`);

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { once } from 'node:events';
 import { test } from 'node:test';
 import { freshKeyspace, freshTopic, testConfig } from '../helpers.js';
-import { assertExactlyOnce, generate, randomBetween, sleep, startWorker, waitDrained, waitStarted, watchCheckpoints } from '../pipeline.js';
+import { stopWorkers, assertExactlyOnce, generate, randomBetween, sleep, startWorker, waitDrained, waitStarted, watchCheckpoints } from '../pipeline.js';
 
 test('3 workers killed and restarted at random, plus workers added and removed, store every offset exactly once', async (t) => {
   const config = testConfig();
@@ -37,12 +37,7 @@ test('3 workers killed and restarted at random, plus workers added and removed, 
   }
   await producing;
   await waitDrained(session, config);
-  for (const w of workers) await waitStarted(w);
-  for (const w of workers) w.kill('SIGTERM');
-  for (const w of workers) {
-    const [code] = w.exitCode === null ? await once(w, 'exit') : [w.exitCode];
-    assert.equal(code, 0, w.output());
-  }
+  await stopWorkers(workers);
   const { regressions } = await watch.stop();
   assert.deepEqual(regressions, []);
   const ledger = await assertExactlyOnce(session, config);

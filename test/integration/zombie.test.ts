@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { once } from 'node:events';
 import { test } from 'node:test';
 import { freshKeyspace, freshTopic, testConfig } from '../helpers.js';
-import { assertExactlyOnce, generate, sleep, startWorker, waitDrained, watchCheckpoints } from '../pipeline.js';
+import { stopWorkers, assertExactlyOnce, generate, sleep, startWorker, waitDrained, watchCheckpoints } from '../pipeline.js';
 
 // A worker frozen (SIGSTOP) past its session timeout loses its partitions to the others; when it
 // wakes (SIGCONT) it still holds batches in flight and writes them late. Its writes must neither move
@@ -22,11 +22,7 @@ test('a zombie worker woken after its partitions moved changes nothing', async (
   zombie.kill('SIGCONT');
   await producing;
   await waitDrained(session, config);
-  for (const w of [zombie, ...others]) w.kill('SIGTERM');
-  for (const w of [zombie, ...others]) {
-    const [code] = w.exitCode === null ? await once(w, 'exit') : [w.exitCode];
-    assert.equal(code, 0, w.output());
-  }
+  await stopWorkers([zombie, ...others]);
   assert.match(zombie.output(), /"msg":"lost partitions|"msg":"revoked partitions/, 'the zombie lost its partitions');
   const { regressions, polls } = await watch.stop();
   assert.deepEqual(regressions, []);

@@ -1,0 +1,101 @@
+// Two workers recount one window at the same time and the smaller count lands last: the alert must
+// not go down, in the table or as the last message on the alerts topic.
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { DEFAULT_ALERT_RULE, type Alert } from '../../src/app/alert-rule.js';
+import { AlertWriter } from '../../src/app/alerts.js';
+import type { Event } from '../../src/app/event.js';
+import type { DecodedRecord, JobContext } from '../../src/engine/job.js';
+import { Producer } from '../../src/kafka/producer.js';
+import { freshKeyspace, freshTopic, testConfig, waitFor } from '../helpers.js';
+import { alertsTable, alertsTopicLatest } from '../alerts-check.js';
+
+/** An AlertWriter whose store waits for a gate: it holds its (stale) count back until released. */
+class HeldWriter extends AlertWriter {
+  counted: number | undefined;
+  release!: () => void;
+  private readonly gate = new Promise<void>((r) => (this.release = r));
+  protected override async store(a: Alert): Promise<void> {
+    this.counted = a.eventCount;
+    await this.gate;
+    await super.store(a);
+  }
+}
+
+const WINDOW_END = 1_700_000_005_000;
+function events(partition: number, from: number, n: number): DecodedRecord<Event>[] {
+  return Array.from({ length: n }, (_, i) => ({
+    record: { topic: 't', partition, offset: BigInt(from + i), key: null, value: null, timestampMs: 0 },
+    value: { id: BigInt(from + i), ts: WINDOW_END - 4000 + i, source: 'router', client: 'c', health: 2 as const },
+  }));
+}
+
+test('a stale, smaller recount landing last never lowers the alert, in the table or on the topic', async (t) => {
+  const config = testConfig();
+  const session = await freshKeyspace(t, config);
+  await freshTopic(t, config, 3);
+  const producer = new Producer(config);
+  t.after(() => producer.close());
+  await producer.connect();
+  const ctx: JobContext = { session, keyspace: config.keyspace, publish: (topic, records) => producer.send(topic, records) };
+
+  // Watch the row: it may appear and grow, never shrink.
+  const seen: number[] = [];
+  let watching = true;
+  const watcher = (async () => {
+    while (watching) {
+      const r = await session.execute(`SELECT event_count FROM ${config.keyspace}.alerts WHERE source = 'router'`);
+      if (r.rowLength > 0) seen.push(r.first()['event_count'] as number);
+      await new Promise((res) => setTimeout(res, 2));
+    }
+  })();
+
+  // Worker A (partition 0) indexes 10 events and counts 10, then stalls before storing.
+  const a = new HeldWriter(DEFAULT_ALERT_RULE, config.alertsTopic);
+  a.open(ctx);
+  const aDone = a.update(await a.index(0, events(0, 0, 10)));
+  await waitFor(() => a.counted !== undefined, { timeoutMs: 30_000, message: 'A has counted' });
+  assert.equal(a.counted, 10);
+
+  // Worker B (partition 1) adds 5 more, counts 15, stores and publishes 15.
+  const b = new AlertWriter(DEFAULT_ALERT_RULE, config.alertsTopic);
+  b.open(ctx);
+  assert.deepEqual(await b.update(await b.index(1, events(1, 0, 5))), { raised: 0, revised: 1 });
+  assert.deepEqual(await alertsTable(session, config), [{ source: 'router', ts: WINDOW_END, eventCount: 15 }]);
+
+  // Now A's stale 10 lands last.
+  a.release();
+  assert.deepEqual(await aDone, { raised: 1, revised: 0 });
+  watching = false;
+  await watcher;
+
+  assert.deepEqual(await alertsTable(session, config), [{ source: 'router', ts: WINDOW_END, eventCount: 15 }]);
+  const topic = await alertsTopicLatest(config);
+  assert.deepEqual(topic.alerts, [{ source: 'router', ts: WINDOW_END, eventCount: 15 }], 'the last message is 15 again');
+  assert.equal(topic.messages, 3, 'B published 15; A published its stale 10, read back 15 and published 15');
+  assert.ok(seen.length > 0);
+  assert.deepEqual(seen, [...seen].sort((x, y) => x - y), 'the row never went down');
+  assert.ok(seen.every((n) => n === 15), `only 15 was ever stored (${[...new Set(seen)].join(',')})`);
+});
+
+test('many concurrent recounts of one window converge on the exact count', async (t) => {
+  const config = testConfig();
+  const session = await freshKeyspace(t, config);
+  await freshTopic(t, config, 3);
+  const producer = new Producer(config);
+  t.after(() => producer.close());
+  await producer.connect();
+  const ctx: JobContext = { session, keyspace: config.keyspace, publish: (topic, records) => producer.send(topic, records) };
+  const writers = Array.from({ length: 8 }, () => {
+    const w = new AlertWriter(DEFAULT_ALERT_RULE, config.alertsTopic);
+    w.open(ctx);
+    return w;
+  });
+  // 8 "workers" × 5 rounds × 7 events, concurrently, each on its own partition.
+  for (let round = 0; round < 5; round++) {
+    await Promise.all(writers.map(async (w, p) => w.update(await w.index(p, events(p, round * 7, 7)))));
+  }
+  const total = 8 * 5 * 7;
+  assert.deepEqual(await alertsTable(session, config), [{ source: 'router', ts: WINDOW_END, eventCount: total }]);
+  assert.deepEqual((await alertsTopicLatest(config)).alerts, [{ source: 'router', ts: WINDOW_END, eventCount: total }]);
+});
