@@ -1,6 +1,7 @@
 /** Shared by the tests: fresh topics and keyspaces with cleanup, waitFor with a deadline, the CLI. */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
+import { mkdirSync, writeFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import type { TestContext } from 'node:test';
 import { applySchema } from '../src/cassandra/migrate.js';
@@ -112,6 +113,11 @@ export function startCli(t: TestContext, args: string[], env: Record<string, str
   let output = '';
   child.stdout!.on('data', (d) => (output += d));
   child.stderr!.on('data', (d) => (output += d));
+  // Kept for post-mortems: test-artifacts/<test name>/<command>-<pid>.log (git-ignored).
+  const dir = `${repoRoot}test-artifacts/${t.name.replace(/[^A-Za-z0-9]+/g, '-').slice(0, 60)}`;
+  mkdirSync(dir, { recursive: true });
+  const file = `${dir}/${args[0]}-${child.pid}.log`;
+  child.on('exit', (code, signal) => writeFileSync(file, `${output}\n[exit code ${code} signal ${signal}]\n`));
   t.after(() => {
     if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
   });

@@ -49,7 +49,10 @@ export async function waitDrained(session: Client, config: ConnectionConfig, tim
         return marks.every((w) => w.high === w.low || cps.get(w.partition) === w.high);
       },
       { timeoutMs, intervalMs: 500, message: `checkpoints reach the log ends ${marks.map((w) => `${w.partition}:${w.high}`).join(' ')}` },
-    );
+    ).catch(async (e: Error) => {
+      const cps = await checkpoints(session, config).catch(() => new Map());
+      throw new Error(`${e.message}; checkpoints now ${[...cps].map(([p, o]) => `${p}:${o}`).join(' ')}`);
+    });
     return new Map(marks.map((w) => [w.partition, w.high]));
   } finally {
     await admin.close();

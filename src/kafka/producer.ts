@@ -4,7 +4,7 @@
  */
 import type { ConnectionConfig } from '../config.js';
 import { ExactlyOnceError } from '../errors.js';
-import { baseProperties, kafkaJS, quietLogger, type KafkaJSNamespace } from './client.js';
+import { baseProperties, kafkaJS, kafkaUnavailable, quietLogger, type KafkaJSNamespace } from './client.js';
 
 export interface OutgoingRecord {
   key: Buffer | string | null;
@@ -15,16 +15,19 @@ export interface OutgoingRecord {
 }
 
 export class Producer {
-  private readonly producer: KafkaJSNamespace.Producer;
-  private connected = false;
+  private producer: KafkaJSNamespace.Producer | undefined;
+  /** The one connection attempt in progress or done; concurrent callers share it. */
+  private connecting: Promise<KafkaJSNamespace.Producer> | undefined;
   private closed: Promise<void> | undefined;
+  private readonly properties: Record<string, unknown>;
 
   constructor(
     private readonly config: ConnectionConfig,
     extra: Record<string, string | number | boolean> = {},
+    /** How long one connection attempt may take, in ms. */
+    private readonly connectTimeoutMs = 30_000,
   ) {
-    const { Kafka } = kafkaJS();
-    this.producer = new Kafka({}).producer({
+    this.properties = {
       kafkaJS: { logger: quietLogger(() => undefined) },
       ...baseProperties(config, `exactlyonce-producer-${process.pid}`),
       'enable.idempotence': true,
@@ -34,22 +37,41 @@ export class Producer {
       // A send that cannot complete fails after this long instead of hanging.
       'message.timeout.ms': 60_000,
       ...extra,
-    } as unknown as KafkaJSNamespace.ProducerConstructorConfig);
+    };
+    kafkaJS(); // fail early with EO_KAFKA_CLIENT_MISSING
   }
 
-  async connect(): Promise<void> {
-    if (this.connected) return;
-    try {
-      await this.producer.connect();
-      this.connected = true;
-    } catch (e) {
-      throw new ExactlyOnceError('EO_KAFKA_UNAVAILABLE', `Kafka at ${this.config.brokers.join(',')} did not answer; is the stack up? run \`exactlyonce stack up\``, { cause: e });
-    }
+  /**
+   * Connects once; concurrent callers share the attempt (the client rejects a second connect() while
+   * one is pending). A failed or timed-out attempt discards its client, so the next call starts afresh.
+   */
+  connect(): Promise<void> {
+    this.connecting ??= (async () => {
+      const { Kafka } = kafkaJS();
+      const producer = new Kafka({}).producer(this.properties as unknown as KafkaJSNamespace.ProducerConstructorConfig);
+      let timer: NodeJS.Timeout | undefined;
+      try {
+        await Promise.race([
+          producer.connect(),
+          new Promise((_, reject) => (timer = setTimeout(() => reject(new Error(`no answer within ${this.connectTimeoutMs} ms`)), this.connectTimeoutMs))),
+        ]);
+        this.producer = producer;
+        return producer;
+      } catch (e) {
+        this.connecting = undefined;
+        void producer.disconnect().catch(() => undefined);
+        throw kafkaUnavailable(this.config, e);
+      } finally {
+        clearTimeout(timer);
+      }
+    })();
+    return this.connecting.then(() => undefined);
   }
 
   async send(topic: string, records: readonly OutgoingRecord[]): Promise<void> {
+    await this.connect();
     try {
-      await this.producer.send({
+      await this.producer!.send({
         topic,
         messages: records.map((r) => ({
           key: r.key,
@@ -59,13 +81,25 @@ export class Producer {
         })),
       });
     } catch (e) {
+      // A fatal error (librdkafka ERR__FATAL, -150: e.g. the idempotent producer's sequence state is
+      // lost) makes every later send fail too: drop this client so the next attempt starts a new one.
+      const err = e as { fatal?: boolean; code?: number };
+      if (err.fatal === true || err.code === -150) {
+        const old = this.producer;
+        this.producer = undefined;
+        this.connecting = undefined;
+        void old?.disconnect().catch(() => undefined);
+      }
       throw new ExactlyOnceError('EO_PRODUCE_FAILED', `sending to ${topic} failed: ${(e as Error).message}`, { cause: e });
     }
   }
 
   /** Flushes and disconnects. Idempotent. */
   close(): Promise<void> {
-    this.closed ??= this.connected ? this.producer.disconnect().catch(() => undefined) : Promise.resolve();
+    this.closed ??= (this.connecting ?? Promise.resolve(undefined)).then(
+      (p) => p?.disconnect().catch(() => undefined),
+      () => undefined,
+    );
     return this.closed;
   }
 }
