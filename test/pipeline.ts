@@ -6,11 +6,11 @@
 import assert from 'node:assert/strict';
 import { once } from 'node:events';
 import type { TestContext } from 'node:test';
-import { decodeEvent } from '../src/app/event.js';
+import { DEFAULT_ALERT_RULE } from '../src/app/alert-rule.js';
+import { Auditor } from '../src/app/audit/auditor.js';
 import type { Client } from '../src/cassandra/session.js';
 import type { ConnectionConfig } from '../src/config.js';
 import { KafkaAdmin } from '../src/kafka/admin.js';
-import { readTopic } from '../src/kafka/topic-reader.js';
 import { runCli, startCli, waitFor } from './helpers.js';
 
 export function connectionArgs(config: ConnectionConfig): string[] {
@@ -59,11 +59,6 @@ export async function waitDrained(session: Client, config: ConnectionConfig, tim
   }
 }
 
-/** Every row of a query, paged (the driver's ResultStream is a Readable, typed as an EventEmitter). */
-function rows(session: Client, query: string): AsyncIterable<unknown> {
-  return session.stream(query, [], { prepare: true, fetchSize: 5000 }) as unknown as AsyncIterable<unknown>;
-}
-
 export interface Ledger {
   records: number;
   stored: number;
@@ -72,53 +67,23 @@ export interface Ledger {
 }
 
 /**
- * Reads the whole topic back and compares it row by row with `events` and `quarantine`. Fails the
- * test with the exact partitions/offsets that are missing, duplicated, extra or different.
+ * Runs the auditor (src/app/audit, what `exactlyonce verify` runs) over the whole topic and fails the
+ * test with the exact partitions/offsets that are missing, duplicated, extra or different. As strict as
+ * a full read-back: every checkpoint must be at the log end (nothing left unjudged), no row may lie
+ * below the log start or beyond the checkpoint. Alerts are left to test/alerts-check.ts.
  */
 export async function assertExactlyOnce(session: Client, config: ConnectionConfig): Promise<Ledger> {
-  const ks = config.keyspace;
-  const events = new Map<string, Record<string, unknown>>();
-  for await (const row of rows(session, `SELECT partition, offset, id, ts, source, client, health FROM ${ks}.events`)) {
-    const r = row as Record<string, unknown>;
-    events.set(`${r['partition']}/${r['offset']}`, { id: String(r['id']), ts: (r['ts'] as Date).getTime(), source: r['source'], client: r['client'], health: r['health'] });
-  }
-  const quarantine = new Map<string, string>();
-  for await (const row of rows(session, `SELECT partition, offset, reason FROM ${ks}.quarantine`)) {
-    const r = row as Record<string, unknown>;
-    quarantine.set(`${r['partition']}/${r['offset']}`, r['reason'] as string);
-  }
-  const ledger: Ledger = { records: 0, stored: 0, quarantined: 0, reasons: {} };
-  const problems: string[] = [];
-  await readTopic(config, config.topic, (records) => {
-    for (const rec of records) {
-      ledger.records++;
-      const key = `${rec.partition}/${rec.offset}`;
-      const d = decodeEvent(rec.value);
-      const row = events.get(key);
-      const q = quarantine.get(key);
-      events.delete(key);
-      quarantine.delete(key);
-      if (d.ok) {
-        const want = { id: String(d.value.id), ts: d.value.ts, source: d.value.source, client: d.value.client, health: d.value.health };
-        if (row === undefined) problems.push(`missing event ${key}`);
-        else if (JSON.stringify(row) !== JSON.stringify(want)) problems.push(`event ${key} differs: ${JSON.stringify(row)} != ${JSON.stringify(want)}`);
-        else ledger.stored++;
-        if (q !== undefined) problems.push(`valid record ${key} also quarantined (${q})`);
-      } else {
-        if (q === undefined) problems.push(`malformed record ${key} (${d.reason}) not quarantined`);
-        else if (q !== d.reason) problems.push(`record ${key} quarantined as ${q}, expected ${d.reason}`);
-        else {
-          ledger.quarantined++;
-          ledger.reasons[q] = (ledger.reasons[q] ?? 0) + 1;
-        }
-        if (row !== undefined) problems.push(`malformed record ${key} stored as an event`);
-      }
-    }
-  });
-  for (const key of events.keys()) problems.push(`extra event row ${key}`);
-  for (const key of quarantine.keys()) problems.push(`extra quarantine row ${key}`);
-  assert.deepEqual(problems.slice(0, 50), [], `${problems.length} violations`);
-  return ledger;
+  const report = await new Auditor(config, session, { rule: DEFAULT_ALERT_RULE, checkAlerts: false }).run();
+  assert.deepEqual(report.violations.slice(0, 50).map((v) => v.message), [], `${report.violationTotal} violations`);
+  assert.equal(report.violationTotal, 0);
+  assert.deepEqual(
+    report.partitions.filter((p) => p.lag !== '0' || p.belowLogStart > 0 || p.aheadOfCheckpoint > 0).map((p) => `partition ${p.partition}: lag ${p.lag}, below log start ${p.belowLogStart}, ahead ${p.aheadOfCheckpoint}`),
+    [],
+    'every offset of the log was judged',
+  );
+  const reasons: Record<string, number> = {};
+  for (const p of report.partitions) for (const [r, n] of Object.entries(p.reasons)) reasons[r] = (reasons[r] ?? 0) + n;
+  return { records: report.totals.records, stored: report.totals.stored, quarantined: report.totals.quarantined, reasons };
 }
 
 /** Polls the checkpoints until stopped (at the latest when the test ends) and records any move backwards. */

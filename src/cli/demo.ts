@@ -1,69 +1,191 @@
 /**
  * `exactlyonce demo`: the whole pipeline on the local stack. Brings the stack up, applies the schema,
- * creates the topic, starts two workers and the original generator, waits until every partition's
- * checkpoint reaches the log end, and prints the events stored per partition. Ctrl-C stops what it
- * started; the stack stays up (stop it with `exactlyonce stack down`).
+ * creates the topics, starts two workers (each serving /metrics) and the live dashboard, runs the
+ * original generator while a status line shows events/s, lag and alerts, waits until every
+ * partition's checkpoint reaches the log end, prints the events stored per partition and the alerts
+ * raised, and runs `verify`. Ctrl-C stops everything it started. The stack stays up unless
+ * `--stop-stack` is given.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
+import { closeSync, mkdirSync, openSync, readFileSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Command, Option } from 'commander';
 import { applySchema } from '../cassandra/migrate.js';
 import { connect } from '../cassandra/session.js';
 import { intOption, loadConnectionConfig } from '../config.js';
+import { startDashboard, type Dashboard } from '../dashboard/dashboard.js';
+import { statusLine } from '../dashboard/status-line.js';
 import { ExactlyOnceError } from '../errors.js';
 import { CheckpointStore } from '../engine/checkpoint-store.js';
 import { KafkaAdmin } from '../kafka/admin.js';
-import { stackUp } from '../stack/index.js';
+import { stackDown, stackUp } from '../stack/index.js';
 import { action, formatTable } from './common.js';
 import { stackOptionsFrom } from './stack.js';
 
 const cli = fileURLToPath(new URL('../../bin/exactlyonce', import.meta.url));
 
+/** The first port at or above `from` that is free on 127.0.0.1. */
+async function freePort(from: number, taken: ReadonlySet<number> = new Set()): Promise<number> {
+  for (let port = from; port < 65535; port++) {
+    if (taken.has(port)) continue;
+    const free = await new Promise<boolean>((resolve) => {
+      const s = createServer();
+      s.once('error', () => resolve(false));
+      s.listen(port, '127.0.0.1', () => s.close(() => resolve(true)));
+    });
+    if (free) return port;
+  }
+  throw new ExactlyOnceError('EO_PORT_IN_USE', `no free port at or above ${from}`);
+}
+
+class Interrupted extends Error {}
+
 export function demoCommand(): Command {
   return new Command('demo')
-    .description('run the pipeline on the local stack: 2 workers + the original generator, then events stored per partition')
+    .description('run the pipeline on the local stack: 2 workers, the live dashboard and the original generator; then events stored per partition, alerts, verify')
     .addOption(new Option('--workers <n>', 'worker processes').default(2).argParser(intOption('--workers', 1, 16)))
     .addOption(new Option('--events-per-key <n>', "the generator's events per client").default(200).argParser(intOption('--events-per-key', 1, 1e9)))
+    .addOption(new Option('--dashboard-port <port>', 'dashboard port (the next free one if taken)').default(8090).argParser(intOption('--dashboard-port', 1024, 65535)))
+    .addOption(new Option('--metrics-port <port>', "first worker's metrics port; the others take the next free ones").default(9101).argParser(intOption('--metrics-port', 1024, 65535)))
+    .addOption(new Option('--keep', 'leave the local stack running at the end (the default)'))
+    .addOption(new Option('--stop-stack', 'stop the local stack at the end').conflicts('keep'))
+    .option('--stay', 'after the run, keep the workers and the dashboard up until Ctrl-C (the default on a terminal)')
+    .option('--no-stay', 'exit once the run is verified (the default when not on a terminal)')
     .action(
       action(async (opts: Record<string, unknown>) => {
-        const out = (s: string) => process.stdout.write(s + '\n');
+        const t0 = Date.now();
+        const secs = () => `${((Date.now() - t0) / 1000).toFixed(1)}s`;
+        const tty = process.stderr.isTTY === true;
+        const out = (s: string) => {
+          if (tty) process.stderr.write('\r\x1b[K');
+          process.stdout.write(s + '\n');
+        };
+        const stay = (opts['stay'] as boolean | undefined) ?? (process.stdin.isTTY === true && process.stdout.isTTY === true);
+
+        // Ctrl-C: the first one stops what the demo started, cleanly; a second one kills it at once.
+        const children: ChildProcess[] = [];
+        let stopping = false;
+        let interrupt!: () => void;
+        const interrupted = new Promise<never>((_, reject) => {
+          interrupt = () => reject(new Interrupted());
+        });
+        interrupted.catch(() => undefined);
+        const onSigint = () => {
+          if (stopping) {
+            for (const c of children) c.kill('SIGKILL');
+            process.exit(130);
+          }
+          stopping = true;
+          out('\nstopping the generator, the workers and the dashboard…');
+          interrupt();
+        };
+        process.on('SIGINT', onSigint);
+        process.on('SIGTERM', onSigint);
+        // Last resort if the demo itself dies: the children run in their own process groups.
+        const killAll = () => children.forEach((c) => c.exitCode === null && c.signalCode === null && c.kill('SIGKILL'));
+        process.on('exit', killAll);
+        const race = <T>(p: Promise<T>): Promise<T> => Promise.race([p, interrupted]);
+
         const stack = stackOptionsFrom({});
-        const up = await stackUp(stack);
+        const up = await race(stackUp(stack));
         out(`stack: Kafka 127.0.0.1:${stack.kafkaPort}, Cassandra 127.0.0.1:${stack.cassandraPort} (${up.started.length ? `started in ${(up.elapsedMs / 1000).toFixed(1)}s` : 'already up'})`);
         const config = loadConnectionConfig({ brokers: `127.0.0.1:${stack.kafkaPort}`, cassandra: `127.0.0.1:${stack.cassandraPort}` }, {});
         const session = await connect(config);
         const admin = new KafkaAdmin(config);
-        const children: ChildProcess[] = [];
-        const stopAll = () => children.forEach((c) => c.exitCode === null && c.kill('SIGTERM'));
-        process.once('SIGINT', () => {
-          out('\nstopping the workers and the generator (the stack stays up)…');
-          stopAll();
-          process.exitCode = 130;
-        });
+        let dashboard: Dashboard | undefined;
+        let status: NodeJS.Timeout | undefined;
+        let exitCode = 0;
+        let staying = false;
         try {
-          await applySchema(session, config.keyspace, { class: 'SimpleStrategy', replicationFactor: 1 });
-          const topic = await admin.ensureTopic({ topic: config.topic, partitions: 3, replicationFactor: 1 });
-          out(`schema ${config.keyspace} applied; topic ${config.topic} (${topic.partitions} partitions)`);
+          await race(applySchema(session, config.keyspace, { class: 'SimpleStrategy', replicationFactor: 1 }));
+          const topic = await race(admin.ensureTopic({ topic: config.topic, partitions: 3, replicationFactor: 1 }));
+          await race(admin.ensureTopic({ topic: config.alertsTopic, partitions: 3, replicationFactor: 1, configs: { 'cleanup.policy': 'compact' } }));
+          out(`schema ${config.keyspace} applied; topics ${config.topic} (${topic.partitions} partitions) and ${config.alertsTopic} (compacted)`);
+
           const args = ['--brokers', config.brokers.join(','), '--cassandra', config.cassandra.join(',')];
+          const logDir = join(stack.dir, 'logs');
+          mkdirSync(logDir, { recursive: true });
+          const ports: number[] = [];
+          const logs: string[] = [];
           for (let i = 0; i < (opts['workers'] as number); i++) {
-            children.push(spawn(cli, ['run', ...args], { stdio: ['ignore', 'ignore', 'inherit'], env: { ...process.env, EXACTLYONCE_LOG_LEVEL: 'warn' } }));
+            const port = await freePort(ports.length === 0 ? (opts['metricsPort'] as number) : ports.at(-1)! + 1, new Set(ports));
+            const log = join(logDir, `demo-worker-${i + 1}.log`);
+            const fd = openSync(log, 'w');
+            const child = spawn(cli, ['run', ...args, '--metrics-port', String(port)], {
+              stdio: ['ignore', fd, fd],
+              detached: true,
+              env: { ...process.env, EXACTLYONCE_LOG_FORMAT: 'json' },
+            });
+            closeSync(fd);
+            child.on('exit', (code, signal) => {
+              if (stopping) return;
+              const tail = readFileSync(log, 'utf8').trim().split('\n').slice(-5).join('\n');
+              out(`worker ${i + 1} exited unexpectedly (${signal ?? `code ${code}`}); the end of ${log}:\n${tail}`);
+            });
+            children.push(child);
+            ports.push(port);
+            logs.push(log);
           }
-          out(`started ${children.length} workers; running the generator (3 clients × ${opts['eventsPerKey'] as number} events, a 500 ms pause every 10 rounds)…`);
-          const gen = spawn(cli, ['generate', '--brokers', config.brokers.join(','), '--events-per-key', String(opts['eventsPerKey'])], { stdio: 'inherit' });
+          const dashboardPort = await freePort(opts['dashboardPort'] as number, new Set(ports));
+          dashboard = await startDashboard(config, { port: dashboardPort, host: '127.0.0.1', workers: ports.map((p) => `127.0.0.1:${p}`), intervalMs: 1000 });
+          const collector = dashboard.collector;
+          out(`started ${ports.length} workers (metrics on ${ports.map((p) => `127.0.0.1:${p}`).join(', ')}; logs in ${logDir}/demo-worker-N.log)`);
+          out(`\n  dashboard: ${dashboard.url}\n`);
+
+          // One status line, rewritten every second on a terminal (every 5 s otherwise).
+          let firstStored: string | undefined;
+          let firstAlert: string | undefined;
+          let alertsBefore: number | undefined;
+          let ticks = 0;
+          status = setInterval(() => {
+            const s = collector.snapshot();
+            if (s !== undefined && s.alerts !== null) {
+              // Rows already there from an earlier demo do not count as this run's first.
+              alertsBefore ??= s.alerts.rows;
+              if (firstStored === undefined && s.totals.stored > 0) out(`first events stored ${(firstStored = secs())} after the start`);
+              if (firstAlert === undefined && s.alerts.rows > alertsBefore) out(`first alert on the dashboard ${(firstAlert = secs())} after the start`);
+            }
+            if (tty) process.stderr.write(`\r\x1b[K${statusLine(s)}`);
+            else if (ticks++ % 5 === 0) process.stdout.write(`${statusLine(s)}\n`);
+          }, 1000);
+
+          await race(
+            (async () => {
+              for (;;) {
+                const s = collector.snapshot();
+                if (s !== undefined && s.totals.workersReady === ports.length) return;
+                await new Promise((r) => setTimeout(r, 250));
+              }
+            })(),
+          );
+          out(`workers ready after ${secs()}; running the generator (3 clients × ${opts['eventsPerKey'] as number} events, a 500 ms pause every 10 rounds)…`);
+          const gen = spawn(cli, ['generate', '--brokers', config.brokers.join(','), '--events-per-key', String(opts['eventsPerKey'])], {
+            stdio: ['ignore', 'pipe', 'inherit'],
+            detached: true,
+          });
           children.push(gen);
-          const code = await new Promise<number | null>((r) => gen.on('exit', (c) => r(c)));
+          let genOut = '';
+          gen.stdout!.on('data', (d) => (genOut += d));
+          const code = await race(new Promise<number | null>((r) => gen.on('exit', (c) => r(c))));
           if (code !== 0) throw new ExactlyOnceError('EO_PRODUCE_FAILED', `the generator exited with ${code}`);
+          out(genOut.trim());
 
           const checkpoints = new CheckpointStore(session, config.keyspace, config.topic);
-          const marks = await admin.watermarks(config.topic);
+          const marks = await race(admin.watermarks(config.topic));
           for (;;) {
-            const cps = await checkpoints.readAll();
-            const behind = marks.reduce((n, w) => n + Number(w.high - (cps.get(w.partition) ?? w.low)), 0);
-            if (behind === 0) break;
-            process.stderr.write(`\rwaiting for the workers: ${behind} records behind `);
-            await new Promise((r) => setTimeout(r, 250));
+            const cps = await race(checkpoints.readAll());
+            if (marks.every((w) => (cps.get(w.partition) ?? w.low) >= w.high)) break;
+            await race(new Promise((r) => setTimeout(r, 250)));
           }
-          process.stderr.write('\n');
+          out(`all partitions checkpointed at their log ends after ${secs()}`);
+          await race(new Promise((r) => setTimeout(r, 2500))); // the alerts poll (2 s) catches up
+          clearInterval(status);
+          status = undefined;
+          if (tty) process.stderr.write('\r\x1b[K');
+          out(statusLine(collector.snapshot()));
+
           const rows: unknown[][] = [];
           for (const w of marks) {
             const r = await session.execute(`SELECT COUNT(*) AS n FROM ${config.keyspace}.events WHERE partition = ?`, [w.partition], { prepare: true });
@@ -71,13 +193,66 @@ export function demoCommand(): Command {
             rows.push([w.partition, String(r.first()['n']), String(q.first()['n']), String(w.high)]);
           }
           out('\n' + formatTable(['partition', 'events stored', 'quarantined', 'log end offset'], rows));
-          out(`\nexplore: bin/exactlyonce cql "SELECT * FROM events LIMIT 10"   stop the stack: bin/exactlyonce stack down`);
+          const alerts = collector.snapshot()?.alerts;
+          if (alerts !== null && alerts !== undefined) {
+            out(`\nalerts: ${alerts.rows} row(s) in ${config.keyspace}.alerts (${alerts.sources} source(s)); the latest:`);
+            out(formatTable(['window end', 'source', 'critical events'], alerts.latest.map((a) => [new Date(a.ts).toISOString(), a.source, a.eventCount])));
+          }
+          if (firstStored !== undefined || firstAlert !== undefined) {
+            out(`\ntime from the start: first events stored ${firstStored ?? '–'}, first alert on the dashboard ${firstAlert ?? '–'}`);
+          }
+
+          out('\nverify:');
+          const verify = spawn(cli, ['verify', ...args], { stdio: ['ignore', 'pipe', 'pipe'], detached: true });
+          children.push(verify);
+          let verifyOut = '';
+          verify.stdout!.on('data', (d) => (verifyOut += d));
+          verify.stderr!.on('data', (d) => (verifyOut += d));
+          const verifyCode = await race(new Promise<number | null>((r) => verify.on('exit', (c) => r(c))));
+          out(verifyOut.trim());
+          if (verifyCode !== 0) exitCode = verifyCode ?? 1;
+
+          out(`\nexplore: bin/exactlyonce cql "SELECT * FROM events LIMIT 10"`);
+          if (stay) {
+            out(`the workers and the dashboard (${dashboard.url}) stay up; Ctrl-C stops them`);
+            staying = true; // Ctrl-C is then the normal end: the exit code stays verify's
+            await race(new Promise(() => undefined));
+          }
+        } catch (e) {
+          if (!(e instanceof Interrupted)) throw e;
+          if (!staying) exitCode = 130;
         } finally {
-          stopAll();
-          await Promise.all(children.map((c) => (c.exitCode === null && c.signalCode === null ? new Promise((r) => c.on('exit', r)) : undefined)));
+          stopping = true;
+          clearInterval(status);
+          await stopChildren(children);
+          await dashboard?.close();
           await admin.close();
           await session.shutdown();
+          process.off('exit', killAll);
+          process.off('SIGINT', onSigint);
+          process.off('SIGTERM', onSigint);
         }
+        if (opts['stopStack'] === true) {
+          const down = await stackDown(stack);
+          out(down.stopped.length ? `stopped ${down.stopped.join(' and ')}` : 'the stack was not running');
+        } else {
+          out('the stack stays up: stop it with `bin/exactlyonce stack down`');
+        }
+        return exitCode;
       }),
     );
+}
+
+/** SIGTERM to each child still running (workers finish their batches and leave the group), SIGKILL after 30 s. */
+async function stopChildren(children: readonly ChildProcess[]): Promise<void> {
+  await Promise.all(
+    children.map(async (c) => {
+      if (c.exitCode !== null || c.signalCode !== null) return;
+      const exited = new Promise((r) => c.once('exit', r));
+      c.kill('SIGTERM');
+      const timer = setTimeout(() => c.kill('SIGKILL'), 30_000);
+      await exited;
+      clearTimeout(timer);
+    }),
+  );
 }

@@ -1,8 +1,11 @@
 #!/usr/bin/env node
 /** The `exactlyonce` command: one sub-command per file of this folder. */
 import { Command, CommanderError } from 'commander';
+import { benchCommand } from './bench.js';
 import { reportError } from './common.js';
+import { chaosCommand } from './chaos.js';
 import { cqlCommand } from './cql.js';
+import { dashboardCommand } from './dashboard.js';
 import { demoCommand } from './demo.js';
 import { generateCommand } from './generate.js';
 import { quarantineCommand } from './quarantine.js';
@@ -10,13 +13,14 @@ import { runCommand } from './run.js';
 import { schemaCommand } from './schema.js';
 import { stackCommand } from './stack.js';
 import { topicCommand } from './topic.js';
+import { verifyCommand } from './verify.js';
 
 const program = new Command('exactlyonce')
   .description('Move events from Kafka into Cassandra exactly once, derive alerts, and prove it.')
   .showHelpAfterError('(run with --help for usage)')
   .exitOverride();
 
-for (const cmd of [stackCommand(), schemaCommand(), topicCommand(), generateCommand(), runCommand(), quarantineCommand(), cqlCommand(), demoCommand()]) program.addCommand(cmd);
+for (const cmd of [stackCommand(), schemaCommand(), topicCommand(), generateCommand(), runCommand(), quarantineCommand(), cqlCommand(), dashboardCommand(), demoCommand(), benchCommand(), verifyCommand(), chaosCommand()]) program.addCommand(cmd);
 
 function exitOverrideAll(cmd: Command): void {
   cmd.exitOverride();

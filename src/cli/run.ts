@@ -10,6 +10,7 @@ import { EngineMetrics } from '../engine/metrics.js';
 import { serveMetrics } from '../engine/metrics-server.js';
 import { defaultRunnerOptions, Runner } from '../engine/runner.js';
 import { createLogger } from '../log.js';
+import { announceWorker } from '../dashboard/worker-registry.js';
 import { action, connection, withConnection } from './common.js';
 
 export function runCommand(): Command {
@@ -56,6 +57,8 @@ export function runCommand(): Command {
               throw new ExactlyOnceError('EO_PORT_IN_USE', `--metrics-port: cannot listen on 127.0.0.1:${port} (${(e as Error).message})`, { cause: e });
             })
           : undefined;
+      // Lets `exactlyonce dashboard` find this worker (a row of <keyspace>.workers with a TTL).
+      const announcement = server && announceWorker(config, { workerId: metrics.workerId, port, log });
       let signals = 0;
       const done = new Promise<void>((resolve) => {
         const onSignal = (sig: NodeJS.Signals) => {
@@ -70,11 +73,13 @@ export function runCommand(): Command {
         await runner.start();
       } catch (e) {
         await runner.stop();
+        await announcement?.stop();
         server?.close();
         throw e;
       }
       running = true;
       await done;
+      await announcement?.stop();
       server?.close();
       return 0;
     }),

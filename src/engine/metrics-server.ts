@@ -1,27 +1,42 @@
-/** Serves a worker's /metrics (Prometheus text format), /healthz (alive) and /readyz (running). */
+/**
+ * Serves a worker's /metrics (Prometheus text format), /healthz (the process is alive and its event
+ * loop answers) and /readyz (running, has been through a group assignment, and neither Kafka nor
+ * Cassandra is known to be down; see EngineMetrics.readiness).
+ *
+ * Binds 127.0.0.1 unless EXACTLYONCE_METRICS_HOST says otherwise (e.g. 0.0.0.0 so that Prometheus or
+ * the dashboard on another host can scrape it).
+ */
 import { createServer, type Server } from 'node:http';
 import type { EngineMetrics } from './metrics.js';
 
-export async function serveMetrics(metrics: EngineMetrics, port: number, ready: () => boolean): Promise<Server> {
+export function metricsBindHost(env: NodeJS.ProcessEnv = process.env): string {
+  return env['EXACTLYONCE_METRICS_HOST'] || '127.0.0.1';
+}
+
+export async function serveMetrics(metrics: EngineMetrics, port: number, running: () => boolean, host = metricsBindHost()): Promise<Server> {
   const server = createServer((req, res) => {
     const path = (req.url ?? '/').split('?')[0];
     if (path === '/metrics') {
       metrics.registry.metrics().then(
         (text) => res.writeHead(200, { 'content-type': metrics.registry.contentType }).end(text),
-        (e: unknown) => res.writeHead(500).end(String(e)),
+        (e: unknown) => res.writeHead(500, { 'content-type': 'text/plain' }).end(`${String(e)}\n`),
       );
     } else if (path === '/healthz') {
       res.writeHead(200, { 'content-type': 'text/plain' }).end('ok\n');
     } else if (path === '/readyz') {
-      const ok = ready();
-      res.writeHead(ok ? 200 : 503, { 'content-type': 'text/plain' }).end(ok ? 'ready\n' : 'not ready\n');
+      const r = running() ? metrics.readiness() : { ready: false, detail: 'not ready: starting' };
+      res.writeHead(r.ready ? 200 : 503, { 'content-type': 'text/plain' }).end(`${r.detail}\n`);
+    } else if (path === '/') {
+      res.writeHead(200, { 'content-type': 'text/plain' }).end(`exactlyonce worker ${metrics.workerId}: /metrics /healthz /readyz\n`);
     } else {
-      res.writeHead(404).end();
+      res.writeHead(404, { 'content-type': 'text/plain' }).end('not found\n');
     }
   });
+  // Scrapers keep connections open; they must not hold the process up at shutdown.
+  server.keepAliveTimeout = 5_000;
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
-    server.listen(port, '127.0.0.1', () => resolve());
+    server.listen(port, host, () => resolve());
   });
   return server;
 }

@@ -46,7 +46,7 @@ export class PartitionTask {
   stop(error: ExactlyOnceError): void {
     this.state = 'stopped';
     this.error = error;
-    this.ctx.metrics.stoppedPartitions.set({ partition: String(this.partition) }, 1);
+    this.ctx.metrics.partitionStopped(this.partition);
     this.ctx.log.error({ partition: this.partition, code: error.code }, error.message);
   }
 
@@ -103,7 +103,8 @@ export class PartitionTask {
     if (this.next === null || nextOffset > this.next) this.next = nextOffset;
     this.ctx.metrics.stored.inc({ partition: p }, decoded.length);
     this.ctx.metrics.batches.inc({ partition: p });
-    this.ctx.metrics.checkpoint.set({ partition: p }, Number(nextOffset));
+    this.ctx.metrics.checkpointed(this.partition, nextOffset);
+    this.ctx.metrics.batchRecords.observe(fresh.length);
     this.ctx.metrics.batchSeconds.observe((performance.now() - started) / 1000);
   }
 }

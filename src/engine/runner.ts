@@ -18,6 +18,9 @@ import { outOfRange, PartitionTask, type TaskContext } from './partition-task.js
 import { DEFAULT_MAX_RAW_BYTES, Quarantine } from './quarantine.js';
 import { retry } from './retry.js';
 
+/** librdkafka's wording when it cannot reach the brokers (ERR__ALL_BROKERS_DOWN, ERR__TRANSPORT). */
+const KAFKA_DOWN = /all broker connections are down|connection refused|broker transport failure/i;
+
 export interface RunnerOptions {
   /** Most records per batch (default 2000). */
   maxBatchSize: number;
@@ -54,6 +57,8 @@ export class Runner {
   private consumer: GroupConsumer | undefined;
   private producer: Producer | undefined;
   private closing: Promise<void> | undefined;
+  /** When the Kafka client last reported all brokers unreachable (cleared by the next batch). */
+  private kafkaDownSince: number | undefined;
 
   constructor(
     private readonly config: ConnectionConfig,
@@ -80,7 +85,7 @@ export class Runner {
         server === 'Cassandra'
           ? isRetriableCassandraError(e) || isExactlyOnceError(e, 'EO_CASSANDRA_UNAVAILABLE')
           : isExactlyOnceError(e, 'EO_KAFKA_UNAVAILABLE') || isExactlyOnceError(e, 'EO_PRODUCE_FAILED'),
-      onRetry: () => this.metrics.retries.inc({ server }),
+      onRetry: (e) => this.metrics.retried(server, e),
     });
   }
 
@@ -101,10 +106,7 @@ export class Runner {
       publish: (topic, records) => {
         this.producer ??= new Producer(config);
         const producer = this.producer;
-        return this.retrying('Kafka', async () => {
-          await producer.connect();
-          await producer.send(topic, records);
-        });
+        return this.retrying('Kafka', () => producer.send(topic, records));
       },
     });
     const checkpoints = new CheckpointStore(session, config.keyspace, config.topic);
@@ -126,11 +128,20 @@ export class Runner {
       maxBufferKb: options.maxBufferKb,
       sessionTimeoutMs: options.sessionTimeoutMs,
       metadataRefreshMs: options.metadataRefreshMs,
-      onClientLog: (level, message) => this.log.debug({ kafka: level }, message),
+      onClientLog: (level, message) => {
+        if (level === 'error') this.metrics.errors.inc({ server: 'Kafka', error: 'client' });
+        this.log.debug({ kafka: level }, message);
+        // The client reconnects by itself; we only say, once, that the brokers stopped answering.
+        if (level === 'error' && KAFKA_DOWN.test(message) && this.kafkaDownSince === undefined) {
+          this.kafkaDownSince = Date.now();
+          this.log.warn({ server: 'Kafka', err: message }, `Kafka at ${config.brokers.join(',')} is not answering; reconnecting, no record is skipped`);
+        }
+      },
     });
     await this.consumer.start(
       {
         onAssign: async (assigned) => {
+          this.metrics.rebalanced('assign');
           const starts = new Map<number, StartOffset>();
           if (assigned.length === 0) return starts;
           // Read back where each partition stands; retried until Cassandra answers, because
@@ -148,7 +159,7 @@ export class Runner {
               task.stop(outOfRange(p, checkpoint, 'below', w.low));
             }
             starts.set(p, task.status.state === 'stopped' ? 'stopped' : (checkpoint ?? 'beginning'));
-            if (w !== undefined && checkpoint !== null) this.metrics.lag.set({ partition: String(p) }, Number(w.high - checkpoint));
+            this.metrics.partitionAssigned(p, checkpoint, w);
           }
           this.metrics.assignments.inc(assigned.length);
           this.metrics.assigned.set(this.tasks.size);
@@ -159,9 +170,11 @@ export class Runner {
           return starts;
         },
         onRevoke: (revoked, lost) => {
+          this.metrics.rebalanced(lost ? 'lost' : 'revoke');
           for (const p of revoked) {
             this.tasks.get(p)?.revoke();
             this.tasks.delete(p);
+            this.metrics.partitionRevoked(p);
           }
           this.metrics.revocations.inc(revoked.length);
           this.metrics.assigned.set(this.tasks.size);
@@ -169,6 +182,10 @@ export class Runner {
         },
       },
       async (partition, records) => {
+        if (this.kafkaDownSince !== undefined) {
+          this.log.info({ server: 'Kafka', downMs: Date.now() - this.kafkaDownSince }, 'Kafka answers again');
+          this.kafkaDownSince = undefined;
+        }
         const task = this.tasks.get(partition);
         if (task === undefined) return; // not ours any more; nothing is checkpointed
         // On shutdown a batch still retrying rejects with AbortedError: it is abandoned before its
@@ -177,6 +194,7 @@ export class Runner {
         if (task.status.state === 'stopped') this.consumer?.pause([partition]);
       },
     );
+    this.metrics.watchLogEnds(() => admin.watermarks(config.topic), this.log);
     this.log.info({ topic: config.topic, group: config.group, partitions }, 'worker started');
   }
 
@@ -187,6 +205,7 @@ export class Runner {
   stop(): Promise<void> {
     this.closing ??= (async () => {
       this.abort.abort();
+      this.metrics.close();
       await this.consumer?.stop();
       await this.producer?.close();
       await this.admin?.close();

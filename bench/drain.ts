@@ -1,0 +1,76 @@
+/**
+ * Throughput of a consumer catching up with a backlog: durable progress is polled until it reaches the
+ * total, and the rate is taken from the first poll that saw progress to the one that saw the end, so
+ * that process start-up and joining the group (the same for every case) are not counted.
+ */
+import { fromLong } from '../src/cassandra/session.js';
+import { ExactlyOnceError } from '../src/errors.js';
+import { pause, type BenchContext } from './context.js';
+
+/** A drain that has not moved for this long (ms) is stuck: fail the case instead of waiting for --case-timeout. */
+const STALL_MS = 120_000;
+
+export interface DrainResult {
+  eventsPerSec: number;
+  /** Seconds between the two polls the rate is taken from. */
+  seconds: number;
+  /** Events already stored at the first poll that saw progress (not counted in the rate). */
+  countedFrom: number;
+}
+
+export interface DrainOptions {
+  label: string;
+  total: number;
+  /** Events durably stored so far. */
+  progress: () => Promise<number>;
+  /** Throws when something the drain depends on has died (e.g. a worker process). */
+  check: () => void;
+  /** Called at the poll the rate is counted from (e.g. to sample the CPU time of the processes). */
+  onFirstProgress?: () => void;
+  intervalMs?: number;
+}
+
+export async function measureDrain(ctx: BenchContext, o: DrainOptions): Promise<DrainResult> {
+  const interval = o.intervalMs ?? 100;
+  const deadline = Date.now() + ctx.options.caseTimeoutSeconds * 1000;
+  let lastZeroAt = Date.now();
+  let lastChange = { at: Date.now(), count: -1 };
+  let first: { at: number; count: number } | undefined;
+  for (;;) {
+    o.check();
+    const at = Date.now();
+    const count = await o.progress();
+    if (count === 0) lastZeroAt = at;
+    else if (first === undefined) {
+      first = { at, count };
+      o.onFirstProgress?.();
+    }
+    if (first !== undefined) {
+      const rate = (count - first.count) / Math.max(0.001, (at - first.at) / 1000);
+      ctx.status(`${o.label}: ${count}/${o.total} stored, ${Math.round(rate)}/s`);
+    }
+    if (count >= o.total) {
+      // A drain seen only once or twice (tiny runs) is timed from the last poll that saw nothing.
+      const usable = first !== undefined && at - first.at >= 1000 && first.count < o.total / 2;
+      const from = usable ? first! : { at: lastZeroAt, count: 0 };
+      const seconds = Math.max(0.001, (at - from.at) / 1000);
+      return { eventsPerSec: (o.total - from.count) / seconds, seconds, countedFrom: from.count };
+    }
+    if (count !== lastChange.count) lastChange = { at, count };
+    if (at - lastChange.at > STALL_MS) {
+      throw new ExactlyOnceError('EO_STARTUP_TIMEOUT', `${o.label}: no progress for ${STALL_MS / 1000}s (stuck at ${count}/${o.total})`);
+    }
+    if (Date.now() > deadline) {
+      throw new ExactlyOnceError('EO_STARTUP_TIMEOUT', `${o.label}: ${count}/${o.total} stored after ${ctx.options.caseTimeoutSeconds}s (--case-timeout)`);
+    }
+    await pause(interval, ctx.signal);
+  }
+}
+
+/** Durable progress of exactly-once workers: the sum of the checkpoints (offsets of a fresh topic start at 0). */
+export function checkpointProgress(ctx: BenchContext, keyspace: string, topic: string): () => Promise<number> {
+  return async () => {
+    const r = await ctx.session.execute(`SELECT next_offset FROM ${keyspace}.checkpoints WHERE topic = ?`, [topic], { prepare: true });
+    return r.rows.reduce((n, row) => n + Number(fromLong(row['next_offset'])), 0);
+  };
+}

@@ -1,0 +1,53 @@
+/**
+ * The exactly-once pipeline itself: N real `exactlyonce run` worker processes (the same group) drain
+ * the pre-produced topic into a fresh keyspace. Progress is what the workers made durable: the sum of
+ * their checkpoints, read from Cassandra.
+ */
+import type { ConnectionConfig } from '../src/config.js';
+import type { BenchContext } from './context.js';
+import { checkpointProgress, measureDrain } from './drain.js';
+import { startWorker, waitAssigned, type BenchProcess } from './processes.js';
+import { cpuPer1000, processFacts, serverCpuPer1000, type CaseResult, type ServerCpu } from './results.js';
+
+/** Starts `workers` workers on `topic` with a fresh keyspace and group, and times their drain of `total` events. */
+export async function runExactlyOnce(ctx: BenchContext, name: string, topic: string, total: number, workers: number): Promise<CaseResult> {
+  const config: ConnectionConfig = ctx.caseConfig(name, topic);
+  await ctx.freshKeyspace(config);
+  await ctx.freshAlertsTopic(config, ctx.options.partitions);
+  const procs: BenchProcess[] = [];
+  try {
+    for (let i = 0; i < workers; i++) procs.push(startWorker(ctx, config, `${name} worker ${i + 1}`));
+    ctx.status(`${name}: starting ${workers} worker${workers === 1 ? '' : 's'}…`);
+    // At least one must own partitions before the clock can run; the others join (and rebalance) as they come.
+    await Promise.any(procs.map((p) => waitAssigned(ctx, p))).catch((e: AggregateError) => {
+      throw e.errors[0];
+    });
+    let cpuAtStart: Array<number | undefined> = [];
+    let serversAtStart: ServerCpu = {};
+    const drain = await measureDrain(ctx, {
+      label: name,
+      total,
+      progress: checkpointProgress(ctx, config.keyspace, config.topic),
+      check: () => procs.forEach((p) => p.assertRunning()),
+      onFirstProgress: () => {
+        cpuAtStart = procs.map((p) => p.cpuSeconds());
+        serversAtStart = ctx.serverCpu();
+      },
+    });
+    const serversAtEnd = ctx.serverCpu();
+    const processes = procs.map((p, i) => processFacts(`worker ${i + 1}`, p, cpuAtStart[i]));
+    return {
+      title: `exactly-once, ${workers} worker${workers === 1 ? '' : 's'} (bin/exactlyonce run)`,
+      eventsPerSec: drain.eventsPerSec,
+      events: total,
+      seconds: drain.seconds,
+      processes,
+      cpuMsPer1000Events: cpuPer1000(processes, total - drain.countedFrom),
+      serverCpuMsPer1000Events: serverCpuPer1000(serversAtStart, serversAtEnd, total - drain.countedFrom),
+    };
+  } finally {
+    await Promise.all(procs.map((p) => p.stop()));
+    await ctx.dropKeyspace(config.keyspace);
+    await ctx.deleteTopic(config.alertsTopic);
+  }
+}

@@ -1,0 +1,70 @@
+/** The versions and machine facts stored with every result, so that two runs can be compared honestly. */
+import { execFileSync } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import os from 'node:os';
+import { fileURLToPath } from 'node:url';
+import type { BenchContext } from './context.js';
+import { defaultStackOptions, stackStatus } from '../src/stack/index.js';
+
+const repoRoot = fileURLToPath(new URL('..', import.meta.url));
+const require = createRequire(import.meta.url);
+
+function packageVersion(name: string): string {
+  try {
+    const file = `${repoRoot}node_modules/${name}/package.json`;
+    return (JSON.parse(readFileSync(file, 'utf8')) as { version: string }).version;
+  } catch {
+    return 'unknown';
+  }
+}
+
+function git(args: string[]): string | undefined {
+  try {
+    return execFileSync('git', args, { cwd: repoRoot, encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }).trim();
+  } catch {
+    return undefined;
+  }
+}
+
+export async function versions(ctx: BenchContext): Promise<Record<string, string>> {
+  const v: Record<string, string> = {
+    node: process.version,
+    '@confluentinc/kafka-javascript': packageVersion('@confluentinc/kafka-javascript'),
+    'cassandra-driver': packageVersion('cassandra-driver'),
+  };
+  v['exactlyonce'] = (JSON.parse(readFileSync(`${repoRoot}package.json`, 'utf8')) as { version: string }).version;
+  try {
+    v['librdkafka'] = (require('@confluentinc/kafka-javascript') as { librdkafkaVersion: string }).librdkafkaVersion;
+  } catch {
+    v['librdkafka'] = 'unknown';
+  }
+  const commit = git(['rev-parse', '--short', 'HEAD']);
+  if (commit !== undefined) v['git'] = `${commit}${git(['status', '--porcelain', '--untracked-files=no']) ? ' (with uncommitted changes)' : ''}`;
+  const r = await ctx.session.execute('SELECT release_version FROM system.local').catch(() => undefined);
+  v['cassandra'] = (r?.first()?.['release_version'] as string | undefined) ?? 'unknown';
+  // Kafka does not report its version over the wire; the local stack knows which one it runs.
+  const dir = process.env['EXACTLYONCE_STACK_DIR'];
+  const local = await (async () => stackStatus(defaultStackOptions(dir === undefined ? {} : { dir })))().catch(() => []);
+  const kafka = local.find((s) => s.name === 'kafka' && s.running && ctx.base.brokers.some((b) => b.endsWith(`:${s.port}`)));
+  v['kafka'] = kafka?.version ?? 'unknown (not the local stack)';
+  const isLocal = (point: string, port: number) => {
+    const m = /^(127\.0\.0\.1|localhost)(?::(\d+))?$/.exec(point);
+    return m !== null && Number(m[2] ?? 9042) === port;
+  };
+  const cassandra = local.find((s) => s.name === 'cassandra' && s.running && ctx.base.cassandra.some((c) => isLocal(c, s.port)));
+  ctx.servers = [kafka, cassandra].filter((s) => s?.pid != null).map((s) => ({ name: s!.name, pid: s!.pid! }));
+  return v;
+}
+
+export function machine(): Record<string, unknown> {
+  const cpus = os.cpus();
+  return {
+    platform: `${os.type()} ${os.release()} ${os.arch()}`,
+    cpus: cpus.length,
+    cpuModel: cpus[0]?.model ?? 'unknown',
+    memoryMiB: Math.round(os.totalmem() / 2 ** 20),
+    loadAverageAtStart: os.loadavg().map((x) => Math.round(x * 100) / 100),
+    note: 'Kafka, Cassandra, the workers and the bench share these CPUs (and may share them with other users).',
+  };
+}

@@ -1,0 +1,187 @@
+/**
+ * The processes a bench run starts: real `exactlyonce run` workers, and the bench's own child scripts
+ * (the baseline consumer, the ceiling writer), each in its own process so that no case shares an event
+ * loop with the orchestrator. Peak RSS and CPU time are read from /proc (Linux), while the process runs.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+import type { ConnectionConfig } from '../src/config.js';
+import { ExactlyOnceError } from '../src/errors.js';
+import { BenchAborted, pause, type BenchContext } from './context.js';
+
+const repoRoot = fileURLToPath(new URL('..', import.meta.url));
+const cli = `${repoRoot}bin/exactlyonce`;
+const tsxLoader = `file://${repoRoot}node_modules/tsx/dist/loader.mjs`;
+/** Output kept per process for error messages (the tail), in characters. */
+const KEEP_OUTPUT = 64 * 1024;
+/** Clock ticks per second of /proc/<pid>/stat times (USER_HZ, 100 on every Linux we run on). */
+const CLOCK_TICKS = 100;
+
+/** Peak resident set size of a process so far, in KiB (VmHWM), or undefined once it is gone. */
+export function peakRssKiB(pid: number): number | undefined {
+  try {
+    const m = /^VmHWM:\s+(\d+) kB$/m.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
+    return m === null ? undefined : Number(m[1]);
+  } catch {
+    return undefined;
+  }
+}
+
+/** User + system CPU seconds a process has used so far (all its threads), or undefined once it is gone. */
+export function cpuSeconds(pid: number): number | undefined {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    // Fields after the command name (which may contain spaces) start at field 3; utime and stime are 14 and 15.
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    return (Number(fields[11]) + Number(fields[12])) / CLOCK_TICKS;
+  } catch {
+    return undefined;
+  }
+}
+
+export class BenchProcess {
+  readonly exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
+  private out = '';
+  private lineListeners = new Set<(line: string) => void>();
+  private readonly partial = { stdout: '', stderr: '' };
+  private stopping: Promise<void> | undefined;
+
+  constructor(
+    readonly label: string,
+    private readonly child: ChildProcess,
+  ) {
+    const onData = (stream: 'stdout' | 'stderr') => (d: Buffer) => {
+      const s = d.toString();
+      this.out = (this.out + s).slice(-KEEP_OUTPUT);
+      const lines = (this.partial[stream] + s).split('\n');
+      this.partial[stream] = lines.pop()!;
+      for (const line of lines) for (const l of this.lineListeners) l(line);
+    };
+    child.stdout?.on('data', onData('stdout'));
+    child.stderr?.on('data', onData('stderr'));
+    this.exited = new Promise((resolve) => child.once('exit', (code, signal) => resolve({ code, signal })));
+  }
+
+  get pid(): number {
+    return this.child.pid!;
+  }
+
+  get running(): boolean {
+    return this.child.exitCode === null && this.child.signalCode === null;
+  }
+
+  /** The last lines of the process's output, for error messages. */
+  tail(lines = 15): string {
+    return this.out.split('\n').slice(-lines).join('\n');
+  }
+
+  onLine(listener: (line: string) => void): () => void {
+    this.lineListeners.add(listener);
+    return () => this.lineListeners.delete(listener);
+  }
+
+  peakRssKiB(): number | undefined {
+    return peakRssKiB(this.pid);
+  }
+
+  cpuSeconds(): number | undefined {
+    return cpuSeconds(this.pid);
+  }
+
+  /** Throws when the process has exited (a worker must not end on its own during a case). */
+  assertRunning(): void {
+    if (!this.running) {
+      throw new ExactlyOnceError('EO_SERVER_EXITED', `${this.label} (pid ${this.pid}) exited with ${this.child.exitCode ?? this.child.signalCode}`, {
+        details: this.tail(),
+      });
+    }
+  }
+
+  /** Waits for a line of output that matches, failing when the process exits or the deadline passes. */
+  async waitForLine(match: (line: string) => boolean, what: string, timeoutMs: number, signal: AbortSignal): Promise<string> {
+    let found: string | undefined;
+    const off = this.onLine((line) => {
+      if (found === undefined && match(line)) found = line;
+    });
+    try {
+      const recent = this.out.split('\n').find(match);
+      if (recent !== undefined) return recent;
+      const deadline = Date.now() + timeoutMs;
+      while (found === undefined) {
+        this.assertRunning();
+        if (Date.now() > deadline) {
+          throw new ExactlyOnceError('EO_STARTUP_TIMEOUT', `${this.label} (pid ${this.pid}): no sign of "${what}" after ${timeoutMs / 1000}s`, { details: this.tail() });
+        }
+        await pause(50, signal);
+      }
+      return found;
+    } finally {
+      off();
+    }
+  }
+
+  /** SIGTERM, then SIGKILL if it has not exited within `graceMs`. Idempotent. */
+  stop(graceMs = 20_000): Promise<void> {
+    this.stopping ??= (async () => {
+      if (!this.running) return;
+      this.child.kill('SIGTERM');
+      const timer = setTimeout(() => this.kill(), graceMs);
+      await this.exited;
+      clearTimeout(timer);
+    })();
+    return this.stopping;
+  }
+
+  kill(): void {
+    if (this.running) this.child.kill('SIGKILL');
+  }
+}
+
+function start(ctx: BenchContext, label: string, command: string, args: string[], env: Record<string, string>): BenchProcess {
+  if (ctx.signal.aborted) throw new BenchAborted();
+  const child = spawn(command, args, { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  return ctx.track(new BenchProcess(label, child));
+}
+
+export function connectionArgs(config: ConnectionConfig): string[] {
+  const args = ['--brokers', config.brokers.join(','), '--cassandra', config.cassandra.join(','), '--datacenter', config.datacenter];
+  args.push('--keyspace', config.keyspace, '--topic', config.topic, '--alerts-topic', config.alertsTopic, '--group', config.group);
+  if (config.cassandraUsername !== undefined) args.push('--cassandra-username', config.cassandraUsername);
+  if (config.cassandraPassword !== undefined) args.push('--cassandra-password', config.cassandraPassword);
+  for (const [k, v] of Object.entries(config.kafkaConfig)) args.push('--kafka-config', `${k}=${v}`);
+  return args;
+}
+
+/** Where a process's CPU profile goes when --cpu-prof is given: one folder per process label. */
+function profileArgs(ctx: BenchContext, label: string): string[] {
+  const dir = ctx.options.profileDir;
+  return dir === undefined ? [] : ['--cpu-prof', `--cpu-prof-dir=${dir}/${label.replace(/[^A-Za-z0-9]+/g, '-')}`];
+}
+
+function nodeOptions(ctx: BenchContext): Record<string, string> {
+  const extra = ctx.options.workerNodeOptions;
+  return extra === undefined ? {} : { NODE_OPTIONS: `${process.env['NODE_OPTIONS'] ?? ''} ${extra}`.trim() };
+}
+
+/** A real worker: `bin/exactlyonce run` with the bench's batching flags; JSON logs at info level. */
+export function startWorker(ctx: BenchContext, config: ConnectionConfig, label: string): BenchProcess {
+  const o = ctx.options;
+  const args = ['run', ...connectionArgs(config), '--max-batch', String(o.maxBatch), '--concurrency', String(o.concurrency), '--max-buffer-mb', String(o.maxBufferMb)];
+  const env: Record<string, string> = { EXACTLYONCE_LOG_FORMAT: 'json', EXACTLYONCE_LOG_LEVEL: 'info', ...nodeOptions(ctx) };
+  if (o.profileDir === undefined) return start(ctx, label, cli, args, env);
+  // Node refuses --cpu-prof in NODE_OPTIONS, so a profiled worker is started as bin/exactlyonce
+  // starts it (node, the tsx loader, src/cli/main.ts) with the profiler flags added. The profile is
+  // written when the worker exits cleanly (SIGTERM).
+  return start(ctx, label, process.execPath, [...profileArgs(ctx, label), '--import', tsxLoader, `${repoRoot}src/cli/main.ts`, ...args], env);
+}
+
+/** One of the bench's child scripts (bench/<script>.ts), run through tsx like the CLI. */
+export function startScript(ctx: BenchContext, label: string, script: string, args: string[]): BenchProcess {
+  return start(ctx, label, process.execPath, [...profileArgs(ctx, label), '--import', tsxLoader, `${repoRoot}bench/${script}.ts`, ...args], nodeOptions(ctx));
+}
+
+/** Waits until a worker has joined the group and been given its partitions. */
+export async function waitAssigned(ctx: BenchContext, worker: BenchProcess, timeoutMs = 120_000): Promise<void> {
+  await worker.waitForLine((l) => l.includes('"msg":"assigned partitions'), 'assigned partitions', timeoutMs, ctx.signal);
+}

@@ -1,0 +1,57 @@
+/** The one table a bench run prints, and the files it writes (JSON and SVG under --out). */
+import { mkdirSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
+import { formatTable } from '../src/cli/common.js';
+import { renderChart } from './chart.js';
+import type { BenchResults, CaseResult } from './results.js';
+
+const int = (n: number | undefined | null) => (n === undefined || n === null || !Number.isFinite(n) ? '-' : Math.round(n).toLocaleString('en-US'));
+const ratio = (n: number | null) => (n === null || !Number.isFinite(n) ? '-' : `${n.toFixed(2)}×`);
+const ms = (n: number | undefined | null) => (n === undefined || n === null || !Number.isFinite(n) ? '-' : String(Math.round(n)));
+
+function rss(c: CaseResult): string {
+  const values = c.processes.map((p) => p.peakRssMiB).filter((v): v is number => v !== null);
+  return values.length === 0 ? '-' : values.map((v) => Math.round(v)).join(' / ');
+}
+
+export function formatResults(r: BenchResults): string {
+  const baseline = r.cases['baseline']?.eventsPerSec;
+  const ceiling = r.cases['ceiling']?.eventsPerSec;
+  const rows = Object.entries(r.cases).map(([name, c]) => [
+    name,
+    int(c.events),
+    int(c.eventsPerSec),
+    c.latency === undefined && baseline !== undefined && name !== 'ceiling' ? ratio(c.eventsPerSec / baseline) : '',
+    c.latency === undefined && ceiling !== undefined ? ratio(c.eventsPerSec / ceiling) : '',
+    ms(c.latency?.p50Ms),
+    ms(c.latency?.p95Ms),
+    ms(c.latency?.p99Ms),
+    rss(c),
+    [c.cpuMsPer1000Events, c.serverCpuMsPer1000Events?.cassandra, c.serverCpuMsPer1000Events?.kafka].map(ms).join(' / '),
+  ]);
+  const table = formatTable(
+    ['case', 'events', 'events/s', 'vs baseline', 'vs ceiling', 'p50 ms', 'p95 ms', 'p99 ms', 'peak RSS MiB', 'CPU ms/1k ev: client / C* / Kafka'],
+    rows,
+  );
+  const lines = [
+    table,
+    '',
+    `exactly-once (1 worker) / baseline = ${ratio(r.ratios.exactlyOnceToBaseline)}   exactly-once (1 worker) / ceiling = ${ratio(r.ratios.exactlyOnceToCeiling)}`,
+    `latency: produce → row readable, measured by reading rows back every ${r.cases['latency25']?.latency?.pollMs ?? r.options['latencyPollMs']} ms; RSS: VmHWM of each process; CPU: user+system while measured, of the case's own processes (client), Cassandra and Kafka`,
+  ];
+  return lines.join('\n');
+}
+
+/** Writes `<out>/bench-<time>.json` and `.svg`, and the same as `latest.json` / `latest.svg`. */
+export function writeResults(r: BenchResults, outDir: string): { json: string; svg: string } {
+  mkdirSync(outDir, { recursive: true });
+  const stamp = r.startedAt.replace(/[:]/g, '').replace(/\.\d+Z$/, 'Z');
+  const json = `${JSON.stringify(r, null, 2)}\n`;
+  const svg = renderChart(r);
+  const base = path.join(outDir, `bench-${stamp}`);
+  writeFileSync(`${base}.json`, json);
+  writeFileSync(`${base}.svg`, svg);
+  writeFileSync(path.join(outDir, 'latest.json'), json);
+  writeFileSync(path.join(outDir, 'latest.svg'), svg);
+  return { json: `${base}.json`, svg: `${base}.svg` };
+}

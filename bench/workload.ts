@@ -1,0 +1,102 @@
+/**
+ * The events every throughput case reads: the original generator's records (3 clients, source
+ * "My Router"; the health mix is an option), seeded, with a deterministic event time, sent round-robin over the
+ * partitions so that every partition gets the same share (keyed by client alone, 3 clients would fill
+ * only 3 of 6 partitions). Record i lands in partition i mod P at offset ⌊i / P⌋ of a fresh topic, so
+ * the ceiling can rebuild exactly the rows the consumers store without reading Kafka.
+ */
+import { decodeEvent, type Event } from '../src/app/event.js';
+import { generate, type GeneratorOptions } from '../src/app/generator.js';
+import type { ConnectionConfig } from '../src/config.js';
+import { Producer, type OutgoingRecord } from '../src/kafka/producer.js';
+import type { BenchContext } from './context.js';
+
+export interface Workload {
+  events: number;
+  partitions: number;
+  seed: number;
+  /** Event time of the first record, epoch ms. */
+  baseTs: number;
+  /** Records per second of event time: record i has ts = baseTs + ⌊i · 1000 / eventTimeRate⌋. */
+  eventTimeRate: number;
+  /** Relative weights of health 0, 1, 2 (the original generator: all Critical). */
+  healthMix: readonly [number, number, number];
+}
+
+/** Records per send, and sends in flight, while pre-producing. */
+const CHUNK = 2000;
+const IN_FLIGHT = 8;
+
+function generatorOptions(w: Workload): GeneratorOptions {
+  let i = 0;
+  return {
+    eventsPerKey: 0,
+    count: w.events,
+    clients: 3,
+    sources: 1,
+    healthMix: w.healthMix,
+    badRatio: 0,
+    seed: w.seed,
+    now: () => w.baseTs + Math.floor((i++ * 1000) / w.eventTimeRate),
+  };
+}
+
+/** The workload's records in send order, with their partition. */
+export function* workloadRecords(w: Workload): Generator<OutgoingRecord & { partition: number }> {
+  let i = 0;
+  for (const r of generate(generatorOptions(w))) {
+    yield { key: r.key, value: r.value, partition: i % w.partitions };
+    i++;
+  }
+}
+
+/** The rows the consumers store for the workload: (partition, offset, event), as EventJob writes them. */
+export function* workloadRows(w: Workload): Generator<{ partition: number; offset: bigint; event: Event }> {
+  let i = 0;
+  for (const r of workloadRecords(w)) {
+    const d = decodeEvent(r.value as Buffer);
+    if (!d.ok) throw new Error(`generated record ${i} does not decode: ${d.reason}`);
+    yield { partition: r.partition, offset: BigInt(Math.floor(i / w.partitions)), event: d.value };
+    i++;
+  }
+}
+
+/** Sends the workload to the config's topic (idempotent producer, the project's own). Returns events/s. */
+export async function produceWorkload(ctx: BenchContext, config: ConnectionConfig, w: Workload, label: string): Promise<number> {
+  const producer = new Producer(config, { 'linger.ms': 20 });
+  await producer.connect();
+  const started = Date.now();
+  const inFlight = new Set<Promise<void>>();
+  let sent = 0;
+  let failure: unknown;
+  let chunk: OutgoingRecord[] = [];
+  const flush = async () => {
+    const records = chunk;
+    chunk = [];
+    const p = producer.send(config.topic, records).then(
+      () => {
+        sent += records.length;
+        ctx.status(`${label}: produced ${sent}/${w.events} (${Math.round(sent / Math.max(0.001, (Date.now() - started) / 1000))}/s)`);
+      },
+      (e: unknown) => {
+        failure ??= e;
+      },
+    );
+    inFlight.add(p);
+    void p.finally(() => inFlight.delete(p));
+    if (inFlight.size >= IN_FLIGHT) await Promise.race(inFlight);
+  };
+  try {
+    for (const r of workloadRecords(w)) {
+      if (failure !== undefined || ctx.signal.aborted) break;
+      chunk.push(r);
+      if (chunk.length >= CHUNK) await flush();
+    }
+    if (chunk.length > 0 && failure === undefined) await flush();
+    await Promise.all(inFlight);
+  } finally {
+    await producer.close();
+  }
+  if (failure !== undefined) throw failure;
+  return w.events / Math.max(0.001, (Date.now() - started) / 1000);
+}

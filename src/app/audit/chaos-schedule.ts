@@ -1,0 +1,99 @@
+/**
+ * The chaos harness's fault schedule: a pure function of the seed and the fault counts, printed before
+ * the run so that a failing run can be replayed with the same faults at the same moments. Which worker
+ * a fault hits is drawn here too (`pick`, 0..1, applied to the workers alive at that moment).
+ */
+import { prng } from '../generator.js';
+
+export type ServerName = 'kafka' | 'cassandra';
+
+export type Fault =
+  /** SIGKILL a worker, start a new one `restartAfterMs` later. */
+  | { atMs: number; kind: 'kill'; pick: number; restartAfterMs: number }
+  /** Start one more worker (a rebalance). */
+  | { atMs: number; kind: 'add-worker' }
+  /** SIGTERM a worker (a clean leave, a rebalance). */
+  | { atMs: number; kind: 'remove-worker'; pick: number }
+  /** SIGSTOP a worker for `pauseMs` (> the session timeout: it loses its partitions), then SIGCONT. */
+  | { atMs: number; kind: 'zombie'; pick: number; pauseMs: number }
+  /** Stop a server, keep it down `downMs`, start it again. */
+  | { atMs: number; kind: 'restart'; server: ServerName; downMs: number }
+  /** Publish `count` malformed records of every kind into the topic. */
+  | { atMs: number; kind: 'inject'; count: number };
+
+export interface ChaosPlanOptions {
+  seed: number;
+  durationMs: number;
+  kills: number;
+  zombies: number;
+  cassandraRestarts: number;
+  kafkaRestarts: number;
+  /** Workers added, and as many removed later. */
+  addRemove: number;
+  /** Bursts of malformed records. */
+  injections: number;
+  sessionTimeoutMs: number;
+}
+
+export function planChaos(o: ChaosPlanOptions): Fault[] {
+  const rand = prng(o.seed ^ 0x5eed);
+  const D = o.durationMs;
+  // Faults fall between 5% and 90% of the run, so the pipeline has load before and after them.
+  const at = () => Math.round(D * (0.05 + 0.85 * rand()));
+  const faults: Fault[] = [];
+  for (let i = 0; i < o.kills; i++) faults.push({ atMs: at(), kind: 'kill', pick: rand(), restartAfterMs: Math.round(3000 * rand()) });
+  for (let i = 0; i < o.addRemove; i++) {
+    const a = at();
+    const b = at();
+    faults.push({ atMs: Math.min(a, b), kind: 'add-worker' }, { atMs: Math.max(a, b), kind: 'remove-worker', pick: rand() });
+  }
+  for (let i = 0; i < o.zombies; i++) {
+    faults.push({ atMs: at(), kind: 'zombie', pick: rand(), pauseMs: o.sessionTimeoutMs + 4000 + Math.round(4000 * rand()) });
+  }
+  for (let i = 0; i < o.injections; i++) faults.push({ atMs: at(), kind: 'inject', count: 5 + Math.floor(20 * rand()) });
+  // Server restarts get slots of their own, spread over the run, so that two never overlap and the
+  // pipeline runs between them; the order of the servers is drawn.
+  const servers: ServerName[] = [...Array<ServerName>(o.cassandraRestarts).fill('cassandra'), ...Array<ServerName>(o.kafkaRestarts).fill('kafka')];
+  for (let i = servers.length - 1; i > 0; i--) {
+    const j = Math.floor(rand() * (i + 1));
+    [servers[i], servers[j]] = [servers[j]!, servers[i]!];
+  }
+  servers.forEach((server, i) => {
+    const slot = D * (0.1 + (0.75 * (i + 0.25 + 0.5 * rand())) / servers.length);
+    faults.push({ atMs: Math.round(slot), kind: 'restart', server, downMs: 1000 + Math.round(4000 * rand()) });
+  });
+  return faults.sort((a, b) => a.atMs - b.atMs);
+}
+
+export function describeFault(f: Fault): string {
+  const t = `t+${(f.atMs / 1000).toFixed(1).padStart(6)}s`;
+  switch (f.kind) {
+    case 'kill':
+      return `${t}  SIGKILL a worker (pick ${f.pick.toFixed(3)}), start a new one ${(f.restartAfterMs / 1000).toFixed(1)} s later`;
+    case 'add-worker':
+      return `${t}  add a worker`;
+    case 'remove-worker':
+      return `${t}  remove a worker with SIGTERM (pick ${f.pick.toFixed(3)})`;
+    case 'zombie':
+      return `${t}  SIGSTOP a worker (pick ${f.pick.toFixed(3)}) for ${(f.pauseMs / 1000).toFixed(1)} s, past the session timeout, then SIGCONT`;
+    case 'restart':
+      return `${t}  restart ${f.server === 'kafka' ? 'the Kafka broker' : 'Cassandra'} (down ${(f.downMs / 1000).toFixed(1)} s after it stopped)`;
+    case 'inject':
+      return `${t}  inject ${f.count} malformed records`;
+  }
+}
+
+/** Malformed records of the kinds the codec quarantines, `count` of them, drawn from the seed. */
+export function malformedRecords(count: number, seed: number): Array<{ key: string; value: Buffer | null }> {
+  const rand = prng(seed);
+  const kinds: Array<() => Buffer | null> = [
+    () => Buffer.from('{"id": 1, "ts": '),
+    () => Buffer.from([0xff, 0xfe, 0x00, 0x80, Math.floor(rand() * 256)]),
+    () => null,
+    () => Buffer.from(`{"id":${Math.floor(rand() * 1e9)},"ts":1,"source":"chaos","client":"chaos","health":9}`),
+    () => Buffer.from(`{"id":"x","ts":1,"source":"chaos","client":"chaos","health":2}`),
+    () => Buffer.from('"just a string"'),
+    () => Buffer.from(`{"id":1,"ts":1,"source":"chaos","client":"chaos","health":2,"pad":"${'y'.repeat(70 * 1024)}"}`),
+  ];
+  return Array.from({ length: count }, (_, i) => ({ key: `chaos-bad-${i}`, value: kinds[Math.floor(rand() * kinds.length)]!() }));
+}

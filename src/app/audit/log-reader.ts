@@ -1,0 +1,143 @@
+/**
+ * Reads a topic back partition by partition, in offset order, in chunks, with strictly bounded memory:
+ * the auditor's view of the broker's log. It uses the client's low-level consumer (explicit `assign`,
+ * `consume(n)` pulls) rather than the KafkaJS-style group consumer of src/kafka/topic-reader.ts, whose
+ * message cache is sized by the measured consumption rate and grew past 1.5 GB reading 1 M records.
+ * Here at most one chunk is in JavaScript, plus librdkafka's prefetch queue (capped below).
+ *
+ * Offsets are not contiguous; the reader knows it reached `until` when a record at or after it
+ * arrives, or when the client reports the end of the partition at or past it (the client steps over
+ * transaction markers and aborted records, which are never delivered, read_committed).
+ * (It would sit better in src/kafka/; it lives here because this is the auditor's own file set.)
+ */
+import { randomBytes } from 'node:crypto';
+import { createRequire } from 'node:module';
+import type { ConnectionConfig } from '../../config.js';
+import { ExactlyOnceError } from '../../errors.js';
+import type { SourceRecord } from '../../engine/job.js';
+import { kafkaJS } from '../../kafka/client.js';
+
+interface RawMessage {
+  value: Buffer | null;
+  key: Buffer | string | null | undefined;
+  offset: number;
+  partition: number;
+  topic: string;
+  timestamp?: number;
+}
+
+interface LowLevelConsumer {
+  connect(options: object, cb: (err: unknown) => void): void;
+  disconnect(cb: (err: unknown) => void): void;
+  assign(assignments: Array<{ topic: string; partition: number; offset: number }>): void;
+  unassign(): void;
+  consume(n: number, cb: (err: unknown, messages: RawMessage[]) => void): void;
+  setDefaultConsumeTimeout(ms: number): void;
+  on(event: 'partition.eof', listener: (e: { topic: string; partition: number; offset: number }) => void): void;
+}
+
+export interface LogChunk {
+  /** Records in offset order, all below `until`. */
+  records: SourceRecord[];
+}
+
+/** Thrown when the broker returned nothing for `idleTimeoutMs` although records were still expected. */
+export class IncompleteRead extends Error {
+  constructor(
+    readonly partition: number,
+    readonly at: bigint,
+  ) {
+    super(`partition ${partition}: no record arrived from offset ${at} on`);
+  }
+}
+
+export class LogReader {
+  private eof: { partition: number; offset: number } | undefined;
+  private closed: Promise<void> | undefined;
+
+  private constructor(private readonly consumer: LowLevelConsumer) {
+    consumer.on('partition.eof', (e) => (this.eof = { partition: e.partition, offset: e.offset }));
+  }
+
+  static async open(config: ConnectionConfig): Promise<LogReader> {
+    kafkaJS(); // fails with EO_KAFKA_CLIENT_MISSING, and a clear message, when the native client is not built
+    const require = createRequire(import.meta.url);
+    const { KafkaConsumer } = require('@confluentinc/kafka-javascript') as { KafkaConsumer: new (conf: object, topicConf: object) => LowLevelConsumer };
+    const consumer = new KafkaConsumer(
+      {
+        'bootstrap.servers': config.brokers.join(','),
+        'client.id': 'exactlyonce-auditor',
+        // A throw-away group: offsets are assigned explicitly and nothing is ever committed.
+        'group.id': `exactlyonce-auditor-${randomBytes(6).toString('hex')}`,
+        'enable.auto.commit': false,
+        'enable.partition.eof': true,
+        'isolation.level': 'read_committed',
+        // The prefetch bound (KiB): librdkafka's queue is the only buffer besides one chunk.
+        'queued.max.messages.kbytes': 16384,
+        'queued.min.messages': 20000,
+        log_level: 3,
+        ...config.kafkaConfig,
+      },
+      { 'auto.offset.reset': 'earliest' },
+    );
+    consumer.setDefaultConsumeTimeout(500);
+    await new Promise<void>((resolve, reject) =>
+      consumer.connect({ timeout: 15_000 }, (err) => (err ? reject(new ExactlyOnceError('EO_KAFKA_UNAVAILABLE', `Kafka at ${config.brokers.join(',')} did not answer (${String(err)}); is the stack up? run \`exactlyonce stack up\``, { cause: err })) : resolve())),
+    );
+    return new LogReader(consumer);
+  }
+
+  /**
+   * The records of [from, until) of one partition, `chunk` at most at a time. Throws IncompleteRead
+   * when nothing arrives for `idleTimeoutMs` while records are still expected.
+   */
+  async *read(topic: string, partition: number, from: bigint, until: bigint, chunk = 5000, idleTimeoutMs = 60_000): AsyncGenerator<LogChunk> {
+    if (until <= from) return;
+    this.eof = undefined;
+    this.consumer.assign([{ topic, partition, offset: Number(from) }]);
+    try {
+      let next = from;
+      let lastProgress = Date.now();
+      for (;;) {
+        const messages = await new Promise<RawMessage[]>((resolve, reject) => this.consumer.consume(chunk, (err, m) => (err ? reject(err) : resolve(m))));
+        const records: SourceRecord[] = [];
+        let reached = false;
+        for (const m of messages) {
+          if (m.topic !== topic || m.partition !== partition) continue;
+          const offset = BigInt(m.offset);
+          if (offset < next) continue; // a re-delivery after a reconnect
+          if (offset >= until) {
+            reached = true;
+            break;
+          }
+          records.push({
+            topic,
+            partition,
+            offset,
+            key: m.key === null || m.key === undefined ? null : Buffer.isBuffer(m.key) ? m.key : Buffer.from(m.key),
+            value: m.value ?? null,
+            timestampMs: m.timestamp ?? 0,
+          });
+          next = offset + 1n;
+        }
+        if (records.length > 0) {
+          lastProgress = Date.now();
+          yield { records };
+        }
+        if (reached || next >= until) return;
+        const eof = this.eof as { partition: number; offset: number } | undefined;
+        if (eof !== undefined && eof.partition === partition && BigInt(eof.offset) >= until && messages.length === 0) return;
+        if (messages.length > 0) lastProgress = Date.now();
+        else if (Date.now() - lastProgress > idleTimeoutMs) throw new IncompleteRead(partition, next);
+      }
+    } finally {
+      this.consumer.unassign();
+    }
+  }
+
+  /** Idempotent. */
+  close(): Promise<void> {
+    this.closed ??= new Promise<void>((resolve) => this.consumer.disconnect(() => resolve()));
+    return this.closed;
+  }
+}

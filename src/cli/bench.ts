@@ -1,0 +1,157 @@
+/**
+ * `exactlyonce bench`: what exactly-once costs, measured side by side in one run on the local stack
+ * (issue 6; the cases live in bench/). Prints one table on stdout, progress on stderr, and writes the
+ * results as JSON and SVG under bench/results/. Ctrl-C stops what it started and removes what it made.
+ */
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { Command, Option } from 'commander';
+import { CASE_GROUPS, defaultBenchOptions as d, type BenchOptions, type CaseGroup } from '../../bench/options.js';
+import { formatResults, writeResults } from '../../bench/report.js';
+import { runBench } from '../../bench/run.js';
+import { BenchAborted } from '../../bench/context.js';
+import { parseHealthMix } from '../app/generator.js';
+import { intOption } from '../config.js';
+import { ExactlyOnceError } from '../errors.js';
+import { action, connection, withConnection } from './common.js';
+
+const resultsDir = fileURLToPath(new URL('../../bench/results', import.meta.url));
+
+function intList(flag: string, min: number, max: number) {
+  const one = intOption(flag, min, max);
+  return (value: string): number[] => value.split(',').map((v) => one(v.trim()));
+}
+
+function mix(value: string): [number, number, number] {
+  const m = parseHealthMix(value);
+  if (m === undefined) throw new ExactlyOnceError('EO_CONFIG_INVALID', `--health-mix: expected HEALTH:WEIGHT pairs like 0:70,1:20,2:10 (got '${value}')`);
+  return m;
+}
+
+function caseList(value: string): Set<CaseGroup> {
+  const names = value.split(',').map((v) => v.trim());
+  const bad = names.filter((n) => !(CASE_GROUPS as readonly string[]).includes(n));
+  if (bad.length > 0 || names.length === 0) {
+    throw new ExactlyOnceError('EO_CONFIG_INVALID', `--cases: expected a comma-separated list of ${CASE_GROUPS.join(', ')} (got '${value}')`);
+  }
+  return new Set(names as CaseGroup[]);
+}
+
+export function benchCommand(): Command {
+  const int = (flag: string, min: number, max: number) => intOption(flag, min, max);
+  return withConnection(
+    new Command('bench')
+      .description(
+        'measure the exactly-once pipeline against an at-least-once baseline and the raw Cassandra write ceiling: ' +
+          'throughput (1 and N workers), end-to-end latency at 25/50/75 % of the maximum, peak RSS',
+      )
+      .addOption(new Option('--events <n>', 'events pre-produced for the throughput cases').default(d.events).argParser(int('--events', 100, 1e9)))
+      .addOption(new Option('--partitions <n>', 'partitions of every bench topic').default(d.partitions).argParser(int('--partitions', 1, 1000)))
+      .addOption(
+        new Option('--health-mix <mix>', 'weights of health 0,1,2 in the generated events (Critical ones feed the alerts)')
+          .default(d.healthMix, '0:90,1:10: no Critical, so no alert work; see --cases alerts')
+          .argParser(mix),
+      )
+      .addOption(new Option('--alerts-events <n>', 'events of the alerts case (all Critical, as the original generator)').default(d.alertsEvents).argParser(int('--alerts-events', 100, 1e9)))
+      .addOption(new Option('--event-time-rate <n>', 'events per second of event time in the generated topics').default(d.eventTimeRate).argParser(int('--event-time-rate', 1, 1e9)))
+      .addOption(new Option('--repeat <n>', 'runs of the baseline and the 1-worker case, alternated; the best of each counts').default(d.repeat).argParser(int('--repeat', 1, 20)))
+      .addOption(new Option('--workers <n>', 'worker processes of the multi-worker case').default(d.workers).argParser(int('--workers', 2, 64)))
+      .addOption(new Option('--max-batch <n>', 'records per batch (workers and baseline)').default(d.maxBatch).argParser(int('--max-batch', 1, 100000)))
+      .addOption(new Option('--concurrency <n>', 'partitions processed at once (workers and baseline)').default(d.concurrency).argParser(int('--concurrency', 1, 1024)))
+      .addOption(new Option('--max-buffer-mb <n>', 'prefetch bound in MiB (workers and baseline)').default(d.maxBufferMb).argParser(int('--max-buffer-mb', 1, 65536)))
+      .addOption(
+        new Option('--ceiling-concurrency <list>', 'batches in flight the ceiling tries; the fastest is used')
+          .default(d.ceilingConcurrency, d.ceilingConcurrency.join(','))
+          .argParser(intList('--ceiling-concurrency', 1, 4096)),
+      )
+      .addOption(new Option('--ceiling-sweep-events <n>', 'rows written per level of the ceiling sweep').default(d.ceilingSweepEvents).argParser(int('--ceiling-sweep-events', 100, 1e9)))
+      .addOption(new Option('--ceiling-batch-rows <n>', "rows per unlogged batch in the ceiling (EventJob's is 100)").default(d.ceilingBatchRows).argParser(int('--ceiling-batch-rows', 1, 10000)))
+      .addOption(
+        new Option('--latency-rates <list>', 'latency case rates, in % of the 1-worker exactly-once events/s')
+          .default(d.latencyPercents, d.latencyPercents.join(','))
+          .argParser(intList('--latency-rates', 1, 200)),
+      )
+      .addOption(new Option('--latency-seconds <s>', 'measured seconds per latency rate').default(d.latencySeconds).argParser(int('--latency-seconds', 1, 3600)))
+      .addOption(new Option('--latency-warmup-seconds <s>', 'seconds produced before measuring each rate').default(d.latencyWarmupSeconds).argParser(int('--latency-warmup-seconds', 0, 600)))
+      .addOption(new Option('--latency-poll-ms <ms>', 'how often rows are read back (resolution of the latencies)').default(d.latencyPollMs).argParser(int('--latency-poll-ms', 1, 10000)))
+      .addOption(new Option('--latency-max-rate <n>', 'events/s that 100 % stands for (default: the measured 1-worker rate)').argParser(int('--latency-max-rate', 1, 1e8)))
+      .addOption(new Option('--behind-events <n>', 'events the memory case starts behind').default(d.behindEvents).argParser(int('--behind-events', 100, 1e10)))
+      .addOption(new Option('--cases <list>', `cases to run: ${CASE_GROUPS.join(',')}`).default(d.cases, 'all').argParser(caseList))
+      .addOption(new Option('--seed <n>', 'seed of the generated events').default(d.seed).argParser(int('--seed', 0, 2 ** 31)))
+      .addOption(new Option('--case-timeout <s>', 'give up on a case after this many seconds').default(d.caseTimeoutSeconds).argParser(int('--case-timeout', 10, 86400)))
+      .addOption(new Option('--out <dir>', 'where the JSON and SVG results go').default(resultsDir, 'bench/results'))
+      .addOption(new Option('--worker-node-options <flags>', 'NODE_OPTIONS for the workers, the baseline and the ceiling (e.g. --max-semi-space-size=64)'))
+      .option('--keep', 'keep the bench topics and keyspaces for inspection')
+      .addOption(new Option('--cpu-prof <dir>', 'write a V8 CPU profile of every worker, the baseline and the ceiling into DIR/<process> (node --cpu-prof)')),
+    ['brokers', 'cassandra', 'datacenter', 'cassandraUsername', 'cassandraPassword', 'kafkaConfig'],
+  ).action(
+    action(async (opts: Record<string, unknown>) => {
+      const config = connection(opts);
+      const options: BenchOptions = {
+        events: opts['events'] as number,
+        partitions: opts['partitions'] as number,
+        healthMix: opts['healthMix'] as [number, number, number],
+        alertsEvents: opts['alertsEvents'] as number,
+        eventTimeRate: opts['eventTimeRate'] as number,
+        workers: opts['workers'] as number,
+        repeat: opts['repeat'] as number,
+        maxBatch: opts['maxBatch'] as number,
+        concurrency: opts['concurrency'] as number,
+        maxBufferMb: opts['maxBufferMb'] as number,
+        ceilingConcurrency: opts['ceilingConcurrency'] as number[],
+        ceilingSweepEvents: opts['ceilingSweepEvents'] as number,
+        ceilingBatchRows: opts['ceilingBatchRows'] as number,
+        latencyPercents: opts['latencyRates'] as number[],
+        latencySeconds: opts['latencySeconds'] as number,
+        latencyWarmupSeconds: opts['latencyWarmupSeconds'] as number,
+        latencyPollMs: opts['latencyPollMs'] as number,
+        latencyMaxRate: opts['latencyMaxRate'] as number | undefined,
+        behindEvents: opts['behindEvents'] as number,
+        cases: opts['cases'] as Set<CaseGroup>,
+        outDir: path.resolve(opts['out'] as string),
+        seed: opts['seed'] as number,
+        caseTimeoutSeconds: opts['caseTimeout'] as number,
+        keep: opts['keep'] === true,
+        workerNodeOptions: opts['workerNodeOptions'] as string | undefined,
+        profileDir: opts['cpuProf'] === undefined ? undefined : path.resolve(opts['cpuProf'] as string),
+      };
+
+      // A closed pipe (`bench | head`) must not kill the run before it has cleaned up.
+      for (const stream of [process.stdout, process.stderr]) stream.on('error', () => undefined);
+      const abort = new AbortController();
+      let kill: () => void = () => undefined;
+      let interrupts = 0;
+      const onSignal = () => {
+        if (++interrupts === 1) {
+          process.stderr.write('\ninterrupted: stopping the bench processes and removing its topics and keyspaces (Ctrl-C again to kill at once)…\n');
+          abort.abort();
+        } else {
+          kill();
+          process.exit(130);
+        }
+      };
+      process.on('SIGINT', onSignal);
+      process.on('SIGTERM', onSignal);
+      try {
+        const results = await runBench(config, options, {
+          signal: abort.signal,
+          onKill: (k) => (kill = k),
+          command: `exactlyonce ${process.argv.slice(2).join(' ')}`,
+        });
+        const files = writeResults(results, options.outDir);
+        process.stdout.write(`${formatResults(results)}\n`);
+        process.stderr.write(`results: ${files.json}\nchart:   ${files.svg}\n`);
+        return 0;
+      } catch (e) {
+        if (e instanceof BenchAborted || abort.signal.aborted) {
+          process.stderr.write('bench interrupted; everything it started is stopped and removed\n');
+          return 130;
+        }
+        throw e;
+      } finally {
+        process.off('SIGINT', onSignal);
+        process.off('SIGTERM', onSignal);
+      }
+    }),
+  );
+}

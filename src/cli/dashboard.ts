@@ -1,0 +1,47 @@
+/** `exactlyonce dashboard`: a live web page of the pipeline, fed by the workers' /metrics and by Cassandra. */
+import { hostname } from 'node:os';
+import { Command, Option } from 'commander';
+import { intOption } from '../config.js';
+import { ExactlyOnceError } from '../errors.js';
+import { startDashboard } from '../dashboard/dashboard.js';
+import { action, connection, withConnection } from './common.js';
+
+function addressList(value: string): string[] {
+  const list = value.split(',').map((s) => s.trim()).filter((s) => s.length > 0);
+  const bad = list.filter((a) => !/^[A-Za-z0-9.-]+:\d{1,5}$|^\[[0-9a-fA-F:]+\]:\d{1,5}$/.test(a));
+  if (list.length === 0 || bad.length > 0) {
+    throw new ExactlyOnceError('EO_CONFIG_INVALID', `--workers: expected host:port[,host:port…] (got '${value}')`);
+  }
+  return list;
+}
+
+export function dashboardCommand(): Command {
+  return withConnection(
+    new Command('dashboard')
+      .description("serve a live page: throughput, lag per partition, who owns what, quarantine, latest alerts, last verify (workers found through --workers and the keyspace's workers table)")
+      .addOption(new Option('--port <port>', 'HTTP port (0: any free port)').default(8090).argParser(intOption('--port', 0, 65535)))
+      .addOption(new Option('--host <address>', 'address to listen on (0.0.0.0: every interface)').default('127.0.0.1'))
+      .addOption(new Option('--workers <list>', "workers' metrics addresses host:port[,…], besides those that register themselves").default([], 'none').argParser(addressList))
+      .addOption(new Option('--interval-ms <ms>', 'how often the workers are scraped').default(1000).argParser(intOption('--interval-ms', 200, 60000))),
+    ['brokers', 'cassandra', 'datacenter', 'keyspace', 'topic', 'group', 'cassandraUsername', 'cassandraPassword', 'kafkaConfig'],
+  ).action(
+    action(async (opts: Record<string, unknown>) => {
+      const config = connection(opts);
+      const host = opts['host'] as string;
+      const dashboard = await startDashboard(config, {
+        port: opts['port'] as number,
+        host,
+        workers: opts['workers'] as string[],
+        intervalMs: opts['intervalMs'] as number,
+      });
+      const url = host === '0.0.0.0' || host === '::' ? dashboard.url.replace(/\/\/[^/]+:/, `//${hostname()}:`) : dashboard.url;
+      process.stdout.write(`dashboard: ${url}  (keyspace ${config.keyspace}, topic ${config.topic}; Ctrl-C stops it)\n`);
+      await new Promise<void>((resolve) => {
+        process.once('SIGINT', resolve);
+        process.once('SIGTERM', resolve);
+      });
+      await dashboard.close();
+      return 0;
+    }),
+  );
+}

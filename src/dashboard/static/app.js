@@ -1,0 +1,303 @@
+// The dashboard page: one EventSource (/api/events) feeds every number and both charts. Plain DOM,
+// uPlot for the charts (served by the dashboard from node_modules). Every number element carries its
+// raw value in data-value, so tests and scripts read exact numbers, not formatted text.
+/* global uPlot */
+'use strict';
+
+const $ = (id) => document.getElementById(id);
+const fmt = (n) => (n === null || n === undefined ? '–' : Number(n).toLocaleString('en-US', { maximumFractionDigits: Math.abs(n) < 10 ? 1 : 0 }));
+const COLORS = ['#2f6fde', '#1f9d55', '#c27c0e', '#cf3b3b', '#7b4fd6', '#0f9fb5', '#d6508f', '#5d6b82', '#8a9a1b', '#b5651d'];
+
+function setNum(el, value, text) {
+  el.dataset.value = value === null || value === undefined ? '' : String(value);
+  el.textContent = text ?? fmt(value);
+}
+
+function cell(tr, text, cls, value) {
+  const td = document.createElement('td');
+  if (cls) td.className = cls;
+  if (value !== undefined) td.dataset.value = value === null ? '' : String(value);
+  if (text instanceof Node) td.appendChild(text);
+  else td.textContent = text;
+  tr.appendChild(td);
+  return td;
+}
+
+function badge(text, kind) {
+  const b = document.createElement('span');
+  b.className = `badge ${kind}`;
+  b.textContent = text;
+  return b;
+}
+
+function fill(tbody, rows) {
+  tbody.replaceChildren(...rows);
+}
+
+function bytes(n) {
+  if (n === null || n === undefined) return '–';
+  return `${(n / 1048576).toFixed(0)} MiB`;
+}
+
+// ---- charts ----
+
+const charts = { throughput: null, lag: null, lagKeys: [] };
+const series = { t: [], consumed: [], stored: [], quarantined: [], checkpointed: [], lag: {} };
+
+function chartWidth(el) {
+  return Math.max(300, el.clientWidth - 4);
+}
+
+function makeThroughput() {
+  const el = $('chart-throughput');
+  const opts = {
+    width: chartWidth(el),
+    height: 240,
+    cursor: { drag: { x: false, y: false } },
+    scales: { y: { range: (u, min, max) => [0, Math.max(10, max * 1.1)] } },
+    series: [
+      {},
+      { label: 'consumed/s', stroke: COLORS[0], width: 1.5 },
+      { label: 'stored/s', stroke: COLORS[1], width: 2 },
+      { label: 'quarantined/s', stroke: COLORS[3], width: 1.5 },
+      { label: 'checkpointed/s', stroke: COLORS[2], width: 1.5, dash: [4, 4] },
+    ],
+    axes: [{}, { size: 60 }],
+  };
+  charts.throughput = new uPlot(opts, [series.t, series.consumed, series.stored, series.quarantined, series.checkpointed], el);
+}
+
+function makeLag(keys) {
+  const el = $('chart-lag');
+  charts.lag?.destroy();
+  charts.lagKeys = keys;
+  const opts = {
+    width: chartWidth(el),
+    height: 240,
+    cursor: { drag: { x: false, y: false } },
+    scales: { y: { range: (u, min, max) => [0, Math.max(10, max * 1.1)] } },
+    series: [{}, ...keys.map((k, i) => ({ label: `partition ${k}`, stroke: COLORS[i % COLORS.length], width: 1.5 }))],
+    axes: [{}, { size: 60 }],
+  };
+  charts.lag = new uPlot(opts, lagData(), el);
+}
+
+function lagData() {
+  return [series.t, ...charts.lagKeys.map((k) => series.lag[k])];
+}
+
+function addPoint(p) {
+  series.t.push(p.t);
+  for (const k of ['consumed', 'stored', 'quarantined', 'checkpointed']) series[k].push(p[k]);
+  const n = series.t.length;
+  for (const k of Object.keys(p.lagByPartition)) {
+    if (series.lag[k] === undefined) series.lag[k] = new Array(n - 1).fill(null);
+  }
+  for (const k of Object.keys(series.lag)) series.lag[k].push(p.lagByPartition[k] ?? null);
+  const max = 600;
+  if (n > max) {
+    const cut = n - max;
+    for (const a of [series.t, series.consumed, series.stored, series.quarantined, series.checkpointed, ...Object.values(series.lag)]) a.splice(0, cut);
+  }
+}
+
+function redraw() {
+  if (charts.throughput === null) makeThroughput();
+  charts.throughput.setData([series.t, series.consumed, series.stored, series.quarantined, series.checkpointed]);
+  const keys = Object.keys(series.lag).sort((a, b) => Number(a) - Number(b));
+  if (charts.lag === null || keys.join() !== charts.lagKeys.join()) makeLag(keys);
+  else charts.lag.setData(lagData());
+}
+
+window.addEventListener('resize', () => {
+  charts.throughput?.setSize({ width: chartWidth($('chart-throughput')), height: 240 });
+  charts.lag?.setSize({ width: chartWidth($('chart-lag')), height: 240 });
+});
+
+// ---- numbers and tables ----
+
+function renderTiles(s) {
+  $('scope').textContent = `keyspace ${s.keyspace} · topic ${s.topic} · group ${s.group}`;
+  setNum($('rate-stored'), s.rates.stored);
+  $('rate-detail').textContent = `consumed ${fmt(s.rates.consumed)}/s · checkpointed ${fmt(s.rates.checkpointed)}/s`;
+  setNum($('total-lag'), s.totals.lag);
+  setNum($('total-stored'), s.totals.stored);
+  setNum($('total-consumed'), s.totals.consumed);
+  setNum($('total-quarantined'), s.totals.quarantined);
+  $('quarantine-rows').textContent = s.quarantine ? `${fmt(s.quarantine.total)}${s.quarantine.capped ? '+' : ''} rows in Cassandra` : '';
+  setNum($('workers-ready'), s.totals.workersReady, `${s.totals.workersReady} / ${s.totals.workers}`);
+  $('workers-detail').textContent = `${s.totals.workersUp} answering · ${s.totals.partitions} partitions`;
+  const a = s.alerts;
+  setNum($('alerts-rows'), a ? a.rows : null);
+  const raised = s.totals.alertsRaised === null ? '' : ` · raised ${fmt(s.totals.alertsRaised)}, revised ${fmt(s.totals.alertsRevised)}`;
+  $('alerts-detail').textContent = a ? `${a.sources} source${a.sources === 1 ? '' : 's'}${raised}` : '';
+  const v = $('verify-state');
+  v.className = s.verify.state === 'ok' ? 'ok' : s.verify.state === 'failed' ? 'bad' : '';
+  v.dataset.value = s.verify.state;
+  v.textContent = { ok: 'passed', failed: 'FAILED', none: 'none yet', unknown: '–' }[s.verify.state];
+  $('verify-when').textContent = s.verify.run?.finishedAt ? new Date(s.verify.run.finishedAt).toLocaleString() : '';
+}
+
+function renderProblems(s) {
+  fill(
+    $('problems'),
+    s.problems.map((p) => {
+      const li = document.createElement('li');
+      li.textContent = p;
+      return li;
+    }),
+  );
+}
+
+function partitionState(p) {
+  if (p.stopped) return badge('stopped', 'bad');
+  if (p.owners.length === 0) return badge('unowned', 'warn');
+  if (p.owners.length > 1) return badge('handing over', 'warn');
+  if (p.stalled) return badge('stalled', 'bad');
+  if ((p.lag ?? 0) === 0) return badge('caught up', 'ok');
+  return badge('catching up', '');
+}
+
+function renderPartitions(s) {
+  fill(
+    $('partitions').tBodies[0],
+    s.partitions.map((p) => {
+      const tr = document.createElement('tr');
+      tr.dataset.partition = String(p.partition);
+      cell(tr, String(p.partition), 'partition', p.partition);
+      cell(tr, p.owners.join(', ') || '—', 'owner', p.owners.join(','));
+      cell(tr, fmt(p.checkpoint), 'n checkpoint', p.checkpoint);
+      cell(tr, fmt(p.logEnd), 'n log-end', p.logEnd);
+      cell(tr, fmt(p.lag), 'n lag', p.lag);
+      cell(tr, fmt(p.consumed), 'n consumed', p.consumed);
+      cell(tr, fmt(p.stored), 'n stored', p.stored);
+      cell(tr, fmt(p.quarantined), 'n quarantined', p.quarantined);
+      cell(tr, fmt(p.quarantineRows), 'n quarantine-rows', p.quarantineRows);
+      cell(tr, partitionState(p), 'state');
+      return tr;
+    }),
+  );
+}
+
+function renderWorkers(s) {
+  fill(
+    $('workers').tBodies[0],
+    s.workers.map((w) => {
+      const tr = document.createElement('tr');
+      tr.dataset.worker = w.id;
+      tr.dataset.address = w.address;
+      cell(tr, w.id, 'id');
+      cell(tr, w.address, 'address');
+      cell(tr, w.via.join(' + '), 'via');
+      const status = !w.up ? badge('down', 'bad') : w.ready ? badge('ready', 'ok') : badge('not ready', 'warn');
+      status.title = w.error ?? w.readyDetail ?? '';
+      cell(tr, status, 'status', !w.up ? 'down' : w.ready ? 'ready' : 'not-ready');
+      cell(tr, w.owned.join(', ') || '—', 'owned', w.owned.join(','));
+      cell(tr, fmt(w.consumed), 'n consumed', w.consumed);
+      cell(tr, fmt(w.stored), 'n stored', w.stored);
+      cell(tr, fmt(w.quarantined), 'n quarantined', w.quarantined);
+      cell(tr, w.batchP50Ms === null ? '–' : `${fmt(w.batchP50Ms)} / ${fmt(w.batchP95Ms)}`, 'n batch');
+      cell(tr, fmt(w.retries), 'n retries', w.retries);
+      cell(tr, fmt(w.errors), 'n errors', w.errors);
+      cell(tr, bytes(w.rssBytes), 'n rss', w.rssBytes);
+      return tr;
+    }),
+  );
+}
+
+function renderAlerts(s) {
+  const rows = s.alerts?.latest ?? [];
+  fill(
+    $('alerts').tBodies[0],
+    rows.map((a) => {
+      const tr = document.createElement('tr');
+      cell(tr, new Date(a.ts).toLocaleString(), 'ts', a.ts);
+      cell(tr, a.source, 'source');
+      cell(tr, fmt(a.eventCount), 'n count', a.eventCount);
+      return tr;
+    }),
+  );
+  $('alerts-empty').textContent = s.alerts === null ? 'reading the alerts table…' : rows.length === 0 ? 'no alerts yet' : '';
+}
+
+function renderQuarantine(s) {
+  const q = s.quarantine;
+  const entries = q ? Object.entries(q.byReason).sort((a, b) => b[1] - a[1]) : [];
+  fill(
+    $('quarantine').tBodies[0],
+    entries.map(([reason, n]) => {
+      const tr = document.createElement('tr');
+      tr.dataset.reason = reason;
+      cell(tr, reason, 'reason');
+      cell(tr, fmt(n), 'n count', n);
+      return tr;
+    }),
+  );
+  $('quarantine-empty').textContent = q === null ? 'counting…' : entries.length === 0 ? 'nothing quarantined' : q.capped ? 'counts are lower bounds (large quarantine)' : '';
+}
+
+function renderVerify(s) {
+  const box = $('verify');
+  const run = s.verify.run;
+  if (run === null) {
+    box.textContent = s.verify.state === 'unknown' ? 'reading…' : 'no verify run yet — run `exactlyonce verify`';
+    return;
+  }
+  const head = document.createElement('div');
+  head.append(badge(run.ok ? 'exactly once: held' : 'exactly once: VIOLATED', run.ok ? 'ok' : 'bad'), ` finished ${run.finishedAt ? new Date(run.finishedAt).toLocaleString() : '?'}`);
+  const dl = document.createElement('dl');
+  const summary = run.summary && typeof run.summary === 'object' ? run.summary : { summary: run.summary };
+  for (const [k, v] of Object.entries(summary)) {
+    if (k === 'ok') continue;
+    const dt = document.createElement('dt');
+    dt.textContent = k;
+    const dd = document.createElement('dd');
+    dd.textContent = v !== null && typeof v === 'object' ? JSON.stringify(v) : String(v);
+    dl.append(dt, dd);
+  }
+  box.replaceChildren(head, dl);
+}
+
+function render(s) {
+  if (!s) return;
+  renderTiles(s);
+  renderProblems(s);
+  renderPartitions(s);
+  renderWorkers(s);
+  renderAlerts(s);
+  renderQuarantine(s);
+  renderVerify(s);
+  document.body.dataset.updated = String(s.at);
+}
+
+// ---- live updates ----
+
+let lastUpdate = 0;
+function markLive() {
+  lastUpdate = Date.now();
+  $('live').classList.remove('stale');
+  $('live-text').textContent = `live · ${new Date().toLocaleTimeString()}`;
+}
+setInterval(() => {
+  if (Date.now() - lastUpdate > 5000) {
+    $('live').classList.add('stale');
+    $('live-text').textContent = lastUpdate === 0 ? 'connecting' : 'no updates — is the dashboard running?';
+  }
+}, 1000);
+
+const events = new EventSource('/api/events');
+events.addEventListener('hello', (e) => {
+  const { snapshot, history } = JSON.parse(e.data);
+  for (const k of Object.keys(series)) series[k] = k === 'lag' ? {} : [];
+  for (const p of history) addPoint(p);
+  redraw();
+  render(snapshot);
+  if (snapshot) markLive();
+});
+events.addEventListener('tick', (e) => {
+  const { snapshot, point } = JSON.parse(e.data);
+  addPoint(point);
+  redraw();
+  render(snapshot);
+  markLive();
+});

@@ -1,0 +1,200 @@
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import { once } from 'node:events';
+import { existsSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { test } from 'node:test';
+import { chromium, type Page } from 'playwright-core';
+import cassandra from 'cassandra-driver';
+import { parsePrometheus, select, total, type Sample } from '../../src/dashboard/prometheus.js';
+import { freshKeyspace, freshTopic, repoRoot, startCli, testConfig, waitFor } from '../helpers.js';
+import { connectionArgs, checkpoints, generate, startWorker, waitDrained, waitStarted } from '../pipeline.js';
+
+const CHROMIUM = '/usr/bin/chromium';
+const SCREENSHOT = join(repoRoot, 'test-artifacts', 'dashboard.png');
+
+/** Debian's Chromium, installed on first use (a fresh CI machine has none). */
+function ensureChromium(): void {
+  if (existsSync(CHROMIUM)) return;
+  const r = spawnSync(join(repoRoot, 'scripts', 'install-browser.sh'), { stdio: 'inherit' });
+  assert.equal(r.status, 0, 'scripts/install-browser.sh installs chromium');
+}
+
+async function freePort(): Promise<number> {
+  const s = createServer().listen(0, '127.0.0.1');
+  await once(s, 'listening');
+  const port = (s.address() as { port: number }).port;
+  s.close();
+  return port;
+}
+
+async function scrape(port: number): Promise<Sample[]> {
+  return parsePrometheus(await (await fetch(`http://127.0.0.1:${port}/metrics`)).text());
+}
+
+interface PageNumbers {
+  stored: number;
+  consumed: number;
+  quarantined: number;
+  lag: string;
+  alerts: string;
+  verify: string;
+  rows: Array<{ partition: number; owner: string; checkpoint: string; logEnd: string; lag: string; quarantineRows: string }>;
+  workers: Array<{ id: string; status: string; via: string }>;
+}
+
+/**
+ * The numbers the page shows (each element's data-value). Plain JavaScript in a string: a function
+ * compiled by tsx would carry helpers (`__name`) that do not exist in the page.
+ */
+const PAGE_NUMBERS = `(() => {
+  const v = (id) => document.getElementById(id).dataset.value;
+  const rows = [...document.querySelectorAll('#partitions tbody tr')].map((tr) => {
+    const c = (cls) => tr.querySelector('td.' + cls).dataset.value;
+    return { partition: Number(c('partition')), owner: c('owner'), checkpoint: c('checkpoint'), logEnd: c('log-end'), lag: c('lag'), quarantineRows: c('quarantine-rows') };
+  });
+  const workers = [...document.querySelectorAll('#workers tbody tr')].map((tr) => ({
+    id: tr.dataset.worker,
+    status: tr.querySelector('td.status').dataset.value,
+    via: tr.querySelector('td.via').textContent,
+  }));
+  return {
+    stored: Number(v('total-stored')),
+    consumed: Number(v('total-consumed')),
+    quarantined: Number(v('total-quarantined')),
+    lag: v('total-lag'),
+    alerts: v('alerts-rows'),
+    verify: v('verify-state'),
+    rows,
+    workers,
+  };
+})()`;
+
+function pageNumbers(page: Page): Promise<PageNumbers> {
+  return page.evaluate(PAGE_NUMBERS) as Promise<PageNumbers>;
+}
+
+test("the dashboard in headless Chromium during a run: live numbers that move and equal the workers' /metrics, owners, lag, quarantine, alerts, verify", async (t) => {
+  ensureChromium();
+  const config = testConfig();
+  const session = await freshKeyspace(t, config);
+  await freshTopic(t, config, 3);
+  const [port1, port2, dashboardPort] = [await freePort(), await freePort(), await freePort()];
+  const workerArgs = (port: number) => ['--metrics-port', String(port), '--alerts-topic', config.alertsTopic];
+  const w1 = startWorker(t, config, workerArgs(port1));
+  const w2 = startWorker(t, config, workerArgs(port2));
+  // w1 is given with --workers; w2 is found only through the workers table.
+  const dashboard = startCli(t, ['dashboard', ...connectionArgs(config), '--port', String(dashboardPort), '--workers', `127.0.0.1:${port1}`, '--interval-ms', '500']);
+  const url = await waitFor(() => /dashboard: (http:\S+)/.exec(dashboard.output())?.[1], { timeoutMs: 60_000, message: 'the dashboard prints its URL' });
+  assert.equal(url, `http://127.0.0.1:${dashboardPort}/`);
+  await waitStarted(w1);
+  await waitStarted(w2);
+  const id1 = select(await scrape(port1), 'exactlyonce_worker_info')[0]!.labels['worker_id']!;
+  const id2 = select(await scrape(port2), 'exactlyonce_worker_info')[0]!.labels['worker_id']!;
+
+  const userDataDir = mkdtempSync(join(tmpdir(), 'eo-chromium-'));
+  t.after(() => rmSync(userDataDir, { recursive: true, force: true }));
+  // A fresh profile per run (launchPersistentContext passes it as --user-data-dir).
+  const browser = await chromium.launchPersistentContext(userDataDir, {
+    executablePath: CHROMIUM,
+    headless: true,
+    viewport: { width: 1400, height: 1200 },
+    args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
+  });
+  t.after(() => browser.close());
+  const page = browser.pages()[0] ?? (await browser.newPage());
+  const pageErrors: string[] = [];
+  page.on('pageerror', (e) => pageErrors.push(e.message));
+  page.on('console', (m) => {
+    if (m.type() === 'error') pageErrors.push(m.text());
+  });
+  page.on('requestfailed', (r) => pageErrors.push(`request failed: ${r.url()}`));
+  await page.goto(url);
+
+  // Both workers, each found its own way, ready; no verify run yet.
+  await waitFor(
+    async () => {
+      const n = await pageNumbers(page);
+      const byId = Object.fromEntries(n.workers.map((w) => [w.id, w]));
+      return n.workers.length === 2 && byId[id1]?.via === 'flag + registry' && byId[id2]?.via === 'registry' && n.workers.every((w) => w.status === 'ready') && n.verify === 'none';
+    },
+    { timeoutMs: 60_000, message: 'the page lists both workers as ready, and no verify run' },
+  );
+
+  // The original generator's events (3 clients, all Critical) with a few malformed ones, ~20 s long.
+  const producing = generate(config, ['--count', '12000', '--rate', '600', '--bad-ratio', '0.01', '--seed', '11']);
+  const first = await waitFor(async () => (await pageNumbers(page)).stored || undefined, { timeoutMs: 60_000, message: 'stored events appear on the page' });
+  await waitFor(async () => (await pageNumbers(page)).stored > first, { timeoutMs: 30_000, message: `the stored count moves past ${first}` });
+  await waitFor(async () => Number(await page.locator('#rate-stored').getAttribute('data-value')) > 0, { timeoutMs: 30_000, message: 'a non-zero rate' });
+  await producing;
+  await waitDrained(session, config);
+
+  // Once drained, the page's numbers equal the workers' /metrics and Cassandra, exactly.
+  const cps = await checkpoints(session, config);
+  const quarantineRows = async (p: number) => Number((await session.execute(`SELECT COUNT(*) AS n FROM ${config.keyspace}.quarantine WHERE partition = ?`, [p], { prepare: true })).first()['n']);
+  const alertRows = Number((await session.execute(`SELECT COUNT(*) AS n FROM ${config.keyspace}.alerts`)).first()['n']);
+  let expected: unknown;
+  await waitFor(
+    async () => {
+      const [m1, m2] = await Promise.all([scrape(port1), scrape(port2)]);
+      const sum = (name: string) => total(m1, name) + total(m2, name);
+      const ownerOf = (p: number) => [[id1, m1] as const, [id2, m2] as const].filter(([, m]) => select(m, 'exactlyonce_partition_owned', { partition: String(p) })[0]?.value === 1).map(([id]) => id).join(',');
+      const rows = [];
+      for (const p of [0, 1, 2]) {
+        rows.push({ partition: p, owner: ownerOf(p), checkpoint: String(cps.get(p)), logEnd: String(cps.get(p)), lag: '0', quarantineRows: String(await quarantineRows(p)) });
+      }
+      expected = {
+        stored: sum('exactlyonce_records_stored_total'),
+        consumed: sum('exactlyonce_records_consumed_total'),
+        quarantined: sum('exactlyonce_records_quarantined_total'),
+        lag: '0',
+        alerts: String(alertRows),
+        rows,
+      };
+      const { workers: _w, verify: _v, ...shown } = await pageNumbers(page);
+      try {
+        assert.deepEqual(shown, expected);
+        return true;
+      } catch {
+        return false;
+      }
+    },
+    { timeoutMs: 30_000, message: `the page shows what /metrics and Cassandra say: ${JSON.stringify(expected)}` },
+  );
+  const shown = await pageNumbers(page);
+  assert.equal(shown.stored + shown.quarantined, 12000, 'every record counted once');
+  assert.equal(shown.consumed, 12000);
+  assert.ok(shown.rows.every((r) => r.owner === id1 || r.owner === id2), 'each partition has one owner');
+  assert.ok(alertRows > 0, 'the generator\'s Critical events raised alerts');
+  assert.equal(await page.locator('#alerts tbody tr').count(), Math.min(10, alertRows));
+  assert.equal(await page.locator('#alerts tbody tr').first().locator('td.source').textContent(), 'My Router');
+  const peak = await page.evaluate('Math.max(...series.stored)');
+  assert.ok(Number(peak) > 0, 'the throughput chart has the run in it');
+  assert.equal(await page.locator('#chart-throughput canvas').count(), 1);
+
+  // The last verify run appears as soon as one is recorded.
+  await session.execute(`INSERT INTO ${config.keyspace}.audit_runs (id, finished_at, ok, summary) VALUES (?, toTimestamp(now()), true, ?)`, [
+    cassandra.types.TimeUuid.now(),
+    JSON.stringify({ ok: true, records: 12000, stored: shown.stored, quarantined: shown.quarantined }),
+  ]);
+  await waitFor(async () => (await pageNumbers(page)).verify === 'ok', { timeoutMs: 15_000, message: 'the verify result appears' });
+  assert.match((await page.locator('#verify').textContent()) ?? '', /exactly once: held.*records12000/s);
+
+  mkdirSync(join(repoRoot, 'test-artifacts'), { recursive: true });
+  await page.screenshot({ path: SCREENSHOT, fullPage: true });
+  t.diagnostic(`screenshot: ${SCREENSHOT}`);
+
+  // A worker killed: shown down at once, and its partitions move to the other within the session timeout.
+  w2.kill('SIGKILL');
+  await waitFor(async () => (await pageNumbers(page)).workers.find((w) => w.id === id2)?.status === 'down', { timeoutMs: 15_000, message: 'the killed worker is shown down' });
+  await waitFor(async () => (await pageNumbers(page)).rows.every((r) => r.owner === id1), { timeoutMs: 60_000, message: `every partition is owned by ${id1}` });
+  assert.deepEqual(pageErrors, []);
+
+  for (const p of [dashboard, w1]) p.kill('SIGTERM');
+  for (const p of [dashboard, w1]) {
+    const [code] = p.exitCode === null && p.signalCode === null ? await once(p, 'exit') : [p.exitCode];
+    assert.equal(code, 0, p.output());
+  }
+});

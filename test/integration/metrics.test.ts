@@ -1,0 +1,171 @@
+import assert from 'node:assert/strict';
+import { once } from 'node:events';
+import { createServer } from 'node:net';
+import { test } from 'node:test';
+import { encodeEvent } from '../../src/app/event.js';
+import { toLong } from '../../src/cassandra/session.js';
+import { EngineMetrics } from '../../src/engine/metrics.js';
+import { Producer, type OutgoingRecord } from '../../src/kafka/producer.js';
+import type { Logger } from '../../src/log.js';
+import { parsePrometheus, select, type Sample } from '../../src/dashboard/prometheus.js';
+import { freshKeyspace, freshTopic, testConfig, waitFor } from '../helpers.js';
+import { startWorker, waitStarted } from '../pipeline.js';
+
+async function freePort(): Promise<number> {
+  const s = createServer().listen(0, '127.0.0.1');
+  await once(s, 'listening');
+  const port = (s.address() as { port: number }).port;
+  s.close();
+  return port;
+}
+
+async function scrape(port: number): Promise<Sample[]> {
+  const r = await fetch(`http://127.0.0.1:${port}/metrics`);
+  assert.equal(r.status, 200);
+  assert.match(r.headers.get('content-type') ?? '', /^text\/plain; version=0\.0\.4/);
+  return parsePrometheus(await r.text());
+}
+
+/** The value of one series, undefined when the series is absent. */
+function value(samples: Sample[], name: string, labels: Record<string, string> = {}): number | undefined {
+  const found = select(samples, `exactlyonce_${name}`, labels).filter((s) => Object.keys(s.labels).length === Object.keys(labels).length);
+  assert.ok(found.length <= 1, `${name} ${JSON.stringify(labels)}: ${found.length} series`);
+  return found[0]?.value;
+}
+
+const event = (i: number, partition: number): OutgoingRecord => ({
+  key: `k${i}`,
+  partition,
+  value: encodeEvent({ id: BigInt(i) * 7919n, ts: 1_700_000_000_000 + i, source: 'My Router', client: 'c', health: 0 }),
+});
+const broken = (partition: number): OutgoingRecord => ({ key: 'bad', partition, value: '{"id":' });
+
+test("a worker's /metrics: exact per-partition counts, checkpoints, lag refreshed from the log end; /healthz, /readyz; the workers table", async (t) => {
+  const config = testConfig();
+  const session = await freshKeyspace(t, config);
+  await freshTopic(t, config, 3);
+  const port = await freePort();
+
+  // Partition 0 has a checkpoint beyond its (empty) log: the worker stops it, so it never moves, and
+  // its lag can only change through the periodic log end refresh.
+  await session.execute(`UPDATE ${config.keyspace}.checkpoints USING TIMESTAMP 50 SET next_offset = ? WHERE topic = ? AND partition = ?`, [
+    toLong(50n),
+    config.topic,
+    0,
+  ]);
+  const worker = startWorker(t, config, ['--metrics-port', String(port), '--alerts-topic', config.alertsTopic]);
+  await waitStarted(worker);
+  const health = await fetch(`http://127.0.0.1:${port}/healthz`);
+  assert.equal(health.status, 200);
+  const ready = await waitFor(
+    async () => {
+      const r = await fetch(`http://127.0.0.1:${port}/readyz`);
+      return r.status === 200 ? r.text() : undefined;
+    },
+    { timeoutMs: 60_000, message: '/readyz answers 200' },
+  );
+  assert.equal(ready, 'ready: owns partitions 0,1,2\n');
+
+  // Partition 1: 300 events and 7 undecodable records; partition 2: 120 events; partition 0: 80 records (not read).
+  const producer = new Producer(config);
+  t.after(() => producer.close());
+  await producer.connect();
+  const p1 = [...Array.from({ length: 300 }, (_, i) => event(i, 1)), ...Array.from({ length: 7 }, () => broken(1))];
+  await producer.send(config.topic, p1);
+  await producer.send(config.topic, Array.from({ length: 120 }, (_, i) => event(1000 + i, 2)));
+  await producer.send(config.topic, Array.from({ length: 80 }, (_, i) => event(2000 + i, 0)));
+
+  const m = await waitFor(
+    async () => {
+      const s = await scrape(port);
+      return value(s, 'checkpoint_offset', { partition: '1' }) === 307 &&
+        value(s, 'checkpoint_offset', { partition: '2' }) === 120 &&
+        value(s, 'lag_records', { partition: '0' }) === 30
+        ? s
+        : undefined;
+    },
+    { timeoutMs: 60_000, message: 'partitions 1 and 2 checkpointed at their log ends, partition 0 lag refreshed to 80 − 50' },
+  );
+  assert.equal(value(m, 'records_consumed_total', { partition: '1' }), 307);
+  assert.equal(value(m, 'records_stored_total', { partition: '1' }), 300);
+  assert.equal(value(m, 'records_quarantined_total', { partition: '1', reason: 'invalid_json' }), 7);
+  assert.equal(value(m, 'records_consumed_total', { partition: '2' }), 120);
+  assert.equal(value(m, 'records_stored_total', { partition: '2' }), 120);
+  assert.equal(value(m, 'records_consumed_total', { partition: '0' }), undefined, 'the stopped partition reads nothing');
+  for (const p of ['1', '2']) {
+    assert.equal(value(m, 'lag_records', { partition: p }), 0);
+    assert.equal(value(m, 'log_end_offset', { partition: p }), p === '1' ? 307 : 120);
+    assert.equal(value(m, 'partition_owned', { partition: p }), 1);
+  }
+  assert.equal(value(m, 'checkpoint_offset', { partition: '0' }), 50);
+  assert.equal(value(m, 'log_end_offset', { partition: '0' }), 80);
+  assert.equal(value(m, 'partition_stopped', { partition: '0' }), 1);
+  assert.equal(value(m, 'partition_owned', { partition: '0' }), 1);
+  assert.equal(value(m, 'assigned_partitions'), 3);
+  assert.equal(value(m, 'partitions_assigned_total'), 3);
+  assert.ok((value(m, 'rebalances_total', { kind: 'assign' }) ?? 0) >= 1);
+  const batches = select(m, 'exactlyonce_batches_total').reduce((a, s) => a + s.value, 0);
+  assert.ok(batches >= 2);
+  assert.equal(value(m, 'batch_duration_seconds_count'), batches, 'one latency observation per batch');
+  assert.equal(value(m, 'batch_records_sum'), 427, 'every record read is in exactly one batch');
+  assert.equal(value(m, 'server_up', { server: 'Kafka' }), 1);
+  assert.equal(value(m, 'server_up', { server: 'Cassandra' }), 1);
+  const info = select(m, 'exactlyonce_worker_info')[0];
+  assert.equal(info?.labels['pid'], String(worker.pid));
+
+  // The worker announced itself for the dashboard.
+  const row = (await session.execute(`SELECT worker_id, host, metrics_port, topic, pid FROM ${config.keyspace}.workers`)).rows;
+  assert.equal(row.length, 1);
+  assert.deepEqual({ ...row[0] }, { worker_id: info?.labels['worker_id'], host: '127.0.0.1', metrics_port: port, topic: config.topic, pid: worker.pid });
+
+  worker.kill('SIGTERM');
+  const [code] = await once(worker, 'exit');
+  assert.equal(code, 0, worker.output());
+  assert.equal((await session.execute(`SELECT worker_id FROM ${config.keyspace}.workers`)).rowLength, 0, 'a clean stop removes its row');
+
+  // Logs: one line per state change, none per batch (the only per-record line is a quarantined record's).
+  const lines = worker
+    .output()
+    .split('\n')
+    .filter((l) => l.startsWith('{'))
+    .map((l) => JSON.parse(l) as { msg: string; level: number });
+  const msgs = lines.map((l) => l.msg);
+  assert.equal(msgs.filter((s) => s === 'worker started').length, 1);
+  assert.equal(msgs.filter((s) => s === 'worker stopped').length, 1);
+  assert.equal(msgs.filter((s) => s.startsWith('assigned partitions')).length, 1);
+  assert.equal(msgs.filter((s) => s.startsWith('partition 0: checkpoint 50 is beyond the log end')).length, 1);
+  assert.equal(msgs.filter((s) => s === 'record quarantined').length, 7);
+  assert.ok(lines.length <= 20, `few log lines for 507 records (${lines.length}):\n${msgs.join('\n')}`);
+});
+
+test('lag between batches, stall and recovery: one log line each, from the log end refresh', async () => {
+  const metrics = new EngineMetrics();
+  const logged: Array<{ level: string; msg: string }> = [];
+  const log = {
+    info: (_o: unknown, msg: string) => logged.push({ level: 'info', msg }),
+    warn: (_o: unknown, msg: string) => logged.push({ level: 'warn', msg }),
+  } as unknown as Logger;
+  let high = 10n;
+  metrics.partitionAssigned(4, 10n, { low: 0n, high: 10n });
+  metrics.watchLogEnds(async () => [{ partition: 4, low: 0n, high }], log, 20, 100);
+  try {
+    const gauge = async (name: string) => select(parsePrometheus(await metrics.registry.metrics()), `exactlyonce_${name}`, { partition: '4' })[0]?.value;
+    assert.equal(await gauge('lag_records'), 0);
+    high = 25n; // records arrive; the worker does not move
+    await waitFor(async () => (await gauge('lag_records')) === 15, { timeoutMs: 5_000, message: 'lag follows the log end' });
+    await waitFor(async () => (await gauge('partition_stalled')) === 1, { timeoutMs: 5_000, message: 'stalled after 100 ms' });
+    await new Promise((r) => setTimeout(r, 200));
+    metrics.checkpointed(4, 25n);
+    await waitFor(async () => (await gauge('partition_stalled')) === 0, { timeoutMs: 5_000, message: 'moving again' });
+    assert.equal(await gauge('lag_records'), 0);
+    assert.deepEqual(logged, [
+      { level: 'warn', msg: 'partition 4: checkpoint stalled at 10 with 15 records behind' },
+      { level: 'info', msg: 'partition 4: checkpoint moving again' },
+    ]);
+    metrics.partitionRevoked(4);
+    assert.equal(await gauge('lag_records'), undefined, "a revoked partition's gauges leave /metrics");
+    assert.deepEqual(metrics.readiness(), { ready: true, detail: 'ready: owns no partition' });
+  } finally {
+    metrics.close();
+  }
+});

@@ -1,0 +1,54 @@
+// The chaos harness's fault schedule (src/app/audit/chaos-schedule.ts): a pure function of the seed.
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { describeFault, malformedRecords, planChaos } from '../../src/app/audit/chaos-schedule.js';
+import { decodeEvent } from '../../src/app/event.js';
+
+const options = { seed: 42, durationMs: 120_000, kills: 10, zombies: 2, cassandraRestarts: 2, kafkaRestarts: 1, addRemove: 2, injections: 3, sessionTimeoutMs: 6000 };
+
+test('the same seed gives the same schedule; another seed another one', () => {
+  assert.deepEqual(planChaos(options), planChaos(options));
+  assert.notDeepEqual(planChaos(options), planChaos({ ...options, seed: 43 }));
+});
+
+test('the schedule holds exactly the faults asked for, in time order, inside the run', () => {
+  const plan = planChaos(options);
+  const count = (k: string) => plan.filter((f) => f.kind === k).length;
+  assert.deepEqual(
+    [count('kill'), count('zombie'), count('add-worker'), count('remove-worker'), count('inject'), count('restart')],
+    [10, 2, 2, 2, 3, 3],
+  );
+  assert.deepEqual(plan.filter((f) => f.kind === 'restart').map((f) => (f.kind === 'restart' ? f.server : '')).sort(), ['cassandra', 'cassandra', 'kafka']);
+  for (let i = 1; i < plan.length; i++) assert.ok(plan[i - 1]!.atMs <= plan[i]!.atMs);
+  for (const f of plan) assert.ok(f.atMs >= 0.05 * options.durationMs && f.atMs <= 0.9 * options.durationMs, describeFault(f));
+});
+
+test('each add comes before its remove; a zombie sleeps past the session timeout; restarts have slots of their own', () => {
+  for (let seed = 0; seed < 50; seed++) {
+    const plan = planChaos({ ...options, seed });
+    let adds = 0;
+    for (const f of plan) {
+      if (f.kind === 'add-worker') adds++;
+      if (f.kind === 'remove-worker') assert.ok(adds-- > 0, `seed ${seed}: a remove before its add`);
+      if (f.kind === 'zombie') assert.ok(f.pauseMs > options.sessionTimeoutMs);
+    }
+    const restarts = plan.filter((f) => f.kind === 'restart').map((f) => f.atMs);
+    const slot = (0.75 * options.durationMs) / restarts.length;
+    for (let i = 1; i < restarts.length; i++) assert.ok(restarts[i]! - restarts[i - 1]! >= slot * 0.5 - 1, `seed ${seed}: restarts too close`);
+  }
+});
+
+test('every injected record is one the codec quarantines', () => {
+  const records = malformedRecords(200, 7);
+  assert.equal(records.length, 200);
+  const reasons = new Set(records.map((r) => {
+    const d = decodeEvent(r.value);
+    assert.equal(d.ok, false);
+    return d.ok ? '' : d.reason;
+  }));
+  assert.deepEqual([...reasons].sort(), ['empty', 'invalid_health', 'invalid_json', 'not_object', 'not_utf8', 'too_large', 'wrong_type']);
+});
+
+test('each fault is described on one line with its time', () => {
+  for (const f of planChaos(options)) assert.match(describeFault(f), /^t\+ *\d+\.\ds {2}\S.*$/);
+});
