@@ -41,24 +41,25 @@ export async function cassandraSession(t: TestContext, config: ConnectionConfig)
 /** Applies the schema to the config's keyspace and drops the keyspace when the test ends. */
 export async function freshKeyspace(t: TestContext, config: ConnectionConfig): Promise<Client> {
   const client = await connect(config);
-  await applySchema(client, config.keyspace, { class: 'SimpleStrategy', replicationFactor: 1 });
+  // Cleanup is registered before the schema is made, so a half-made one is dropped too.
   t.after(async () => {
     await client.execute(`DROP KEYSPACE IF EXISTS ${config.keyspace}`).catch(() => undefined);
     await client.shutdown();
   });
+  await applySchema(client, config.keyspace, { class: 'SimpleStrategy', replicationFactor: 1 });
   return client;
 }
 
 /** Creates the config's topic and its compacted alerts topic, and deletes both when the test ends. */
 export async function freshTopic(t: TestContext, config: ConnectionConfig, partitions = 3): Promise<KafkaAdmin> {
   const admin = new KafkaAdmin(config);
-  await admin.ensureTopic({ topic: config.topic, partitions, replicationFactor: 1 });
-  await admin.ensureTopic({ topic: config.alertsTopic, partitions, replicationFactor: 1, configs: { 'cleanup.policy': 'compact' } });
   t.after(async () => {
     await admin.deleteTopic(config.topic).catch(() => undefined);
     await admin.deleteTopic(config.alertsTopic).catch(() => undefined);
     await admin.close();
   });
+  await admin.ensureTopic({ topic: config.topic, partitions, replicationFactor: 1 });
+  await admin.ensureTopic({ topic: config.alertsTopic, partitions, replicationFactor: 1, configs: { 'cleanup.policy': 'compact' } });
   return admin;
 }
 

@@ -9,6 +9,7 @@ import { ExactlyOnceError } from '../errors.js';
 import { EngineMetrics } from '../engine/metrics.js';
 import { serveMetrics } from '../engine/metrics-server.js';
 import { defaultRunnerOptions, Runner } from '../engine/runner.js';
+import { AbortedError } from '../engine/retry.js';
 import { createLogger } from '../log.js';
 import { announceWorker } from '../dashboard/worker-registry.js';
 import { action, connection, withConnection } from './common.js';
@@ -75,13 +76,18 @@ export function runCommand(): Command {
         await runner.stop();
         await announcement?.stop();
         server?.close();
+        // Stopped by a signal while still starting (e.g. waiting for Kafka): a clean exit.
+        if (signals > 0 && e instanceof AbortedError) process.exit(0);
         throw e;
       }
       running = true;
       await done;
       await announcement?.stop();
       server?.close();
-      return 0;
+      // Everything that matters is closed (batches finished or abandoned before their checkpoint,
+      // group left, producer flushed, sessions shut); a client library's leftover timer or socket must
+      // not keep the process alive after it said "worker stopped".
+      process.exit(0);
     }),
   );
 }

@@ -244,7 +244,7 @@ export class EngineMetrics {
       try {
         const marks = await fetch();
         this.answered('Kafka');
-        if (this.refreshFailing) log.info({ server: 'Kafka' }, 'log end offsets refreshed again; lag metrics are current');
+        if (this.refreshFailing) log.debug({ server: 'Kafka' }, 'log end offsets refreshed again; lag metrics are current');
         this.refreshFailing = false;
         for (const w of marks) {
           const s = this.partitions.get(w.partition);
@@ -256,7 +256,8 @@ export class EngineMetrics {
         }
       } catch (e) {
         this.failed('Kafka', e);
-        if (!this.refreshFailing) log.warn({ server: 'Kafka', err: errorName(e) }, 'cannot read log end offsets; lag metrics are stale until Kafka answers');
+        // The Runner already logs Kafka going down and coming back; this is the same event, seen again.
+        if (!this.refreshFailing) log.debug({ server: 'Kafka', err: errorName(e) }, 'cannot read log end offsets; lag metrics are stale until Kafka answers');
         this.refreshFailing = true;
       } finally {
         busy = false;

@@ -89,11 +89,16 @@ export class PartitionTask {
       decoded.length > 0 ? this.ctx.withRetry(() => this.ctx.job.write(this.partition, decoded)) : undefined,
       bad.length > 0 ? this.ctx.withRetry(() => this.ctx.quarantine.write(bad)) : undefined,
     ]);
-    for (const b of bad) {
-      this.ctx.metrics.quarantined.inc({ partition: p, reason: b.reason });
+    if (bad.length > 0) {
+      const reasons: Record<string, number> = {};
+      for (const b of bad) {
+        this.ctx.metrics.quarantined.inc({ partition: p, reason: b.reason });
+        reasons[b.reason] = (reasons[b.reason] ?? 0) + 1;
+      }
+      // One line per batch, not per record; `exactlyonce quarantine list` shows each record.
       this.ctx.log.warn(
-        { partition: this.partition, offset: String(b.record.offset), reason: b.reason, detail: b.detail },
-        'record quarantined',
+        { partition: this.partition, offsets: bad.map((b) => String(b.record.offset)).slice(0, 20), reasons },
+        `quarantined ${bad.length} record${bad.length === 1 ? '' : 's'} of partition ${this.partition}`,
       );
     }
 

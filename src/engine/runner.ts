@@ -8,6 +8,7 @@ import { connect, isRetriableCassandraError, type Client } from '../cassandra/se
 import type { ConnectionConfig } from '../config.js';
 import { ExactlyOnceError, isExactlyOnceError } from '../errors.js';
 import { KafkaAdmin } from '../kafka/admin.js';
+import { kafkaUnavailable } from '../kafka/client.js';
 import { GroupConsumer, type StartOffset } from '../kafka/consumer.js';
 import { Producer } from '../kafka/producer.js';
 import type { Logger } from '../log.js';
@@ -120,7 +121,7 @@ export class Runner {
       logStart: async (p) => (await admin.watermarks(config.topic)).find((w) => w.partition === p)?.low ?? 0n,
     };
 
-    this.consumer = new GroupConsumer(config, {
+    const newConsumer = () => new GroupConsumer(config, {
       groupId: config.group,
       topic: config.topic,
       maxBatchSize: options.maxBatchSize,
@@ -138,7 +139,7 @@ export class Runner {
         }
       },
     });
-    await this.consumer.start(
+    const startConsumer = (consumer: GroupConsumer) => consumer.start(
       {
         onAssign: async (assigned) => {
           this.metrics.rebalanced('assign');
@@ -193,6 +194,22 @@ export class Runner {
         await task.process(records);
         if (task.status.state === 'stopped') this.consumer?.pause([partition]);
       },
+    );
+    // Joining needs the brokers: retried like every other Kafka call, each attempt with a new client
+    // (a client whose connect failed cannot connect again).
+    await this.retrying(
+      'Kafka',
+      async () => {
+        const consumer = newConsumer();
+        this.consumer = consumer;
+        try {
+          await startConsumer(consumer);
+        } catch (e) {
+          await consumer.stop();
+          throw isExactlyOnceError(e) ? e : kafkaUnavailable(config, e);
+        }
+      },
+      options.startupTimeoutMs,
     );
     this.metrics.watchLogEnds(() => admin.watermarks(config.topic), this.log);
     this.log.info({ topic: config.topic, group: config.group, partitions }, 'worker started');

@@ -25,6 +25,7 @@ export interface Watermarks {
 export class KafkaAdmin {
   private readonly admin: KafkaJSNamespace.Admin;
   private connected = false;
+  private closed = false;
 
   constructor(
     private readonly config: ConnectionConfig,
@@ -104,9 +105,10 @@ export class KafkaAdmin {
       .sort((a, b) => a.partition - b.partition);
   }
 
-  /** Idempotent. */
+  /** Idempotent; also releases a client whose connect failed. */
   async close(): Promise<void> {
-    if (!this.connected) return;
+    if (this.closed) return;
+    this.closed = true;
     this.connected = false;
     await this.admin.disconnect().catch(() => undefined);
   }

@@ -57,14 +57,15 @@ test("a worker's /metrics: exact per-partition counts, checkpoints, lag refreshe
   await waitStarted(worker);
   const health = await fetch(`http://127.0.0.1:${port}/healthz`);
   assert.equal(health.status, 200);
-  const ready = await waitFor(
+  // (A first assignment can be empty while the new topic's metadata reaches the client: then the
+  // worker is ready but owns nothing, until the next rebalance hands it the partitions.)
+  await waitFor(
     async () => {
       const r = await fetch(`http://127.0.0.1:${port}/readyz`);
-      return r.status === 200 ? r.text() : undefined;
+      return r.status === 200 && (await r.text()) === 'ready: owns partitions 0,1,2\n';
     },
-    { timeoutMs: 60_000, message: '/readyz answers 200' },
+    { timeoutMs: 60_000, message: '/readyz answers 200 "ready: owns partitions 0,1,2"' },
   );
-  assert.equal(ready, 'ready: owns partitions 0,1,2\n');
 
   // Partition 1: 300 events and 7 undecodable records; partition 2: 120 events; partition 0: 80 records (not read).
   const producer = new Producer(config);
@@ -128,14 +129,26 @@ test("a worker's /metrics: exact per-partition counts, checkpoints, lag refreshe
     .output()
     .split('\n')
     .filter((l) => l.startsWith('{'))
-    .map((l) => JSON.parse(l) as { msg: string; level: number });
+    .map((l) => JSON.parse(l) as { msg: string; level: number; server?: string });
   const msgs = lines.map((l) => l.msg);
+  const stateChanges = [
+    /^worker started$/,
+    /^stopping: /,
+    /^worker stopped$/,
+    /^assigned partitions /,
+    /^(revoked|lost) partitions /,
+    /^partition 0: checkpoint 50 is beyond the log end 0 /,
+    /^record quarantined$/,
+    // A server going away and coming back (the shared stack may be restarted by another test).
+    / is not answering|answers again$/,
+  ];
+  assert.deepEqual(msgs.filter((m) => !stateChanges.some((re) => re.test(m))), [], 'only state changes are logged');
   assert.equal(msgs.filter((s) => s === 'worker started').length, 1);
   assert.equal(msgs.filter((s) => s === 'worker stopped').length, 1);
-  assert.equal(msgs.filter((s) => s.startsWith('assigned partitions')).length, 1);
   assert.equal(msgs.filter((s) => s.startsWith('partition 0: checkpoint 50 is beyond the log end')).length, 1);
   assert.equal(msgs.filter((s) => s === 'record quarantined').length, 7);
-  assert.ok(lines.length <= 20, `few log lines for 507 records (${lines.length}):\n${msgs.join('\n')}`);
+  const ownLines = lines.filter((l) => l.server === undefined && l.msg !== 'record quarantined');
+  assert.ok(ownLines.length <= 10, `a handful of lines for 507 records (${ownLines.length}):\n${msgs.join('\n')}`);
 });
 
 test('lag between batches, stall and recovery: one log line each, from the log end refresh', async () => {
@@ -144,6 +157,7 @@ test('lag between batches, stall and recovery: one log line each, from the log e
   const log = {
     info: (_o: unknown, msg: string) => logged.push({ level: 'info', msg }),
     warn: (_o: unknown, msg: string) => logged.push({ level: 'warn', msg }),
+    debug: () => undefined,
   } as unknown as Logger;
   let high = 10n;
   metrics.partitionAssigned(4, 10n, { low: 0n, high: 10n });

@@ -33,6 +33,7 @@ interface LowLevelConsumer {
   unassign(): void;
   consume(n: number, cb: (err: unknown, messages: RawMessage[]) => void): void;
   setDefaultConsumeTimeout(ms: number): void;
+  setDefaultIsTimeoutOnlyForFirstMessage(only: boolean): void;
   on(event: 'partition.eof', listener: (e: { topic: string; partition: number; offset: number }) => void): void;
 }
 
@@ -81,6 +82,7 @@ export class LogReader {
       { 'auto.offset.reset': 'earliest' },
     );
     consumer.setDefaultConsumeTimeout(500);
+    consumer.setDefaultIsTimeoutOnlyForFirstMessage(true);
     await new Promise<void>((resolve, reject) =>
       consumer.connect({ timeout: 15_000 }, (err) => (err ? reject(new ExactlyOnceError('EO_KAFKA_UNAVAILABLE', `Kafka at ${config.brokers.join(',')} did not answer (${String(err)}); is the stack up? run \`exactlyonce stack up\``, { cause: err })) : resolve())),
     );
@@ -99,36 +101,46 @@ export class LogReader {
       let next = from;
       let lastProgress = Date.now();
       for (;;) {
-        const messages = await new Promise<RawMessage[]>((resolve, reject) => this.consumer.consume(chunk, (err, m) => (err ? reject(err) : resolve(m))));
+        // Fill one chunk from what the client has fetched; a call waits (500 ms at most) only for
+        // its first message, so a short partition or the end of one costs no idle wait.
         const records: SourceRecord[] = [];
-        let reached = false;
-        for (const m of messages) {
-          if (m.topic !== topic || m.partition !== partition) continue;
-          const offset = BigInt(m.offset);
-          if (offset < next) continue; // a re-delivery after a reconnect
-          if (offset >= until) {
-            reached = true;
-            break;
+        let done = false;
+        while (records.length < chunk && !done) {
+          const messages = await new Promise<RawMessage[]>((resolve, reject) =>
+            this.consumer.consume(chunk - records.length, (err, m) => (err ? reject(err) : resolve(m))),
+          );
+          for (const m of messages) {
+            if (m.topic !== topic || m.partition !== partition) continue;
+            const offset = BigInt(m.offset);
+            if (offset < next) continue; // a re-delivery after a reconnect
+            if (offset >= until) {
+              done = true;
+              break;
+            }
+            records.push({
+              topic,
+              partition,
+              offset,
+              key: m.key === null || m.key === undefined ? null : Buffer.isBuffer(m.key) ? m.key : Buffer.from(m.key),
+              value: m.value ?? null,
+              timestampMs: m.timestamp ?? 0,
+            });
+            next = offset + 1n;
           }
-          records.push({
-            topic,
-            partition,
-            offset,
-            key: m.key === null || m.key === undefined ? null : Buffer.isBuffer(m.key) ? m.key : Buffer.from(m.key),
-            value: m.value ?? null,
-            timestampMs: m.timestamp ?? 0,
-          });
-          next = offset + 1n;
+          if (next >= until) done = true;
+          if (messages.length > 0) {
+            lastProgress = Date.now();
+            continue;
+          }
+          // Nothing ready: the end of the partition (markers and aborted records are stepped over
+          // and reported as the end), or a slow broker.
+          const eof = this.eof as { partition: number; offset: number } | undefined;
+          if (eof !== undefined && eof.partition === partition && BigInt(eof.offset) >= until) done = true;
+          else if (records.length > 0) break;
+          else if (Date.now() - lastProgress > idleTimeoutMs) throw new IncompleteRead(partition, next);
         }
-        if (records.length > 0) {
-          lastProgress = Date.now();
-          yield { records };
-        }
-        if (reached || next >= until) return;
-        const eof = this.eof as { partition: number; offset: number } | undefined;
-        if (eof !== undefined && eof.partition === partition && BigInt(eof.offset) >= until && messages.length === 0) return;
-        if (messages.length > 0) lastProgress = Date.now();
-        else if (Date.now() - lastProgress > idleTimeoutMs) throw new IncompleteRead(partition, next);
+        if (records.length > 0) yield { records };
+        if (done) return;
       }
     } finally {
       this.consumer.unassign();
