@@ -14,7 +14,7 @@ import { KafkaAdmin } from '../src/kafka/admin.js';
 import { runCli, startCli, waitFor } from './helpers.js';
 
 export function connectionArgs(config: ConnectionConfig): string[] {
-  return ['--brokers', config.brokers.join(','), '--cassandra', config.cassandra.join(','), '--keyspace', config.keyspace, '--topic', config.topic, '--group', config.group];
+  return ['--brokers', config.brokers.join(','), '--cassandra', config.cassandra.join(','), '--keyspace', config.keyspace, '--topic', config.topic, '--alerts-topic', config.alertsTopic, '--group', config.group];
 }
 
 /** Starts a worker process (`exactlyonce run`) with a short session timeout, so tests rebalance fast. */

@@ -33,6 +33,10 @@ export class EventJob implements Job<Event> {
     this.alerts = new AlertWriter(this.options.rule, this.options.alertsTopic);
   }
 
+  get outputTopics(): readonly string[] {
+    return [this.options.alertsTopic];
+  }
+
   decode(record: SourceRecord): Decoded<Event> {
     return decodeEvent(record.value, this.options.maxRecordBytes);
   }

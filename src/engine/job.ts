@@ -42,6 +42,11 @@ export interface JobContext {
 }
 
 export interface Job<T> {
+  /**
+   * The topics the job publishes to, if any: the Runner checks at start that they exist (the stack
+   * does not create topics on first use, and a publish to a missing topic would stall every batch).
+   */
+  readonly outputTopics?: readonly string[];
   /** Pure and deterministic: the same record always decodes the same way. */
   decode(record: SourceRecord): Decoded<T>;
   /** Called once the Cassandra session is open (prepare statements, check tables). */

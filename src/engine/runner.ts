@@ -99,6 +99,11 @@ export class Runner {
     if (partitions === null) {
       throw new ExactlyOnceError('EO_TOPIC_MISMATCH', `topic ${config.topic} does not exist at ${config.brokers.join(',')}; run \`exactlyonce topic create\``);
     }
+    for (const topic of this.job.outputTopics ?? []) {
+      if ((await this.retrying('Kafka', () => admin.partitionCount(topic), options.startupTimeoutMs)) === null) {
+        throw new ExactlyOnceError('EO_TOPIC_MISMATCH', `output topic ${topic} does not exist at ${config.brokers.join(',')}; run \`exactlyonce topic create\` (it creates the alerts topic too)`);
+      }
+    }
     this.session = await this.retrying('Cassandra', () => connect(config, { keyspace: config.keyspace }), options.startupTimeoutMs);
     const session = this.session;
     await this.job.open({

@@ -5,15 +5,11 @@ import { freshKeyspace, freshTopic, testConfig } from '../helpers.js';
 import { assertAlertsExact, recomputeAlerts } from '../alerts-check.js';
 import { stopWorkers, assertExactlyOnce, generate, randomBetween, sleep, startWorker, waitDrained, waitStarted } from '../pipeline.js';
 
-function alertArgs(config: { alertsTopic: string }): string[] {
-  return ['--alerts-topic', config.alertsTopic];
-}
-
 test('the original test: 10 events per key raise alerts, equal to the recomputation, in the table and on the topic', async (t) => {
   const config = testConfig();
   const session = await freshKeyspace(t, config);
   await freshTopic(t, config, 3);
-  const worker = startWorker(t, config, alertArgs(config));
+  const worker = startWorker(t, config);
   await generate(config, ['--events-per-key', '10']);
   await waitDrained(session, config);
   // The original expected "at least 1" alert; we expect exactly the recomputed ones.
@@ -35,14 +31,14 @@ test('alerts are exact after 3 workers are killed and restarted at random, with 
     '--count', '24000', '--rate', '1000', '--clients', '12', '--sources', '4', '--health-mix', '0:30,1:20,2:50',
     '--late-ratio', '0.05', '--late-by-ms', '12000', '--bad-ratio', '0.005', '--seed', '2024',
   ]);
-  const workers = [0, 1, 2].map(() => startWorker(t, config, alertArgs(config)));
+  const workers = [0, 1, 2].map(() => startWorker(t, config));
   let kills = 0;
   for (let i = 0; i < 8; i++) {
     await sleep(randomBetween(1500, 3500));
     const k = Math.floor(Math.random() * workers.length);
     workers[k]!.kill('SIGKILL');
     await once(workers[k]!, 'exit');
-    workers[k] = startWorker(t, config, alertArgs(config));
+    workers[k] = startWorker(t, config);
     kills++;
   }
   await producing;
@@ -59,7 +55,7 @@ test('sliding windows (size 5 s, slide 1 s) are exact too', async (t) => {
   const session = await freshKeyspace(t, config);
   await freshTopic(t, config, 3);
   const rule = { windows: { sizeMs: 5000, slideMs: 1000 }, threshold: 10, health: 2 as const };
-  const worker = startWorker(t, config, [...alertArgs(config), '--window-ms', '5000', '--slide-ms', '1000']);
+  const worker = startWorker(t, config, ['--window-ms', '5000', '--slide-ms', '1000']);
   await generate(config, ['--count', '3000', '--rate', '500', '--clients', '6', '--sources', '3', '--health-mix', '0:50,2:50', '--seed', '77']);
   await waitDrained(session, config);
   const r = await assertAlertsExact(session, config, rule);

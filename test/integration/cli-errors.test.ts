@@ -1,6 +1,8 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { runCli } from '../helpers.js';
+import { KafkaAdmin } from '../../src/kafka/admin.js';
+import { freshKeyspace, runCli, testConfig } from '../helpers.js';
+import { connectionArgs } from '../pipeline.js';
 
 test('a bad flag value gets one line naming the flag, and exit code 2', async () => {
   const r = await runCli(['topic', 'create', '--brokers', 'nohost', '--partitions', '3']);
@@ -33,4 +35,24 @@ test('--help lists every command', async () => {
   const r = await runCli(['--help']);
   assert.equal(r.code, 0);
   for (const c of ['stack', 'schema', 'topic', 'generate', 'run', 'quarantine', 'cql']) assert.match(r.stdout, new RegExp(`\\n  ${c}\\b`));
+});
+
+test('a worker whose topic or alerts topic does not exist exits with one line saying what to run', async (t) => {
+  const config = testConfig();
+  await freshKeyspace(t, config);
+  const noTopic = await runCli(['run', ...connectionArgs(config)]);
+  assert.equal(noTopic.code, 5);
+  assert.equal(noTopic.stderr.split('\n').filter((l) => l.startsWith('error')).join('\n'), `error EO_TOPIC_MISMATCH: topic ${config.topic} does not exist at 127.0.0.1:9092; run \`exactlyonce topic create\``);
+  const admin = new KafkaAdmin(config);
+  t.after(async () => {
+    await admin.deleteTopic(config.topic).catch(() => undefined);
+    await admin.close();
+  });
+  await admin.ensureTopic({ topic: config.topic, partitions: 1, replicationFactor: 1 });
+  const noAlertsTopic = await runCli(['run', ...connectionArgs(config)]);
+  assert.equal(noAlertsTopic.code, 5);
+  assert.equal(
+    noAlertsTopic.stderr.split('\n').filter((l) => l.startsWith('error')).join('\n'),
+    `error EO_TOPIC_MISMATCH: output topic ${config.alertsTopic} does not exist at 127.0.0.1:9092; run \`exactlyonce topic create\` (it creates the alerts topic too)`,
+  );
 });

@@ -82,7 +82,7 @@ test("the dashboard in headless Chromium during a run: live numbers that move an
   const session = await freshKeyspace(t, config);
   await freshTopic(t, config, 3);
   const [port1, port2, dashboardPort] = [await freePort(), await freePort(), await freePort()];
-  const workerArgs = (port: number) => ['--metrics-port', String(port), '--alerts-topic', config.alertsTopic];
+  const workerArgs = (port: number) => ['--metrics-port', String(port)];
   const w1 = startWorker(t, config, workerArgs(port1));
   const w2 = startWorker(t, config, workerArgs(port2));
   // w1 is given with --workers; w2 is found only through the workers table.

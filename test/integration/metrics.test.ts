@@ -53,7 +53,7 @@ test("a worker's /metrics: exact per-partition counts, checkpoints, lag refreshe
     config.topic,
     0,
   ]);
-  const worker = startWorker(t, config, ['--metrics-port', String(port), '--alerts-topic', config.alertsTopic]);
+  const worker = startWorker(t, config, ['--metrics-port', String(port)]);
   await waitStarted(worker);
   const health = await fetch(`http://127.0.0.1:${port}/healthz`);
   assert.equal(health.status, 200);

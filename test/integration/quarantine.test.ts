@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { BAD_KINDS } from '../../src/app/generator.js';
 import { freshKeyspace, freshTopic, runCli, testConfig } from '../helpers.js';
-import { assertExactlyOnce, connectionArgs, generate, startWorker, waitDrained } from '../pipeline.js';
+import { assertExactlyOnce, generate, startWorker, waitDrained } from '../pipeline.js';
 
 test('every malformed kind is quarantined with its reason, every valid record stored, the worker keeps going', async (t) => {
   const config = testConfig();
@@ -30,5 +30,4 @@ test('every malformed kind is quarantined with its reason, every valid record st
   assert.equal(list.code, 0, list.stderr);
   const listed = list.stdout.trim().split('\n').map((l) => JSON.parse(l) as { reason: string });
   assert.equal(listed.length, ledger.quarantined);
-  void connectionArgs;
 });
