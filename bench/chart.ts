@@ -9,13 +9,26 @@ interface Bar {
   value: number;
   text: string;
   color: string;
+  /** Stacked parts (value = their sum), drawn left to right. */
+  parts?: Array<{ value: number; color: string }>;
 }
 
 const WIDTH = 900;
 const LABEL_W = 250;
 const BAR_W = 480;
 const ROW_H = 22;
-const COLORS = { ceiling: '#7f7f7f', baseline: '#1f77b4', eo: '#2ca02c', memory: '#9467bd', p50: '#9ecae1', p95: '#3182bd', p99: '#08519c' };
+const COLORS = {
+  ceiling: '#7f7f7f',
+  baseline: '#1f77b4',
+  eo: '#2ca02c',
+  memory: '#9467bd',
+  p50: '#9ecae1',
+  p95: '#3182bd',
+  p99: '#08519c',
+  client: '#ff7f0e',
+  cassandra: '#d62728',
+  kafka: '#8c564b',
+};
 
 const esc = (s: string) => s.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;');
 const fmt = (n: number) => Math.round(n).toLocaleString('en-US');
@@ -27,11 +40,14 @@ function panel(title: string, unit: string, bars: Bar[], top: number): { svg: st
   bars.forEach((b, i) => {
     const y = y0 + i * ROW_H;
     const w = Number.isFinite(b.value) ? Math.max(1, (b.value / max) * BAR_W) : 0;
-    parts.push(
-      `<text x="${LABEL_W - 8}" y="${y + 14}" text-anchor="end">${esc(b.label)}</text>`,
-      `<rect x="${LABEL_W}" y="${y + 3}" width="${w.toFixed(1)}" height="${ROW_H - 6}" fill="${b.color}"/>`,
-      `<text x="${LABEL_W + w + 6}" y="${y + 14}">${esc(b.text)}</text>`,
-    );
+    parts.push(`<text x="${LABEL_W - 8}" y="${y + 14}" text-anchor="end">${esc(b.label)}</text>`);
+    let x = LABEL_W;
+    for (const part of b.parts ?? [{ value: b.value, color: b.color }]) {
+      const pw = Number.isFinite(part.value) && b.value > 0 ? (part.value / b.value) * w : 0;
+      parts.push(`<rect x="${x.toFixed(1)}" y="${y + 3}" width="${pw.toFixed(1)}" height="${ROW_H - 6}" fill="${part.color}"/>`);
+      x += pw;
+    }
+    parts.push(`<text x="${LABEL_W + w + 6}" y="${y + 14}">${esc(b.text)}</text>`);
   });
   const axisY = y0 + bars.length * ROW_H + 4;
   parts.push(
@@ -49,7 +65,7 @@ export function renderChart(r: BenchResults): string {
     .map(([name, c]) => ({
       label: name,
       value: c.eventsPerSec,
-      text: `${fmt(c.eventsPerSec)}/s${baseline !== undefined && name !== 'baseline' && name !== 'ceiling' ? ` (${(c.eventsPerSec / baseline).toFixed(2)}× baseline)` : ''}`,
+      text: `${fmt(c.eventsPerSec)}/s${baseline !== undefined && !['baseline', 'ceiling', 'exactlyOnce1Alerts'].includes(name) ? ` (${(c.eventsPerSec / baseline).toFixed(2)}× baseline)` : ''}`,
       color: name === 'ceiling' ? COLORS.ceiling : name === 'baseline' ? COLORS.baseline : name.startsWith('memory') ? COLORS.memory : COLORS.eo,
     }));
   const latency: Bar[] = [];
@@ -69,12 +85,32 @@ export function renderChart(r: BenchResults): string {
     }
   }
 
+  const cpu: Bar[] = [];
+  for (const [name, c] of cases) {
+    const client = c.cpuMsPer1000Events ?? NaN;
+    const cass = c.serverCpuMsPer1000Events?.cassandra ?? NaN;
+    const kafka = c.serverCpuMsPer1000Events?.kafka ?? NaN;
+    if (![client, cass, kafka].every(Number.isFinite)) continue;
+    cpu.push({
+      label: name,
+      value: client + cass + kafka,
+      text: `${fmt(client)} + ${fmt(cass)} + ${fmt(kafka)} ms`,
+      color: COLORS.client,
+      parts: [
+        { value: client, color: COLORS.client },
+        { value: cass, color: COLORS.cassandra },
+        { value: kafka, color: COLORS.kafka },
+      ],
+    });
+  }
+
   const body: string[] = [];
   let y = 50;
   for (const [title, unit, bars] of [
     ['Throughput (events/s, higher is better)', 'events/s', throughput],
     ['End-to-end latency: produced → row readable (ms, lower is better)', 'ms', latency],
     ['Peak RSS per process (MiB)', 'MiB', memory],
+    ['CPU per 1,000 events: client (orange) + Cassandra (red) + Kafka (brown)', 'CPU ms', cpu],
   ] as const) {
     if (bars.length === 0) continue;
     const p = panel(title, unit, [...bars], y);

@@ -7,6 +7,7 @@ import { randomBytes } from 'node:crypto';
 import { applySchema } from '../src/cassandra/migrate.js';
 import { connect, type Client } from '../src/cassandra/session.js';
 import type { ConnectionConfig } from '../src/config.js';
+import { describe, ExactlyOnceError } from '../src/errors.js';
 import { KafkaAdmin } from '../src/kafka/admin.js';
 import type { BenchOptions } from './options.js';
 import { cpuSeconds, type BenchProcess } from './processes.js';
@@ -33,6 +34,29 @@ export function pause(ms: number, signal: AbortSignal): Promise<void> {
     signal.addEventListener('abort', onAbort, { once: true });
   });
 }
+
+/**
+ * Settles with `work`, or rejects when the run is interrupted or `timeoutMs` passes, whichever comes
+ * first: a step that hangs (a client call that never returns while a server restarts) cannot keep
+ * the run, and its clean-up, waiting forever.
+ */
+export function bounded<T>(work: Promise<T>, timeoutMs: number, what: string, signal: AbortSignal): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  let onAbort: (() => void) | undefined;
+  const stop = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new ExactlyOnceError('EO_STARTUP_TIMEOUT', `${what}: not done after ${Math.round(timeoutMs / 1000)}s`)), timeoutMs);
+    onAbort = () => reject(new BenchAborted());
+    if (signal.aborted) onAbort();
+    else signal.addEventListener('abort', onAbort, { once: true });
+  });
+  return Promise.race([work, stop]).finally(() => {
+    clearTimeout(timer);
+    signal.removeEventListener('abort', onAbort!);
+  });
+}
+
+/** A signal that never fires: for clean-up, which must run even after Ctrl-C. */
+const NEVER = new AbortController().signal;
 
 export class BenchContext {
   /** Random part of every name this run creates, so runs never collide with each other or with tests. */
@@ -96,18 +120,25 @@ export class BenchContext {
     await this.admin.ensureTopic({ topic: config.topic, partitions, replicationFactor: 1 });
   }
 
-  /** Drops one case's keyspace now (big ones would otherwise slow Cassandra down for later cases). */
+  /**
+   * Drops one case's keyspace now (big ones would otherwise slow Cassandra down for later cases). If
+   * that fails, it stays registered: the clean-up at the end tries again and says so if it cannot.
+   */
   async dropKeyspace(keyspace: string): Promise<void> {
     if (this.options.keep || !this.keyspaces.has(keyspace)) return;
-    this.keyspaces.delete(keyspace);
-    await this.session.execute(`DROP KEYSPACE IF EXISTS ${keyspace}`).catch(() => undefined);
+    await bounded(this.session.execute(`DROP KEYSPACE IF EXISTS ${keyspace}`), 60_000, `dropping ${keyspace}`, NEVER).then(
+      () => this.keyspaces.delete(keyspace),
+      () => undefined,
+    );
   }
 
-  /** Deletes one case's topic now. */
+  /** Deletes one case's topic now (or, failing that, at the end). */
   async deleteTopic(topic: string): Promise<void> {
     if (this.options.keep || !this.topics.has(topic)) return;
-    this.topics.delete(topic);
-    await this.admin.deleteTopic(topic).catch(() => undefined);
+    await bounded(this.admin.deleteTopic(topic), 60_000, `deleting ${topic}`, NEVER).then(
+      () => this.topics.delete(topic),
+      () => undefined,
+    );
   }
 
   /** CPU seconds used so far by each local server. */
@@ -149,8 +180,10 @@ export class BenchContext {
   async cleanup(): Promise<void> {
     await Promise.all([...this.processes].map((p) => p.stop()));
     if (!this.options.keep) {
-      for (const ks of this.keyspaces) await this.session.execute(`DROP KEYSPACE IF EXISTS ${ks}`).catch(() => undefined);
-      for (const t of this.topics) await this.admin.deleteTopic(t).catch(() => undefined);
+      const remove = (what: string, work: Promise<unknown>) =>
+        bounded(work, 60_000, what, NEVER).catch((e: unknown) => this.say(`  could not remove ${what} (remove it by hand): ${describe(e)}`));
+      for (const ks of this.keyspaces) await remove(`keyspace ${ks}`, this.session.execute(`DROP KEYSPACE IF EXISTS ${ks}`));
+      for (const t of this.topics) await remove(`topic ${t}`, this.admin.deleteTopic(t));
       this.keyspaces.clear();
       this.topics.clear();
     } else if (this.keyspaces.size + this.topics.size > 0) {

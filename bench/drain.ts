@@ -4,7 +4,7 @@
  * that process start-up and joining the group (the same for every case) are not counted.
  */
 import { fromLong } from '../src/cassandra/session.js';
-import { ExactlyOnceError } from '../src/errors.js';
+import { describe, ExactlyOnceError } from '../src/errors.js';
 import { pause, type BenchContext } from './context.js';
 
 /** A drain that has not moved for this long (ms) is stuck: fail the case instead of waiting for --case-timeout. */
@@ -35,11 +35,21 @@ export async function measureDrain(ctx: BenchContext, o: DrainOptions): Promise<
   const deadline = Date.now() + ctx.options.caseTimeoutSeconds * 1000;
   let lastZeroAt = Date.now();
   let lastChange = { at: Date.now(), count: -1 };
+  let lastError: unknown;
   let first: { at: number; count: number } | undefined;
   for (;;) {
     o.check();
     const at = Date.now();
-    const count = await o.progress();
+    // A server restarting (the stack is shared) is waited out like the workers wait it out; only a
+    // drain that stays stuck fails, below.
+    let count = Math.max(0, lastChange.count);
+    try {
+      count = await o.progress();
+      lastError = undefined;
+    } catch (e) {
+      lastError = e;
+      ctx.status(`${o.label}: cannot read progress (${describe(e)}); retrying`);
+    }
     if (count === 0) lastZeroAt = at;
     else if (first === undefined) {
       first = { at, count };
@@ -58,7 +68,8 @@ export async function measureDrain(ctx: BenchContext, o: DrainOptions): Promise<
     }
     if (count !== lastChange.count) lastChange = { at, count };
     if (at - lastChange.at > STALL_MS) {
-      throw new ExactlyOnceError('EO_STARTUP_TIMEOUT', `${o.label}: no progress for ${STALL_MS / 1000}s (stuck at ${count}/${o.total})`);
+      const why = lastError === undefined ? '' : `; last error reading it: ${describe(lastError)}`;
+      throw new ExactlyOnceError('EO_STARTUP_TIMEOUT', `${o.label}: no progress for ${STALL_MS / 1000}s (stuck at ${count}/${o.total})${why}`);
     }
     if (Date.now() > deadline) {
       throw new ExactlyOnceError('EO_STARTUP_TIMEOUT', `${o.label}: ${count}/${o.total} stored after ${ctx.options.caseTimeoutSeconds}s (--case-timeout)`);

@@ -1,21 +1,25 @@
 /**
  * End-to-end latency at a fixed rate: one worker owns a fresh topic; events are produced at `rate` per
  * second (each stamped with the wall clock as its event time when it is handed to the producer) while a
- * RowWatcher reads new rows back. Latency = first time the row was read − event time; only events
- * produced after the warm-up count. The figures are upper bounds by up to one poll interval.
+ * RowWatcher reads a sample of the rows back. Latency = first time the row was read − event time; only
+ * events produced after the warm-up count. The figures are upper bounds by up to one poll interval.
+ * The case ends when every sampled row was read and the worker's checkpoints reached the log end.
  */
 import { randomBytes } from 'node:crypto';
 import { encodeEvent } from '../src/app/event.js';
 import { ORIGINAL_CLIENTS, ORIGINAL_SOURCE, prng } from '../src/app/generator.js';
 import { ExactlyOnceError } from '../src/errors.js';
 import { Producer, type OutgoingRecord } from '../src/kafka/producer.js';
-import { pause, type BenchContext } from './context.js';
+import { bounded, pause, type BenchContext } from './context.js';
 import { startWorker, waitAssigned } from './processes.js';
+import { checkpointProgress } from './drain.js';
 import { cpuPer1000, processFacts, serverCpuPer1000, type CaseResult } from './results.js';
 import { quantile, RowWatcher } from './row-watcher.js';
 
 /** The producer is paced in steps of this many ms. */
-const TICK_MS = 5;
+const TICK_MS = 10;
+/** One record in this many (per partition) is watched. */
+const SAMPLE_EVERY = 10;
 
 export async function runLatency(ctx: BenchContext, percent: number, maxRate: number): Promise<CaseResult> {
   const o = ctx.options;
@@ -26,7 +30,8 @@ export async function runLatency(ctx: BenchContext, percent: number, maxRate: nu
   await ctx.freshKeyspace(config);
   await ctx.freshAlertsTopic(config, o.partitions);
   const worker = startWorker(ctx, config, `${name} worker`);
-  const watcher = new RowWatcher(ctx.session, config.keyspace, o.partitions, o.latencyPollMs);
+  const watcher = new RowWatcher(ctx.session, config.keyspace, o.partitions, o.latencyPollMs, SAMPLE_EVERY);
+  const checkpointed = checkpointProgress(ctx, config.keyspace, config.topic);
   const producer = new Producer(config);
   try {
     ctx.status(`${name}: starting the worker…`);
@@ -42,6 +47,7 @@ export async function runLatency(ctx: BenchContext, percent: number, maxRate: nu
     };
     const cpuAtStart = worker.cpuSeconds();
     const serversAtStart = ctx.serverCpu();
+    const benchCpuAtStart = process.cpuUsage();
     const started = Date.now();
     const measureFrom = started + o.latencyWarmupSeconds * 1000;
     const end = measureFrom + o.latencySeconds * 1000;
@@ -59,7 +65,9 @@ export async function runLatency(ctx: BenchContext, percent: number, maxRate: nu
         for (let i = 0; i < due; i++, sent++) {
           const client = ORIGINAL_CLIENTS[sent % ORIGINAL_CLIENTS.length]!;
           const id = BigInt.asIntN(64, BigInt(`0x${randomBytes(8).toString('hex')}`));
-          records.push({ key: client, value: encodeEvent({ id, ts: now, source: ORIGINAL_SOURCE, client, health: health() }), partition: sent % o.partitions });
+          const partition = sent % o.partitions;
+          records.push({ key: client, value: encodeEvent({ id, ts: now, source: ORIGINAL_SOURCE, client, health: health() }), partition });
+          watcher.sent(partition);
         }
         const p = producer.send(config.topic, records).catch((e: unknown) => {
           failure ??= e;
@@ -67,24 +75,29 @@ export async function runLatency(ctx: BenchContext, percent: number, maxRate: nu
         inFlight.add(p);
         void p.finally(() => inFlight.delete(p));
       }
-      ctx.status(`${name}: ${rate}/s for ${o.latencyWarmupSeconds}+${o.latencySeconds}s: produced ${sent}, readable ${watcher.count}`);
+      ctx.status(`${name}: ${rate}/s for ${o.latencyWarmupSeconds}+${o.latencySeconds}s: produced ${sent}, sampled rows readable ${watcher.progress.seen}/${watcher.progress.sampled}`);
       await pause(TICK_MS, ctx.signal);
     }
     await Promise.all(inFlight);
     if (failure !== undefined) throw failure;
     const producedSeconds = (Date.now() - started) / 1000;
 
-    // Every produced event must become readable; the worker may still be catching up.
+    // Every sampled row must become readable and every event be checkpointed; the worker may still be catching up.
     const deadline = Date.now() + 120_000;
-    while (watcher.count < sent) {
+    for (;;) {
       worker.assertRunning();
       watcher.check();
+      const { seen, sampled } = watcher.progress;
+      const stored = seen === sampled ? await checkpointed().catch(() => 0) : 0;
+      if (seen === sampled && stored >= sent) break;
       if (Date.now() > deadline) {
-        throw new ExactlyOnceError('EO_VERIFY_FAILED', `${name}: ${sent - watcher.count} of ${sent} produced events never became readable within 120s`, { details: worker.tail() });
+        const what = `${sampled - seen} of ${sampled} sampled rows are not readable and ${stored} of ${sent} events are checkpointed`;
+        throw new ExactlyOnceError('EO_VERIFY_FAILED', `${name}: 120s after the last event, ${what}`, { details: worker.tail() });
       }
-      ctx.status(`${name}: waiting for the last rows: ${watcher.count}/${sent}`);
+      ctx.status(`${name}: waiting for the last rows: sampled ${seen}/${sampled}`);
       await pause(50, ctx.signal);
     }
+    const benchCpu = process.cpuUsage(benchCpuAtStart);
     const serversAtEnd = ctx.serverCpu();
     await watcher.stop();
 
@@ -99,8 +112,9 @@ export async function runLatency(ctx: BenchContext, percent: number, maxRate: nu
       seconds: producedSeconds,
       processes,
       cpuMsPer1000Events: cpuPer1000(processes, sent),
-      // Includes the watcher's reads: a latency case's server figures are not comparable with the others.
+      // Include the watcher's reads, and the fixed costs of a live rate (small batches): not comparable with the drains.
       serverCpuMsPer1000Events: serverCpuPer1000(serversAtStart, serversAtEnd, sent),
+      benchCpuMsPer1000Events: Math.round((((benchCpu.user + benchCpu.system) / 1000) * 1000 / sent) * 10) / 10,
       latency: {
         targetRate: rate,
         percentOfMax: percent,
@@ -110,11 +124,12 @@ export async function runLatency(ctx: BenchContext, percent: number, maxRate: nu
         maxMs: counted[counted.length - 1] ?? NaN,
         samples: counted.length,
         pollMs: o.latencyPollMs,
+        sampleEvery: SAMPLE_EVERY,
       },
     };
   } finally {
     await watcher.stop();
-    await producer.close();
+    await bounded(producer.close(), 30_000, 'closing the producer', new AbortController().signal).catch(() => undefined);
     await worker.stop();
     await ctx.dropKeyspace(config.keyspace);
     await ctx.deleteTopic(config.topic);

@@ -3,7 +3,9 @@
  * self time per function and per module (a package of node_modules, a file of ours, Node's internals,
  * GC, idle), so that "where does the time go" has a short answer.
  *
- *   node --import tsx bench/profile-summary.ts DIR/*.cpuprofile [--top 25]
+ *   node --import tsx bench/profile-summary.ts DIR/*.cpuprofile [--top 25] [--skip-seconds 5]
+ *
+ * --skip-seconds leaves out the first seconds of each profile (start-up: loading and compiling modules).
  */
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
@@ -36,13 +38,16 @@ export function moduleOf(url: string, fn: string): string {
   return u;
 }
 
-export function summarise(profile: Profile): { totalMs: number; byFunction: Map<string, number>; byModule: Map<string, number> } {
+export function summarise(profile: Profile, skipMs = 0): { totalMs: number; byFunction: Map<string, number>; byModule: Map<string, number> } {
   const byId = new Map(profile.nodes.map((n) => [n.id, n]));
   const selfUs = new Map<number, number>();
   if (profile.samples !== undefined && profile.timeDeltas !== undefined) {
     // Each sample's time is the delta to the next sample.
+    let at = 0;
     for (let i = 0; i < profile.samples.length; i++) {
+      at += profile.timeDeltas[i]!;
       const dt = profile.timeDeltas[i + 1] ?? 0;
+      if (at < skipMs * 1000) continue;
       selfUs.set(profile.samples[i]!, (selfUs.get(profile.samples[i]!) ?? 0) + dt);
     }
   } else {
@@ -74,15 +79,17 @@ if (isMain) {
   const args = process.argv.slice(2);
   const topAt = args.indexOf('--top');
   const top = topAt >= 0 ? Number(args.splice(topAt, 2)[1]) : 25;
+  const skipAt = args.indexOf('--skip-seconds');
+  const skip = skipAt >= 0 ? Number(args.splice(skipAt, 2)[1]) : 0;
   if (args.length === 0) {
-    process.stderr.write('usage: node --import tsx bench/profile-summary.ts FILE.cpuprofile… [--top N]\n');
+    process.stderr.write('usage: node --import tsx bench/profile-summary.ts FILE.cpuprofile… [--top N] [--skip-seconds S]\n');
     process.exit(2);
   }
   const byFunction = new Map<string, number>();
   const byModule = new Map<string, number>();
   let total = 0;
   for (const file of args) {
-    const s = summarise(JSON.parse(readFileSync(file, 'utf8')) as Profile);
+    const s = summarise(JSON.parse(readFileSync(file, 'utf8')) as Profile, skip);
     total += s.totalMs;
     for (const [k, v] of s.byFunction) byFunction.set(k, (byFunction.get(k) ?? 0) + v);
     for (const [k, v] of s.byModule) byModule.set(k, (byModule.get(k) ?? 0) + v);

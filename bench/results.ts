@@ -21,8 +21,10 @@ export interface CaseResult {
   cpuMsPer1000Events?: number | null;
   /** CPU milliseconds per 1,000 events the local Kafka and Cassandra servers used during the case. */
   serverCpuMsPer1000Events?: { kafka: number | null; cassandra: number | null };
+  /** Latency cases: CPU ms per 1,000 events of the bench process itself (producing and watching). */
+  benchCpuMsPer1000Events?: number;
   /** Latency cases: produce time → row readable, in ms. */
-  latency?: { targetRate: number; percentOfMax: number; p50Ms: number; p95Ms: number; p99Ms: number; maxMs: number; samples: number; pollMs: number };
+  latency?: { targetRate: number; percentOfMax: number; p50Ms: number; p95Ms: number; p99Ms: number; maxMs: number; samples: number; pollMs: number; sampleEvery: number };
   /** The ceiling's concurrency sweep. */
   sweep?: Array<{ concurrency: number; eventsPerSec: number }>;
   /** The ceiling: the concurrency used for the measured run. */
@@ -51,6 +53,8 @@ export interface BenchResults {
     exactlyOnceToCeiling: number | null;
     /** N-worker exactly-once events/s over the baseline's. */
     exactlyOnceNToBaseline: number | null;
+    /** 1-worker exactly-once events/s with all events Critical (alerts) over without. */
+    alertsToExactlyOnce: number | null;
   };
 }
 

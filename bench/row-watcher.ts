@@ -1,45 +1,66 @@
 /**
- * Sees rows of `events` become readable: every `pollMs` it reads, for each partition, the rows at or
- * above the lowest offset not yet seen (the table is clustered by offset, so this is one slice of one
- * Cassandra partition), and records for each new row the time it was first read minus its event time
- * (`ts`, set to the wall clock when the event was produced). Same machine, same clock.
+ * Sees sampled rows of `events` become readable. The latency case's topic is fresh and written by one
+ * idempotent producer with explicit partitions, so the k-th record sent to partition p has offset k:
+ * every `sampleEvery`-th record of each partition is watched, and every `pollMs` the oldest watched
+ * offsets not seen yet are read with one `offset IN (…)` query per partition (a handful of rows, so
+ * that the watcher adds little load to the machine it measures). For each row found, the latency is
+ * the time it was first read minus its event time (`ts`, set to the wall clock when the event was
+ * handed to the producer). Same machine, same clock.
  */
 import type { Client } from '../src/cassandra/session.js';
 import { toLong } from '../src/cassandra/session.js';
 
+/** Most offsets asked for per partition and poll (the oldest first: rows become readable roughly in order). */
+const MAX_IN = 100;
+
 export class RowWatcher {
-  /** Per partition: every offset below `floor` has been seen; `above` holds those seen above it. */
-  private readonly seen: Array<{ floor: bigint; above: Set<bigint> }>;
-  /** Event time and latency of every row seen, in ms. */
+  /** Per partition: records sent so far (= the next offset), and the sampled offsets not yet seen. */
+  private readonly partitions: Array<{ sent: number; pending: number[] }>;
+  /** Event time and latency of every sampled row seen, in ms. */
   readonly ts: number[] = [];
   readonly latencyMs: number[] = [];
+  private sampled = 0;
   private running = false;
   private loop: Promise<void> | undefined;
-  private failure: unknown;
+  /** The first of an unbroken run of failed polls, and its error. */
+  private failing: { since: number; error: unknown } | undefined;
 
   constructor(
     private readonly session: Client,
     private readonly keyspace: string,
     partitions: number,
     private readonly pollMs: number,
+    private readonly sampleEvery: number,
   ) {
-    this.seen = Array.from({ length: partitions }, () => ({ floor: 0n, above: new Set<bigint>() }));
+    this.partitions = Array.from({ length: partitions }, () => ({ sent: 0, pending: [] }));
   }
 
-  get count(): number {
-    return this.ts.length;
+  /** Called for every record handed to the producer, in send order. */
+  sent(partition: number): void {
+    const p = this.partitions[partition]!;
+    if (p.sent % this.sampleEvery === 0) {
+      p.pending.push(p.sent);
+      this.sampled++;
+    }
+    p.sent++;
+  }
+
+  /** Sampled rows seen so far, and sampled in all. */
+  get progress(): { seen: number; sampled: number } {
+    return { seen: this.ts.length, sampled: this.sampled };
   }
 
   start(): void {
     this.running = true;
-    const query = `SELECT offset, ts FROM ${this.keyspace}.events WHERE partition = ? AND offset >= ?`;
+    const query = `SELECT offset, ts FROM ${this.keyspace}.events WHERE partition = ? AND offset IN ?`;
     this.loop = (async () => {
       while (this.running) {
         const started = Date.now();
         try {
-          await Promise.all(this.seen.map((s, p) => this.poll(query, p, s)));
+          await Promise.all(this.partitions.map((p, i) => (p.pending.length > 0 ? this.poll(query, i, p) : undefined)));
+          this.failing = undefined;
         } catch (e) {
-          this.failure ??= e;
+          this.failing ??= { since: Date.now(), error: e };
         }
         const wait = this.pollMs - (Date.now() - started);
         if (wait > 0) await new Promise((r) => setTimeout(r, wait));
@@ -47,23 +68,23 @@ export class RowWatcher {
     })();
   }
 
-  private async poll(query: string, partition: number, s: { floor: bigint; above: Set<bigint> }): Promise<void> {
-    const r = await this.session.execute(query, [partition, toLong(s.floor)], { prepare: true, fetchSize: 100_000 });
+  private async poll(query: string, partition: number, p: { pending: number[] }): Promise<void> {
+    const asked = p.pending.slice(0, MAX_IN);
+    const r = await this.session.execute(query, [partition, asked.map((o) => toLong(BigInt(o)))], { prepare: true });
     const now = Date.now();
+    const found = new Set<number>();
     for (const row of r.rows) {
-      const offset = BigInt(row['offset'].toString());
-      if (offset < s.floor || s.above.has(offset)) continue;
-      s.above.add(offset);
+      found.add(Number(row['offset'].toString()));
       const ts = (row['ts'] as Date).getTime();
       this.ts.push(ts);
       this.latencyMs.push(now - ts);
     }
-    while (s.above.delete(s.floor)) s.floor++;
+    if (found.size > 0) p.pending = p.pending.filter((o) => !found.has(o));
   }
 
-  /** Throws the first error a poll hit (Cassandra timing out under load, say). */
+  /** Throws when polls have failed for a minute without a break (a short Cassandra restart is waited out). */
   check(): void {
-    if (this.failure !== undefined) throw this.failure;
+    if (this.failing !== undefined && Date.now() - this.failing.since > 60_000) throw this.failing.error;
   }
 
   async stop(): Promise<void> {

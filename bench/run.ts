@@ -11,7 +11,7 @@ import { ExactlyOnceError } from '../src/errors.js';
 import { runAlerts } from './alerts.js';
 import { runBaseline } from './baseline.js';
 import { runCeiling } from './ceiling.js';
-import { BenchContext } from './context.js';
+import { BenchContext, bounded } from './context.js';
 import { runExactlyOnce } from './exactly-once.js';
 import { runLatency } from './latency.js';
 import { machine, versions } from './machine.js';
@@ -92,7 +92,7 @@ export async function runBench(base: ConnectionConfig, o: BenchOptions, hooks: R
       const load0 = os.loadavg()[0]!;
       ctx.say(`[${i + 1}/${steps.length}] ${title}   (load average ${load0.toFixed(1)})`);
       const before = new Set(Object.values(cases));
-      await step();
+      await bounded(step(), (o.caseTimeoutSeconds + 120) * 1000, title, ctx.signal);
       for (const c of Object.values(cases)) if (!before.has(c)) c.loadAverage ??= [round2(load0), round2(os.loadavg()[0]!)];
       ctx.say(`  (${((Date.now() - t0) / 1000).toFixed(1)}s)`);
     }
@@ -117,6 +117,7 @@ export async function runBench(base: ConnectionConfig, o: BenchOptions, hooks: R
         exactlyOnceToBaseline: div(eo1, baseline),
         exactlyOnceToCeiling: div(eo1, ceiling),
         exactlyOnceNToBaseline: div(eoN, baseline),
+        alertsToExactlyOnce: div(cases['exactlyOnce1Alerts']?.eventsPerSec, eo1),
       },
     };
   } finally {

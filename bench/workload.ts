@@ -9,7 +9,7 @@ import { decodeEvent, type Event } from '../src/app/event.js';
 import { generate, type GeneratorOptions } from '../src/app/generator.js';
 import type { ConnectionConfig } from '../src/config.js';
 import { Producer, type OutgoingRecord } from '../src/kafka/producer.js';
-import type { BenchContext } from './context.js';
+import { BenchAborted, bounded, type BenchContext } from './context.js';
 
 export interface Workload {
   events: number;
@@ -88,14 +88,16 @@ export async function produceWorkload(ctx: BenchContext, config: ConnectionConfi
   };
   try {
     for (const r of workloadRecords(w)) {
-      if (failure !== undefined || ctx.signal.aborted) break;
+      if (failure !== undefined) break;
+      if (ctx.signal.aborted) throw new BenchAborted();
       chunk.push(r);
       if (chunk.length >= CHUNK) await flush();
     }
     if (chunk.length > 0 && failure === undefined) await flush();
     await Promise.all(inFlight);
   } finally {
-    await producer.close();
+    // Closing flushes; it must not hang the run when Kafka went away.
+    await bounded(producer.close(), 30_000, 'closing the producer', new AbortController().signal).catch(() => undefined);
   }
   if (failure !== undefined) throw failure;
   return w.events / Math.max(0.001, (Date.now() - started) / 1000);
