@@ -12,11 +12,11 @@ typecheck: deps
 	npx tsc --noEmit
 
 test-unit: deps
-	node --import tsx --test $$(find test/unit -name '*.test.ts' | sort)
+	node --import tsx --test --test-force-exit $$(find test/unit -name '*.test.ts' | sort)
 
 # Starts the stack if it is not running and stops it afterwards only in that case.
 test-integration: deps
-	@scripts/with-stack.sh node --import tsx --test --test-concurrency=1 --test-timeout=1200000 $$(find test/integration -name '*.test.ts' | sort)
+	@scripts/with-stack.sh node --import tsx --test --test-force-exit --test-concurrency=1 --test-timeout=1200000 $$(find test/integration -name '*.test.ts' | sort)
 
 test: typecheck test-unit test-integration
 
