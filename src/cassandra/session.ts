@@ -46,6 +46,12 @@ export async function connect(config: ConnectionConfig, options: SessionOptions 
     queryOptions: { consistency: consistencies.localQuorum, prepare: true },
     pooling: { coreConnectionsPerHost: { [cassandra.types.distance.local]: 2 } },
   });
+  // Works around a driver bug (4.10): when every contact point was down (a Cassandra restart), the
+  // control connection re-initialises and replaces each Host object without shutting the old one
+  // down; the old host's pool keeps reconnecting on its own, and its sockets outlive shutdown().
+  client.on('hostRemove', (host: { shutdown?: (waitForPending: boolean) => Promise<void> }) => {
+    void host.shutdown?.(false).catch(() => undefined);
+  });
   try {
     await client.connect();
   } catch (e) {
