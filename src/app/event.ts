@@ -38,7 +38,7 @@ export type QuarantineReason = (typeof QuarantineReasons)[number];
 const INT64_MIN = -(2n ** 63n);
 const INT64_MAX = 2n ** 63n - 1n;
 /** The range of a JavaScript Date (and well inside Cassandra's timestamp), in ms. */
-const TS_LIMIT = 8_640_000_000_000_000;
+const TS_LIMIT = 8_640_000_000_000_000n;
 const utf8 = new TextDecoder('utf-8', { fatal: true });
 
 export const DEFAULT_MAX_RECORD_BYTES = 64 * 1024;
@@ -56,6 +56,43 @@ export function decodeEvent(value: Buffer | null, maxBytes = DEFAULT_MAX_RECORD_
   } catch {
     return bad('not_utf8', 'the value is not valid UTF-8');
   }
+  return decodeCanonical(text) ?? decodeJson(text);
+}
+
+/** A JSON integer literal (no fraction, no exponent), and a JSON string literal. */
+const INT = '(-?(?:0|[1-9][0-9]*))';
+const STR = '("(?:[^"\\\\\\u0000-\\u001f]|\\\\.)*")';
+/** The exact text `encodeEvent` (and so the generator) writes: no whitespace, fields in this order. */
+const CANONICAL = new RegExp(`^\\{"id":${INT},"ts":${INT},"source":${STR},"client":${STR},"health":${INT}\\}$`);
+
+/**
+ * The fast path, for the canonical text only: a match, BigInt of each integer and JSON.parse of each
+ * string give exactly what the general path gives for that text (a unit test compares the two on many
+ * texts), with a fraction of its allocations. Undefined when the text is not canonical (or a string
+ * has an invalid escape): the general path then decides. Exported for its test.
+ */
+export function decodeCanonical(text: string): Decoded<Event> | undefined {
+  const m = CANONICAL.exec(text);
+  if (m === null) return undefined;
+  let source: string;
+  let client: string;
+  try {
+    source = JSON.parse(m[3]!) as string;
+    client = JSON.parse(m[4]!) as string;
+  } catch {
+    return undefined;
+  }
+  const id = BigInt(m[1]!);
+  if (id < INT64_MIN || id > INT64_MAX) return bad('id_out_of_range', `id ${id} is outside int64`);
+  const ts = BigInt(m[2]!);
+  if (ts < -TS_LIMIT || ts > TS_LIMIT) return bad('ts_out_of_range', `ts ${ts} is outside ±${TS_LIMIT}`);
+  const health = BigInt(m[5]!);
+  if (health !== 0n && health !== 1n && health !== 2n) return bad('invalid_health', `health ${health} is not 0, 1 or 2`);
+  return { ok: true, value: { id, ts: Number(ts), source, client, health: Number(health) as HealthCode } };
+}
+
+/** The general path: any JSON text, numbers parsed losslessly. Exported for the fast path's test. */
+export function decodeJson(text: string): Decoded<Event> {
   let doc: unknown;
   try {
     doc = parse(text);

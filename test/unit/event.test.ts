@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { decodeEvent, encodeEvent, type Event } from '../../src/app/event.js';
+import { decodeCanonical, decodeEvent, decodeJson, encodeEvent, type Event } from '../../src/app/event.js';
 
 const b = (s: string) => Buffer.from(s, 'utf8');
 const valid = { id: 1, ts: 1700000000000, source: 'My Router', client: 'c', health: 2 };
@@ -69,4 +69,36 @@ test('the size limit is inclusive', () => {
 
 test('extra fields are ignored', () => {
   assert.equal(decodeEvent(json({ ...valid, extra: [1, 2] })).ok, true);
+});
+
+test('the fast path for canonical text decodes exactly as the general JSON path, on valid and invalid values', () => {
+  let x = 0x2545f4914f6cdd1dn;
+  const next = () => (x = BigInt.asUintN(64, x * 6364136223846793005n + 1442695040888963407n));
+  const pick = <T>(xs: readonly T[]): T => xs[Number(next() % BigInt(xs.length))]!;
+  const ints = ['0', '-0', '1', '-1', '2', '3', '9223372036854775807', '9223372036854775808', '-9223372036854775808', '-9223372036854775809',
+    '8640000000000000', '8640000000000001', '-8640000000000000', '-8640000000000001', '99999999999999999999999', '1700000000000'];
+  const strings = ['"My Router"', '""', '"é \\"q\\" \\\\ \\/"', '"\\u0000\\u001f\\n\\t"', '"\\ud800"', '"\\ud83d\\ude00 😀"', '"\\x"', '"a\\u12"', '"tab\there"'];
+  const texts: string[] = [];
+  for (let i = 0; i < 5000; i++) {
+    const id = next() % 3n === 0n ? String(BigInt.asIntN(64, next())) : pick(ints);
+    texts.push(`{"id":${id},"ts":${pick(ints)},"source":${pick(strings)},"client":${pick(strings)},"health":${next() % 5n === 0n ? pick(ints) : pick(['0', '1', '2'])}}`);
+  }
+  // Near misses: not canonical, so the general path decides; both must still agree.
+  texts.push('{"id":1,"ts":2,"source":"s","client":"c","health":2,"x":1}', '{ "id":1,"ts":2,"source":"s","client":"c","health":2}',
+    '{"id":01,"ts":2,"source":"s","client":"c","health":2}', '{"id":1.0,"ts":2,"source":"s","client":"c","health":2}',
+    '{"ts":2,"id":1,"source":"s","client":"c","health":2}', '{"id":1,"ts":2,"source":"s","client":"c","health":2}\n');
+  let fast = 0;
+  let fastValid = 0;
+  for (const t of texts) {
+    const general = decodeJson(t);
+    assert.deepEqual(decodeEvent(b(t)), general, t);
+    const f = decodeCanonical(t);
+    if (f === undefined) continue;
+    fast++;
+    if (f.ok) fastValid++;
+    assert.deepEqual(f, general, t);
+  }
+  // The fast path must really be taken, for valid and for invalid values.
+  assert.ok(fastValid > 500 && fast - fastValid > 500, `fast path taken ${fast} times, ${fastValid} valid`);
+  assert.notEqual(decodeCanonical(encodeEvent({ id: -1n, ts: 5, source: 'é "q"', client: '\u0000', health: 2 })), undefined);
 });
