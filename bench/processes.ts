@@ -173,12 +173,28 @@ export function startWorker(ctx: BenchContext, config: ConnectionConfig, label: 
   // Node refuses --cpu-prof in NODE_OPTIONS, so a profiled worker is started as bin/exactlyonce
   // starts it (node, the tsx loader, src/cli/main.ts) with the profiler flags added. The profile is
   // written when the worker exits cleanly (SIGTERM).
-  return start(ctx, label, process.execPath, [...profileArgs(ctx, label), '--import', tsxLoader, `${repoRoot}src/cli/main.ts`, ...args], env);
+  const memory = workerMemory();
+  return start(ctx, label, process.execPath, [...memory.args, ...profileArgs(ctx, label), '--import', tsxLoader, `${repoRoot}src/cli/main.ts`, ...args], { ...memory.env, ...env });
 }
 
-/** One of the bench's child scripts (bench/<script>.ts), run through tsx like the CLI. */
-export function startScript(ctx: BenchContext, label: string, script: string, args: string[]): BenchProcess {
-  return start(ctx, label, process.execPath, [...profileArgs(ctx, label), '--import', tsxLoader, `${repoRoot}bench/${script}.ts`, ...args], nodeOptions(ctx));
+/**
+ * What bin/exactlyonce gives a worker (`run`) to bound its memory: the same for a profiled worker and
+ * for the baseline consumer, so that they differ from a worker only in the exactly-once machinery.
+ */
+function workerMemory(): { args: string[]; env: Record<string, string> } {
+  return {
+    args: [`--max-old-space-size=${process.env['EXACTLYONCE_WORKER_HEAP_MB'] ?? 512}`],
+    env: { MALLOC_ARENA_MAX: process.env['MALLOC_ARENA_MAX'] ?? '2' },
+  };
+}
+
+/**
+ * One of the bench's child scripts (bench/<script>.ts), run through tsx like the CLI; `asWorker` gives
+ * it a worker's memory settings (the baseline consumer; not the ceiling, which holds all its rows).
+ */
+export function startScript(ctx: BenchContext, label: string, script: string, args: string[], asWorker = false): BenchProcess {
+  const memory = asWorker ? workerMemory() : { args: [], env: {} };
+  return start(ctx, label, process.execPath, [...memory.args, ...profileArgs(ctx, label), '--import', tsxLoader, `${repoRoot}bench/${script}.ts`, ...args], { ...memory.env, ...nodeOptions(ctx) });
 }
 
 /** Waits until a worker has joined the group and been given its partitions. */

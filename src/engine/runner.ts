@@ -27,7 +27,10 @@ export interface RunnerOptions {
   maxBatchSize: number;
   /** Partitions processed concurrently (default 8). */
   concurrency: number;
-  /** Prefetch bound in KiB: memory stays bounded however far behind the worker is (default 32768). */
+  /**
+   * Prefetch bound in KiB: memory stays bounded however far behind the worker is (default 8192; the
+   * JavaScript objects of the prefetched records take about 4× this on the heap).
+   */
   maxBufferKb: number;
   /** Group session timeout in ms: how long a silent worker keeps its partitions (default 10000). */
   sessionTimeoutMs: number;
@@ -42,7 +45,7 @@ export interface RunnerOptions {
 export const defaultRunnerOptions: RunnerOptions = {
   maxBatchSize: 2000,
   concurrency: 8,
-  maxBufferKb: 32 * 1024,
+  maxBufferKb: 8 * 1024,
   sessionTimeoutMs: 10_000,
   metadataRefreshMs: 10_000,
   maxQuarantineBytes: DEFAULT_MAX_RAW_BYTES,
