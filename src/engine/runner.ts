@@ -104,7 +104,7 @@ export class Runner {
     }
     for (const topic of this.job.outputTopics ?? []) {
       if ((await this.retrying('Kafka', () => admin.partitionCount(topic), options.startupTimeoutMs)) === null) {
-        throw new ExactlyOnceError('EO_TOPIC_MISMATCH', `output topic ${topic} does not exist at ${config.brokers.join(',')}; run \`exactlyonce topic create\` (it creates the alerts topic too)`);
+        throw new ExactlyOnceError('EO_TOPIC_MISMATCH', `output topic ${topic} does not exist at ${config.brokers.join(',')}; run \`exactlyonce topic create\``);
       }
     }
     this.session = await this.retrying('Cassandra', () => connect(config, { keyspace: config.keyspace }), options.startupTimeoutMs);

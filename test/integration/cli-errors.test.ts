@@ -53,6 +53,6 @@ test('a worker whose topic or alerts topic does not exist exits with one line sa
   assert.equal(noAlertsTopic.code, 5);
   assert.equal(
     noAlertsTopic.stderr.split('\n').filter((l) => l.startsWith('error')).join('\n'),
-    `error EO_TOPIC_MISMATCH: output topic ${config.alertsTopic} does not exist at 127.0.0.1:9092; run \`exactlyonce topic create\` (it creates the alerts topic too)`,
+    `error EO_TOPIC_MISMATCH: output topic ${config.alertsTopic} does not exist at 127.0.0.1:9092; run \`exactlyonce topic create\``,
   );
 });
