@@ -183,7 +183,7 @@ export function startWorker(ctx: BenchContext, config: ConnectionConfig, label: 
  */
 function workerMemory(): { args: string[]; env: Record<string, string> } {
   return {
-    args: [`--max-old-space-size=${process.env['EXACTLYONCE_WORKER_HEAP_MB'] ?? 512}`, '--max-semi-space-size=64'],
+    args: [`--max-old-space-size=${process.env['EXACTLYONCE_WORKER_HEAP_MB'] ?? 512}`],
     env: { MALLOC_ARENA_MAX: process.env['MALLOC_ARENA_MAX'] ?? '2' },
   };
 }

@@ -54,8 +54,11 @@ export function formatResults(r: BenchResults): string {
   return lines.join('\n');
 }
 
-/** Writes `<out>/bench-<time>.json` and `.svg`, and the same as `latest.json` / `latest.svg`. */
-export function writeResults(r: BenchResults, outDir: string): { json: string; svg: string } {
+/**
+ * Writes `<out>/bench-<time>.json` and `.svg`, and, for a run of every case (`asLatest`), the same as
+ * `latest.json` / `latest.svg` (what the README shows: a partial run must not replace it).
+ */
+export function writeResults(r: BenchResults, outDir: string, asLatest: boolean): { json: string; svg: string } {
   mkdirSync(outDir, { recursive: true });
   const stamp = r.startedAt.replace(/[:]/g, '').replace(/\.\d+Z$/, 'Z');
   const json = `${JSON.stringify(r, null, 2)}\n`;
@@ -63,7 +66,9 @@ export function writeResults(r: BenchResults, outDir: string): { json: string; s
   const base = path.join(outDir, `bench-${stamp}`);
   writeFileSync(`${base}.json`, json);
   writeFileSync(`${base}.svg`, svg);
-  writeFileSync(path.join(outDir, 'latest.json'), json);
-  writeFileSync(path.join(outDir, 'latest.svg'), svg);
+  if (asLatest) {
+    writeFileSync(path.join(outDir, 'latest.json'), json);
+    writeFileSync(path.join(outDir, 'latest.svg'), svg);
+  }
   return { json: `${base}.json`, svg: `${base}.svg` };
 }

@@ -138,9 +138,11 @@ export function benchCommand(): Command {
           onKill: (k) => (kill = k),
           command: `exactlyonce ${process.argv.slice(2).join(' ')}`,
         });
-        const files = writeResults(results, options.outDir);
+        const everyCase = CASE_GROUPS.every((g) => options.cases.has(g));
+        const files = writeResults(results, options.outDir, everyCase);
         process.stdout.write(`${formatResults(results)}\n`);
         process.stderr.write(`results: ${files.json}\nchart:   ${files.svg}\n`);
+        if (!everyCase) process.stderr.write('(not every case ran: latest.json / latest.svg are left as they were)\n');
         return 0;
       } catch (e) {
         if (e instanceof BenchAborted || abort.signal.aborted) {
