@@ -82,13 +82,7 @@ export function decodeCanonical(text: string): Decoded<Event> | undefined {
   } catch {
     return undefined;
   }
-  const id = BigInt(m[1]!);
-  if (id < INT64_MIN || id > INT64_MAX) return bad('id_out_of_range', `id ${id} is outside int64`);
-  const ts = BigInt(m[2]!);
-  if (ts < -TS_LIMIT || ts > TS_LIMIT) return bad('ts_out_of_range', `ts ${ts} is outside ±${TS_LIMIT}`);
-  const health = BigInt(m[5]!);
-  if (health !== 0n && health !== 1n && health !== 2n) return bad('invalid_health', `health ${health} is not 0, 1 or 2`);
-  return { ok: true, value: { id, ts: Number(ts), source, client, health: Number(health) as HealthCode } };
+  return validate(BigInt(m[1]!), BigInt(m[2]!), source, client, BigInt(m[5]!));
 }
 
 /** The general path: any JSON text, numbers parsed losslessly. Exported for the fast path's test. */
@@ -107,21 +101,23 @@ export function decodeJson(text: string): Decoded<Event> {
     if (!(field in o)) return bad('missing_field', field);
     if (o[field] === null) return bad('null_value', field);
   }
-  const id = integer(o['id']);
+  return validate(integer(o['id']), integer(o['ts']), o['source'], o['client'], integer(o['health']));
+}
+
+/**
+ * The checks both paths share, in the order that decides which reason a record with several faults
+ * gets; an integer field is undefined when the JSON value was not an integer.
+ */
+function validate(id: bigint | undefined, ts: bigint | undefined, source: unknown, client: unknown, health: bigint | undefined): Decoded<Event> {
   if (id === undefined) return bad('wrong_type', 'id: expected an integer');
   if (id < INT64_MIN || id > INT64_MAX) return bad('id_out_of_range', `id ${id} is outside int64`);
-  const ts = integer(o['ts']);
   if (ts === undefined) return bad('wrong_type', 'ts: expected an integer (epoch ms)');
   if (ts < -TS_LIMIT || ts > TS_LIMIT) return bad('ts_out_of_range', `ts ${ts} is outside ±${TS_LIMIT}`);
-  if (typeof o['source'] !== 'string') return bad('wrong_type', 'source: expected a string');
-  if (typeof o['client'] !== 'string') return bad('wrong_type', 'client: expected a string');
-  const health = integer(o['health']);
+  if (typeof source !== 'string') return bad('wrong_type', 'source: expected a string');
+  if (typeof client !== 'string') return bad('wrong_type', 'client: expected a string');
   if (health === undefined) return bad('wrong_type', 'health: expected an integer');
   if (health !== 0n && health !== 1n && health !== 2n) return bad('invalid_health', `health ${health} is not 0, 1 or 2`);
-  return {
-    ok: true,
-    value: { id, ts: Number(ts), source: o['source'], client: o['client'], health: Number(health) as HealthCode },
-  };
+  return { ok: true, value: { id, ts: Number(ts), source, client, health: Number(health) as HealthCode } };
 }
 
 /** A JSON integer (no fraction, no exponent) as bigint; undefined for anything else. */

@@ -149,10 +149,6 @@ export function benchCommand(): Command {
           process.stderr.write('bench interrupted; everything it started is stopped and removed\n');
           return 130;
         }
-        // A driver error that outlived every retry: a server went away for good during the run.
-        if (e instanceof Error && !(e instanceof ExactlyOnceError) && /^(DriverError|NoHostAvailableError|OperationTimedOutError|ResponseError)$/.test(e.name)) {
-          throw new ExactlyOnceError('EO_CASSANDRA_UNAVAILABLE', `Cassandra failed during the benchmark (${e.message.split('\n')[0]}); see \`exactlyonce stack status\``, { cause: e });
-        }
         throw e;
       } finally {
         process.off('SIGINT', onSignal);

@@ -1,6 +1,7 @@
 /** What every command shares: the connection flags, error printing, and table output. */
 import { Command, Option } from 'commander';
 import { connectionOptions, loadConnectionConfig, type ConnectionConfig, type ConnectionKey } from '../config.js';
+import { isRetriableCassandraError } from '../cassandra/session.js';
 import { ExactlyOnceError } from '../errors.js';
 
 /**
@@ -22,8 +23,9 @@ export function connection(opts: Record<string, unknown>): ConnectionConfig {
 }
 
 /**
- * Runs a command body: an ExactlyOnceError becomes `error CODE: message` (plus its details) and the
- * code's exit status; anything else is a bug and keeps its stack trace.
+ * Runs a command body: an ExactlyOnceError (or a Cassandra driver error that outlived its retries)
+ * becomes `error CODE: message` (plus its details) and the code's exit status; anything else is a bug
+ * and keeps its stack trace.
  */
 export function action<A extends unknown[]>(fn: (...args: A) => Promise<void | number>) {
   return async (...args: A): Promise<void> => {
@@ -37,6 +39,10 @@ export function action<A extends unknown[]>(fn: (...args: A) => Promise<void | n
 }
 
 export function reportError(e: unknown): number {
+  // A Cassandra driver error that outlived every retry: the server went away during the command.
+  if (e instanceof Error && (isRetriableCassandraError(e) || e.name === 'DriverError')) {
+    e = new ExactlyOnceError('EO_CASSANDRA_UNAVAILABLE', `Cassandra stopped answering (${e.message.split('\n')[0]}); is it up? (\`exactlyonce stack status\` for the local stack)`, { cause: e });
+  }
   if (e instanceof ExactlyOnceError) {
     process.stderr.write(`error ${e.code}: ${e.message}\n`);
     if (e.details !== undefined) process.stderr.write(e.details.replace(/\n?$/, '\n'));

@@ -42,10 +42,7 @@ export interface JobContext {
 }
 
 export interface Job<T> {
-  /**
-   * The topics the job publishes to, if any: the Runner checks at start that they exist (the stack
-   * does not create topics on first use, and a publish to a missing topic would stall every batch).
-   */
+  /** The topics the job publishes to, if any: the Runner checks at start that they exist. */
   readonly outputTopics?: readonly string[];
   /** Pure and deterministic: the same record always decodes the same way. */
   decode(record: SourceRecord): Decoded<T>;

@@ -29,7 +29,7 @@ export interface RunnerOptions {
   concurrency: number;
   /**
    * Prefetch bound in KiB: memory stays bounded however far behind the worker is (default 8192; the
-   * JavaScript objects of the prefetched records take about 4× this on the heap).
+   * prefetched records are held as JavaScript objects several times this size).
    */
   maxBufferKb: number;
   /** Group session timeout in ms: how long a silent worker keeps its partitions (default 10000). */
@@ -98,15 +98,16 @@ export class Runner {
     const { config, options } = this;
     const admin = new KafkaAdmin(config);
     this.admin = admin;
-    const partitions = await this.retrying('Kafka', () => admin.partitionCount(config.topic), options.startupTimeoutMs);
-    if (partitions === null) {
-      throw new ExactlyOnceError('EO_TOPIC_MISMATCH', `topic ${config.topic} does not exist at ${config.brokers.join(',')}; run \`exactlyonce topic create\``);
+    // The input topic and every topic the job publishes to must exist: the stack does not create
+    // topics on first use, and a publish to a missing topic would stall every batch.
+    const topics = [config.topic, ...(this.job.outputTopics ?? [])];
+    const counts = await this.retrying('Kafka', () => Promise.all(topics.map((t) => admin.partitionCount(t))), options.startupTimeoutMs);
+    const missing = counts.indexOf(null);
+    if (missing >= 0) {
+      const what = missing === 0 ? 'topic' : 'output topic';
+      throw new ExactlyOnceError('EO_TOPIC_MISMATCH', `${what} ${topics[missing]} does not exist at ${config.brokers.join(',')}; run \`exactlyonce topic create\``);
     }
-    for (const topic of this.job.outputTopics ?? []) {
-      if ((await this.retrying('Kafka', () => admin.partitionCount(topic), options.startupTimeoutMs)) === null) {
-        throw new ExactlyOnceError('EO_TOPIC_MISMATCH', `output topic ${topic} does not exist at ${config.brokers.join(',')}; run \`exactlyonce topic create\``);
-      }
-    }
+    const partitions = counts[0]!;
     this.session = await this.retrying('Cassandra', () => connect(config, { keyspace: config.keyspace }), options.startupTimeoutMs);
     const session = this.session;
     await this.job.open({

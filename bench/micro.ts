@@ -1,0 +1,43 @@
+/**
+ * Micro-benchmarks of the worker's per-record conversions, behind the figures in bench/README.md:
+ * decoding the canonical event text (fast path) against the general lossless-JSON path, and int64 →
+ * Long through the 32-bit halves (`toLong`) against the driver's `Long.fromString`.
+ *
+ *   node --import tsx bench/micro.ts [--records 200000]
+ */
+import { decodeEvent, decodeJson, encodeEvent } from '../src/app/event.js';
+import { Long, toLong } from '../src/cassandra/session.js';
+
+const at = process.argv.indexOf('--records');
+const n = at >= 0 ? Number(process.argv[at + 1]) : 200_000;
+let x = 0x9e3779b97f4a7c15n;
+const ids = Array.from({ length: n }, () => (x = BigInt.asIntN(64, x * 6364136223846793005n + 1442695040888963407n)));
+const texts = ids.map((id, i) => encodeEvent({ id, ts: 1_700_000_000_000 + i, source: 'My Router', client: 'Airmiles Rewards Network', health: 2 }));
+const buffers = texts.map((t) => Buffer.from(t));
+
+/** Best of 5 rounds, in µs per record. */
+function time(fn: () => void): number {
+  let best = Infinity;
+  for (let r = 0; r < 5; r++) {
+    const t = performance.now();
+    fn();
+    best = Math.min(best, ((performance.now() - t) / n) * 1000);
+  }
+  return best;
+}
+
+const decodeFast = time(() => buffers.forEach((b) => decodeEvent(b)));
+const decodeGeneral = time(() => texts.forEach((t) => decodeJson(t)));
+const longHalves = time(() => ids.forEach((v) => toLong(v)));
+const longString = time(() => ids.forEach((v) => Long.fromString(v.toString())));
+const row = (what: string, us: number, base: number) => `${what.padEnd(44)} ${us.toFixed(3).padStart(7)} µs   ${(base / us).toFixed(1)}×`;
+process.stdout.write(
+  [
+    `${n.toLocaleString('en-US')} records, best of 5 rounds`,
+    row('decodeEvent (canonical text: fast path)', decodeFast, decodeGeneral),
+    row('decodeJson (general lossless path)', decodeGeneral, decodeGeneral),
+    row('toLong (32-bit halves)', longHalves, longString),
+    row('Long.fromString(bigint.toString())', longString, longString),
+    '',
+  ].join('\n'),
+);
