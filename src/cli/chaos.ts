@@ -73,6 +73,8 @@ class WorkerPool {
   private readonly workers = new Map<number, WorkerProc>();
   private nextId = 1;
   private closing = false;
+  /** Replacements still to start (after a kill, or after a worker exited by itself). */
+  private restarting = 0;
   readonly unexpectedExits: string[] = [];
   readonly badStops: string[] = [];
 
@@ -100,7 +102,7 @@ class WorkerPool {
         const tail = readFileSync(logFile, 'utf8').trim().split('\n').slice(-3).join(' | ');
         this.unexpectedExits.push(`worker#${id} (pid ${child.pid}) exited by itself with ${signal ?? `code ${code}`}: ${tail.slice(0, 600)}`);
         this.say(`worker#${id} exited by itself (${signal ?? `code ${code}`}); starting a replacement — see ${logFile}`);
-        if (!this.closing) setTimeout(() => !this.closing && this.start(), 1000);
+        if (!this.closing) void this.startAfter(1000);
       } else if (was === 'stopping' && code !== 0) {
         this.badStops.push(`worker#${id} (pid ${child.pid}) stopped with ${signal ?? `code ${code}`} after SIGTERM; see ${logFile}`);
       }
@@ -109,8 +111,34 @@ class WorkerPool {
     return w;
   }
 
+  /** Starts a replacement worker `ms` from now (not if `cancelled` by then, nor once the pool closes); counted meanwhile. */
+  async startAfter(ms: number, cancelled: () => boolean = () => false): Promise<void> {
+    this.restarting++;
+    try {
+      await sleep(ms);
+    } finally {
+      this.restarting--;
+    }
+    if (!this.closing && !cancelled()) this.start();
+  }
+
   running(): WorkerProc[] {
     return [...this.workers.values()].filter((w) => w.state === 'running');
+  }
+
+  /**
+   * Waits until at least `n` workers run while others are on their way back (a replacement still to
+   * start, a zombie frozen or waking), so that a fault planned for a worker finds one; false when no
+   * more are coming, at the deadline, or when the pool closes.
+   */
+  async awaitRunning(n: number, timeoutMs: number): Promise<boolean> {
+    const deadline = Date.now() + timeoutMs;
+    for (;;) {
+      if (this.running().length >= n) return true;
+      const coming = this.restarting > 0 || [...this.workers.values()].some((w) => w.state === 'paused' || w.state === 'waking');
+      if (!coming || this.closing || Date.now() > deadline) return false;
+      await sleep(100);
+    }
   }
 
   /** A running worker drawn by `p` (0..1); with `started`, preferably one that has joined the group. */
@@ -392,17 +420,28 @@ async function runChaos(base: ConnectionConfig, o: ChaosOptions, stack: StackOpt
       await sleep(t0 + f.atMs - Date.now());
       if (aborted) break;
       switch (f.kind) {
+        // The schedule leaves a kill a running worker and a removal two (planChaos); should the pool
+        // be short at the moment all the same (timers drift, a zombie is frozen), the fault waits for
+        // the workers on their way back rather than being skipped.
         case 'kill': {
-          const w = pool.pick(f.pick);
-          if (w === undefined) {
-            done.skipped++;
-            out(`no running worker to kill; skipped`);
+          const kill = (w: WorkerProc) => {
+            pool.kill(w);
+            out(`SIGKILL worker#${w.id} (pid ${w.child.pid})`);
+            done.kill++;
+            episode(pool.startAfter(f.restartAfterMs, () => aborted));
+          };
+          if (pool.running().length > 0) {
+            kill(pool.pick(f.pick)!);
             break;
           }
-          pool.kill(w);
-          out(`SIGKILL worker#${w.id} (pid ${w.child.pid})`);
-          done.kill++;
-          episode(sleep(f.restartAfterMs).then(() => void (!aborted && pool.start())));
+          out('no running worker to kill yet; waiting for one to come back');
+          episode(
+            pool.awaitRunning(1, 120_000).then((ok) => {
+              if (ok && !aborted) return kill(pool.pick(f.pick)!);
+              done.skipped++;
+              out('no running worker to kill; skipped');
+            }),
+          );
           break;
         }
         case 'add-worker':
@@ -410,15 +449,23 @@ async function runChaos(base: ConnectionConfig, o: ChaosOptions, stack: StackOpt
           done['add-worker']++;
           break;
         case 'remove-worker': {
-          const w = pool.running().length > 1 ? pool.pick(f.pick, true) : undefined;
-          if (w === undefined) {
-            done.skipped++;
-            out('only one worker running; remove skipped');
+          const remove = (w: WorkerProc) => {
+            out(`SIGTERM worker#${w.id} (a clean leave)`);
+            done['remove-worker']++;
+            episode(pool.stop(w));
+          };
+          if (pool.running().length > 1) {
+            remove(pool.pick(f.pick, true)!);
             break;
           }
-          out(`SIGTERM worker#${w.id} (a clean leave)`);
-          done['remove-worker']++;
-          episode(pool.stop(w));
+          out('only one worker running; the remove waits for another to come back');
+          episode(
+            pool.awaitRunning(2, 120_000).then((ok) => {
+              if (ok && !aborted) return remove(pool.pick(f.pick, true)!);
+              done.skipped++;
+              out('only one worker running; remove skipped');
+            }),
+          );
           break;
         }
         case 'zombie': {
