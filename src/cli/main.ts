@@ -1,5 +1,6 @@
 #!/usr/bin/env node
 /** The `exactlyonce` command: one sub-command per file of this folder. */
+import { readFileSync } from 'node:fs';
 import { Command, CommanderError } from 'commander';
 import { benchCommand } from './bench.js';
 import { reportError } from './common.js';
@@ -15,8 +16,11 @@ import { stackCommand } from './stack.js';
 import { topicCommand } from './topic.js';
 import { verifyCommand } from './verify.js';
 
+const { version } = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string };
+
 const program = new Command('exactlyonce')
   .description('Move events from Kafka into Cassandra exactly once, derive alerts, and prove it.')
+  .version(`exactlyonce ${version}`, '-V, --version', 'print the version and exit')
   .showHelpAfterError('(run with --help for usage)')
   .exitOverride();
 
