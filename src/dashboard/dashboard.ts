@@ -28,9 +28,14 @@ export interface Dashboard {
 }
 
 export async function startDashboard(config: ConnectionConfig, o: DashboardOptions): Promise<Dashboard> {
-  // No keyspace at connect: the dashboard may start before the schema exists and says so on the page.
-  const session = await connect(config);
+  // The admin client first: it fails at once (EO_KAFKA_CLIENT_MISSING) when the client is not built,
+  // before a Cassandra session exists that would keep the process alive.
   const admin = new KafkaAdmin(config, 5_000);
+  // No keyspace at connect: the dashboard may start before the schema exists and says so on the page.
+  const session = await connect(config).catch(async (e: unknown) => {
+    await admin.close();
+    throw e;
+  });
   const collector = new Collector(config, new DashboardStore(session, config.keyspace, config.topic), admin, {
     workers: o.workers,
     intervalMs: o.intervalMs,
