@@ -1,7 +1,11 @@
 import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { test } from 'node:test';
 import { KafkaAdmin } from '../../src/kafka/admin.js';
-import { freshKeyspace, runCli, testConfig } from '../helpers.js';
+import { cliPath, freshKeyspace, repoRoot, runCli, testConfig } from '../helpers.js';
 import { connectionArgs } from '../pipeline.js';
 
 test('a bad flag value gets one line naming the flag, and exit code 2', async () => {
@@ -29,6 +33,36 @@ test('an unreachable Kafka names the address and what to run', async () => {
   const r = await runCli(['topic', 'create', '--brokers', '127.0.0.1:1']);
   assert.equal(r.code, 4);
   assert.match(r.stderr, /^error EO_KAFKA_UNAVAILABLE: Kafka at 127\.0\.0\.1:1 did not answer \(.*\); is the stack up\? run `exactlyonce stack up`\n$/);
+});
+
+test('--version and -V print the package version on one line', async () => {
+  const { version } = JSON.parse(readFileSync(join(repoRoot, 'package.json'), 'utf8')) as { version: string };
+  for (const flag of ['--version', '-V']) {
+    const r = await runCli([flag]);
+    assert.equal(r.code, 0, r.stderr);
+    assert.equal(r.stdout, `exactlyonce ${version}\n`);
+    assert.equal(r.stderr, '');
+  }
+});
+
+test('without its dependencies, bin/exactlyonce names what is missing and says to run make deps', (t) => {
+  // A checkout of bin/exactlyonce alone: first no node_modules at all, then the npm packages without the client's build.
+  const root = mkdtempSync(join(tmpdir(), 'eo-nodeps-'));
+  t.after(() => rmSync(root, { recursive: true, force: true }));
+  mkdirSync(join(root, 'bin'));
+  copyFileSync(cliPath, join(root, 'bin', 'exactlyonce'));
+  const run = () => spawnSync(join(root, 'bin', 'exactlyonce'), ['--version'], { encoding: 'utf8' });
+  const noPackages = run();
+  assert.equal(noPackages.status, 3);
+  assert.equal(noPackages.stdout, '');
+  assert.equal(noPackages.stderr, `error EO_DEPS_MISSING: the npm packages are not installed (no node_modules/tsx); run \`make deps\` (scripts/install-deps.sh) in ${root}\n`);
+  mkdirSync(join(root, 'node_modules', 'tsx'), { recursive: true });
+  const noBuild = run();
+  assert.equal(noBuild.status, 3);
+  assert.equal(
+    noBuild.stderr,
+    `error EO_KAFKA_CLIENT_MISSING: the Kafka client's native build is missing (node_modules/@confluentinc/kafka-javascript/build/Release/confluent-kafka-javascript.node); run \`make deps\` (scripts/install-deps.sh) in ${root}\n`,
+  );
 });
 
 test('--help lists every command', async () => {
