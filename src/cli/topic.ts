@@ -1,15 +1,19 @@
-/** `exactlyonce topic create`: the events topic through the Admin API. */
+/** `exactlyonce topic create`: the events topic and the compacted alerts topic, through the Admin API. */
 import { Command, Option } from 'commander';
 import { intOption } from '../config.js';
 import { KafkaAdmin } from '../kafka/admin.js';
 import { action, connection, withConnection } from './common.js';
+
+const partitionCount = (n: number) => `${n} partition${n === 1 ? '' : 's'}`;
 
 export function topicCommand(): Command {
   const topic = new Command('topic').description('Kafka topics');
   withConnection(
     topic
       .command('create')
-      .description('create the events topic and the compacted alerts topic (idempotent; warns when one exists with another partition count)')
+      .description(
+        'create the events topic and the compacted alerts topic (idempotent): one line per topic, created or already there; warns when one exists with another partition count or replication factor',
+      )
       .addOption(new Option('--partitions <n>', 'partition count').default(3).argParser(intOption('--partitions', 1, 10000)))
       .addOption(new Option('--replication-factor <n>', 'replicas per partition').default(1).argParser(intOption('--replication-factor', 1, 32))),
     ['brokers', 'topic', 'alertsTopic', 'kafkaConfig'],
@@ -21,19 +25,26 @@ export function topicCommand(): Command {
         const partitions = opts['partitions'] as number;
         const replicationFactor = opts['replicationFactor'] as number;
         // The alerts topic is compacted: its latest message per key (source + window) is the alert.
-        const topics: Array<{ topic: string; configs: Record<string, string> }> = [
-          { topic: config.topic, configs: {} },
-          { topic: config.alertsTopic, configs: { 'cleanup.policy': 'compact' } },
+        const topics = [
+          { role: 'events', topic: config.topic, compacted: false },
+          { role: 'alerts', topic: config.alertsTopic, compacted: true },
         ];
-        for (const { topic, configs } of topics) {
+        for (const { role, topic, compacted } of topics) {
+          const configs: Record<string, string> = compacted ? { 'cleanup.policy': 'compact' } : {};
           const r = await admin.ensureTopic({ topic, partitions, replicationFactor, configs });
+          const name = `${role} topic ${topic}`;
+          const rf = `replication factor ${r.replicationFactor}`;
           if (r.created) {
-            process.stdout.write(`created topic ${topic} with ${partitions} partitions\n`);
-          } else if (r.partitions !== partitions) {
-            process.stderr.write(`warning: topic ${topic} already exists with ${r.partitions} partitions, not ${partitions}; left as it is\n`);
-          } else {
-            process.stdout.write(`topic ${topic} already exists with ${r.partitions} partitions\n`);
+            process.stdout.write(`${name}: created, ${partitionCount(r.partitions)}, ${rf}, ${compacted ? 'compacted' : 'not compacted'}\n`);
+            continue;
           }
+          // The client cannot read an existing topic's configs, so its cleanup policy is not checked.
+          const differs = r.partitions !== partitions || r.replicationFactor !== replicationFactor;
+          const found =
+            `${partitionCount(r.partitions)}${r.partitions === partitions ? '' : ` (not ${partitions})`}, ` +
+            `${rf}${r.replicationFactor === replicationFactor ? '' : ` (not ${replicationFactor})`}, compaction not checked`;
+          if (differs) process.stderr.write(`warning: ${name}: already exists, ${found}; left as it is\n`);
+          else process.stdout.write(`${name}: already exists, ${found}\n`);
         }
       } finally {
         await admin.close();

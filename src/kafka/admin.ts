@@ -61,37 +61,57 @@ export class KafkaAdmin {
 
   /** Partition count of a topic, or null when it does not exist. */
   async partitionCount(topic: string): Promise<number | null> {
-    const topics = await this.listTopics();
-    if (!topics.includes(topic)) return null;
-    const [meta] = await this.call(() => this.admin.fetchTopicMetadata({ topics: [topic], timeout: this.timeoutMs }));
-    return meta?.partitions.length ?? null;
+    return (await this.describeTopic(topic))?.partitions ?? null;
   }
 
   /**
-   * Creates the topic unless it exists. Idempotent; returns what it found so the caller can warn
-   * about a different partition count.
+   * Partition count and replication factor (the most replicas of any partition) of a topic, or null
+   * when it does not exist. Its configs (e.g. cleanup.policy) are not readable: the client has no
+   * DescribeConfigs.
    */
-  async ensureTopic(spec: TopicSpec): Promise<{ created: boolean; partitions: number }> {
-    const existing = await this.partitionCount(spec.topic);
-    if (existing !== null) return { created: false, partitions: existing };
-    await this.call(() =>
-      this.admin.createTopics({
-        timeout: this.timeoutMs,
-        topics: [
-          {
-            topic: spec.topic,
-            numPartitions: spec.partitions,
-            replicationFactor: spec.replicationFactor,
-            configEntries: Object.entries(spec.configs ?? {}).map(([name, value]) => ({ name, value })),
-          },
-        ],
-      }),
-    ).catch((e: unknown) => {
-      // Another process created it between our check and our create: that is success.
-      if (/already exists/i.test(String((e as Error).message ?? e))) return false;
-      throw e;
+  async describeTopic(topic: string): Promise<{ partitions: number; replicationFactor: number } | null> {
+    const topics = await this.listTopics();
+    if (!topics.includes(topic)) return null;
+    const [meta] = await this.call(() => this.admin.fetchTopicMetadata({ topics: [topic], timeout: this.timeoutMs }));
+    if (meta === undefined) return null;
+    return { partitions: meta.partitions.length, replicationFactor: Math.max(0, ...meta.partitions.map((p) => p.replicas.length)) };
+  }
+
+  /**
+   * Creates the topic unless it exists. Idempotent; returns what it found (or made) so the caller can
+   * say so and warn about a different partition count or replication factor.
+   */
+  async ensureTopic(spec: TopicSpec): Promise<{ created: boolean; partitions: number; replicationFactor: number }> {
+    const existing = await this.describeTopic(spec.topic);
+    if (existing !== null) return { created: false, ...existing };
+    const created = await this.call(async () => {
+      try {
+        await this.admin.createTopics({
+          timeout: this.timeoutMs,
+          topics: [
+            {
+              topic: spec.topic,
+              numPartitions: spec.partitions,
+              replicationFactor: spec.replicationFactor,
+              configEntries: Object.entries(spec.configs ?? {}).map(([name, value]) => ({ name, value })),
+            },
+          ],
+        });
+        return true;
+      } catch (e) {
+        // The broker's answer for this topic (the client wraps it in an aggregate error).
+        const refusal = (e as { errors?: Array<{ type?: string; message?: string }> }).errors?.[0];
+        if (refusal === undefined) throw e;
+        // Another process created it between our check and our create: that is success.
+        if (/ALREADY_EXISTS/.test(refusal.type ?? '')) return false;
+        throw new ExactlyOnceError('EO_CONFIG_INVALID', `Kafka refused to create topic ${spec.topic}: ${(refusal.message ?? '').split('\n')[0]} (${refusal.type ?? 'unknown error'})`, { cause: e });
+      }
     });
-    return { created: true, partitions: spec.partitions };
+    if (!created) {
+      const existing = await this.describeTopic(spec.topic);
+      if (existing !== null) return { created: false, ...existing };
+    }
+    return { created: true, partitions: spec.partitions, replicationFactor: spec.replicationFactor };
   }
 
   async deleteTopic(topic: string): Promise<void> {
