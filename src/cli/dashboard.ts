@@ -10,18 +10,24 @@ function addressList(value: string): string[] {
   const list = value.split(',').map((s) => s.trim()).filter((s) => s.length > 0);
   const bad = list.filter((a) => !/^[A-Za-z0-9.-]+:\d{1,5}$|^\[[0-9a-fA-F:]+\]:\d{1,5}$/.test(a));
   if (list.length === 0 || bad.length > 0) {
-    throw new ExactlyOnceError('EO_CONFIG_INVALID', `--workers: expected host:port[,host:port…] (got '${value}')`);
+    throw new ExactlyOnceError('EO_CONFIG_INVALID', `--worker-metrics: expected host:port[,host:port…] (got '${value}')`);
   }
   return list;
+}
+
+function renamedWorkers(value: string): never {
+  throw new ExactlyOnceError('EO_USAGE', `--workers is now --worker-metrics (workers' metrics addresses): run \`dashboard --worker-metrics ${value}\``);
 }
 
 export function dashboardCommand(): Command {
   return withConnection(
     new Command('dashboard')
-      .description("serve a live page: throughput, lag per partition, who owns what, quarantine, latest alerts, last verify (workers found through --workers and the keyspace's workers table)")
+      .description("serve a live page: throughput, lag per partition, who owns what, quarantine, latest alerts, last verify (workers found through --worker-metrics and the keyspace's workers table)")
       .addOption(new Option('--port <port>', 'HTTP port (0: any free port)').default(8090).argParser(intOption('--port', 0, 65535)))
       .addOption(new Option('--host <address>', 'address to listen on (0.0.0.0: every interface)').default('127.0.0.1'))
-      .addOption(new Option('--workers <list>', "workers' metrics addresses host:port[,…], besides those that register themselves").default([], 'none').argParser(addressList))
+      .addOption(new Option('--worker-metrics <list>', "workers' metrics addresses host:port[,…] (their --metrics-port), besides those that register themselves").default([], 'none').argParser(addressList))
+      // The old name of --worker-metrics: elsewhere --workers is a count (chaos, demo, bench).
+      .addOption(new Option('--workers <list>').hideHelp().argParser(renamedWorkers))
       .addOption(new Option('--interval-ms <ms>', 'how often the workers are scraped').default(1000).argParser(intOption('--interval-ms', 200, 60000))),
     ['brokers', 'cassandra', 'datacenter', 'keyspace', 'topic', 'group', 'cassandraUsername', 'cassandraPassword', 'kafkaConfig'],
   ).action(
@@ -31,7 +37,7 @@ export function dashboardCommand(): Command {
       const dashboard = await startDashboard(config, {
         port: opts['port'] as number,
         host,
-        workers: opts['workers'] as string[],
+        workerMetrics: opts['workerMetrics'] as string[],
         intervalMs: opts['intervalMs'] as number,
       });
       const url = host === '0.0.0.0' || host === '::' ? dashboard.url.replace(/\/\/[^/]+:/, `//${hostname()}:`) : dashboard.url;

@@ -131,7 +131,7 @@ export function demoCommand(): Command {
             logs.push(log);
           }
           const dashboardPort = await freePort(opts['dashboardPort'] as number, new Set(ports));
-          dashboard = await startDashboard(config, { port: dashboardPort, host: '127.0.0.1', workers: ports.map((p) => `127.0.0.1:${p}`), intervalMs: 1000 });
+          dashboard = await startDashboard(config, { port: dashboardPort, host: '127.0.0.1', workerMetrics: ports.map((p) => `127.0.0.1:${p}`), intervalMs: 1000 });
           const collector = dashboard.collector;
           out(`started ${ports.length} workers (metrics on ${ports.map((p) => `127.0.0.1:${p}`).join(', ')}; logs in ${logDir}/demo-worker-N.log)`);
           out(`\n  dashboard: ${dashboard.url}\n`);

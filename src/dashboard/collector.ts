@@ -13,8 +13,8 @@ import type { AlertRow, DashboardStore, QuarantineCounts, VerifyRun } from './st
 import type { RegisteredWorker } from './worker-registry.js';
 
 export interface CollectorOptions {
-  /** Workers given with --workers, `host:port`. */
-  workers: readonly string[];
+  /** Workers' metrics addresses given with --worker-metrics, `host:port`. */
+  workerMetrics: readonly string[];
   /** Scrape and history period, in ms (default 1000). */
   intervalMs: number;
   /** History kept, in points (default 600: ten minutes at 1 s). */
@@ -24,7 +24,7 @@ export interface CollectorOptions {
 export interface WorkerView extends Omit<WorkerScrape, 'at' | 'partitions'> {
   /** The worker id from its metrics, else its address. */
   id: string;
-  /** How the dashboard knows it: the --workers list, the workers table, or both. */
+  /** How the dashboard knows it: the --worker-metrics list ('flag'), the workers table, or both. */
   via: Array<'flag' | 'registry'>;
   heartbeatAgeMs: number | null;
 }
@@ -159,7 +159,7 @@ function withTimeout<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
 interface Listed {
   via: Set<'flag' | 'registry'>;
   heartbeat: Date | null;
-  /** The id the worker registered with (none for --workers entries). */
+  /** The id the worker registered with (none for --worker-metrics entries). */
   workerId: string | null;
 }
 
@@ -248,7 +248,7 @@ export class Collector extends EventEmitter {
 
   private addresses(): Map<string, Listed> {
     const out = new Map<string, Listed>();
-    for (const a of this.options.workers) out.set(normalizeAddress(a), { via: new Set(['flag']), heartbeat: null, workerId: null });
+    for (const a of this.options.workerMetrics) out.set(normalizeAddress(a), { via: new Set(['flag']), heartbeat: null, workerId: null });
     for (const w of this.registry.value ?? []) {
       const a = normalizeAddress(`${w.host}:${w.metricsPort}`);
       const e = out.get(a) ?? { via: new Set(), heartbeat: null, workerId: null };
@@ -401,7 +401,7 @@ export class Collector extends EventEmitter {
       up.some((s) => s[k] !== null) ? up.reduce((a, s) => a + (s[k] ?? 0), 0) : null;
     const lags = partitions.map((p) => p.lag).filter((l): l is number => l !== null);
     const run = this.verify.value ?? null;
-    if (scrapes.length === 0) problems.push('no workers: start them with `run --metrics-port N`, or pass `--workers host:port,…`');
+    if (scrapes.length === 0) problems.push('no workers: start them with `run --metrics-port N`, or pass `--worker-metrics host:port,…`');
     return {
       at: now,
       keyspace: this.config.keyspace,

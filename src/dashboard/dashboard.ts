@@ -14,8 +14,8 @@ export interface DashboardOptions {
   /** 0: any free port. */
   port: number;
   host: string;
-  /** Workers' metrics addresses, `host:port`, besides those registered in `<keyspace>.workers`. */
-  workers: readonly string[];
+  /** Workers' metrics addresses, `host:port` (--worker-metrics), besides those registered in `<keyspace>.workers`. */
+  workerMetrics: readonly string[];
   /** Scrape period, in ms. */
   intervalMs: number;
 }
@@ -37,7 +37,7 @@ export async function startDashboard(config: ConnectionConfig, o: DashboardOptio
     throw e;
   });
   const collector = new Collector(config, new DashboardStore(session, config.keyspace, config.topic), admin, {
-    workers: o.workers,
+    workerMetrics: o.workerMetrics,
     intervalMs: o.intervalMs,
     historyPoints: 600,
   });

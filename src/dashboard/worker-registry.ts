@@ -72,7 +72,7 @@ export function announceWorker(
         const hint = /unconfigured table|does not exist/i.test(msg ?? '') ? ' (run `exactlyonce schema apply`)' : '';
         o.log.warn(
           { table: `${ks}.workers`, err: msg },
-          `cannot register this worker for the dashboard${hint}; it is still found through \`dashboard --workers ${host}:${o.port}\``,
+          `cannot register this worker for the dashboard${hint}; it is still found through \`dashboard --worker-metrics ${host}:${o.port}\``,
         );
       }
       warned = true;

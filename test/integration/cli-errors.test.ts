@@ -17,6 +17,15 @@ test('a bad flag value gets one line naming the flag, and exit code 2', async ()
   assert.equal(p.stderr, "error EO_CONFIG_INVALID: --partitions: expected a whole number from 1 to 10000 (got 'zero')\n");
 });
 
+test("the dashboard's worker addresses are --worker-metrics; its old name --workers says so", async () => {
+  const bad = await runCli(['dashboard', '--worker-metrics', 'nohost']);
+  assert.equal(bad.code, 2);
+  assert.equal(bad.stderr, "error EO_CONFIG_INVALID: --worker-metrics: expected host:port[,host:port…] (got 'nohost')\n");
+  const old = await runCli(['dashboard', '--workers', '127.0.0.1:9100']);
+  assert.equal(old.code, 2);
+  assert.equal(old.stderr, "error EO_USAGE: --workers is now --worker-metrics (workers' metrics addresses): run `dashboard --worker-metrics 127.0.0.1:9100`\n");
+});
+
 test('an unknown flag is a one-line usage error', async () => {
   const r = await runCli(['schema', 'apply', '--nope']);
   assert.equal(r.code, 2);

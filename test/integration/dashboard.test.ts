@@ -85,8 +85,8 @@ test("the dashboard in headless Chromium during a run: live numbers that move an
   const workerArgs = (port: number) => ['--metrics-port', String(port)];
   const w1 = startWorker(t, config, workerArgs(port1));
   const w2 = startWorker(t, config, workerArgs(port2));
-  // w1 is given with --workers; w2 is found only through the workers table.
-  const dashboard = startCli(t, ['dashboard', ...connectionArgs(config), '--port', String(dashboardPort), '--workers', `127.0.0.1:${port1}`, '--interval-ms', '500']);
+  // w1 is given with --worker-metrics; w2 is found only through the workers table.
+  const dashboard = startCli(t, ['dashboard', ...connectionArgs(config), '--port', String(dashboardPort), '--worker-metrics', `127.0.0.1:${port1}`, '--interval-ms', '500']);
   const url = await waitFor(() => /dashboard: (http:\S+)/.exec(dashboard.output())?.[1], { timeoutMs: 60_000, message: 'the dashboard prints its URL' });
   assert.equal(url, `http://127.0.0.1:${dashboardPort}/`);
   await waitStarted(w1);
