@@ -32,6 +32,9 @@ export const QuarantineReasons = [
   'invalid_health',
   'id_out_of_range',
   'ts_out_of_range',
+  'invalid_unicode',
+  'empty_source',
+  'field_too_long',
 ] as const;
 export type QuarantineReason = (typeof QuarantineReasons)[number];
 
@@ -42,6 +45,24 @@ const TS_LIMIT = 8_640_000_000_000_000n;
 const utf8 = new TextDecoder('utf-8', { fatal: true });
 
 export const DEFAULT_MAX_RECORD_BYTES = 64 * 1024;
+
+/**
+ * Limits of the string fields, in UTF-8 bytes (what Cassandra and Kafka store), checked whatever
+ * `--max-record-bytes` allows:
+ * - `source` is a key: the partition key of `alerts` (Cassandra refuses a partition key over 65,535
+ *   bytes, or an empty one), with the window end and the rule the partition key of
+ *   `alert_window_events` (the same limit for the three together), and part of the alerts topic's key
+ *   `source@windowEnd`. 1 KiB is an identifier, not a payload: far above any real source name (the
+ *   original's is "My Router") and far below every server limit, so a source that decodes can always
+ *   be written. An empty source is quarantined as `empty_source`.
+ * - `client` is only a column of `events`: 4 KiB.
+ * Over either limit: `field_too_long`. A string that is not well-formed Unicode (a lone surrogate,
+ * which JSON allows as an escape such as `"\ud800"` but UTF-8 cannot encode: it would be stored as
+ * U+FFFD, so the row would differ from the record and distinct sources would merge into one):
+ * `invalid_unicode`.
+ */
+export const MAX_SOURCE_BYTES = 1024;
+export const MAX_CLIENT_BYTES = 4096;
 
 function bad(reason: QuarantineReason, detail: string): Decoded<Event> {
   return { ok: false, reason, detail };
@@ -104,6 +125,9 @@ export function decodeJson(text: string): Decoded<Event> {
   return validate(integer(o['id']), integer(o['ts']), o['source'], o['client'], integer(o['health']));
 }
 
+/** `String.prototype.isWellFormed` (ES2024, in Node 20; the project's type library is ES2022). */
+const isWellFormed = (s: string): boolean => (s as string & { isWellFormed(): boolean }).isWellFormed();
+
 /**
  * The checks both paths share, in the order that decides which reason a record with several faults
  * gets; an integer field is undefined when the JSON value was not an integer.
@@ -114,10 +138,26 @@ function validate(id: bigint | undefined, ts: bigint | undefined, source: unknow
   if (ts === undefined) return bad('wrong_type', 'ts: expected an integer (epoch ms)');
   if (ts < -TS_LIMIT || ts > TS_LIMIT) return bad('ts_out_of_range', `ts ${ts} is outside ±${TS_LIMIT}`);
   if (typeof source !== 'string') return bad('wrong_type', 'source: expected a string');
+  if (!isWellFormed(source)) return bad('invalid_unicode', 'source: a lone surrogate (not well-formed Unicode)');
+  if (source.length === 0) return bad('empty_source', 'source is empty');
+  if (tooLong(source, MAX_SOURCE_BYTES)) return bad('field_too_long', `source: ${Buffer.byteLength(source)} bytes in UTF-8, limit ${MAX_SOURCE_BYTES}`);
   if (typeof client !== 'string') return bad('wrong_type', 'client: expected a string');
+  if (!isWellFormed(client)) return bad('invalid_unicode', 'client: a lone surrogate (not well-formed Unicode)');
+  if (tooLong(client, MAX_CLIENT_BYTES)) return bad('field_too_long', `client: ${Buffer.byteLength(client)} bytes in UTF-8, limit ${MAX_CLIENT_BYTES}`);
   if (health === undefined) return bad('wrong_type', 'health: expected an integer');
   if (health !== 0n && health !== 1n && health !== 2n) return bad('invalid_health', `health ${health} is not 0, 1 or 2`);
   return { ok: true, value: { id, ts: Number(ts), source, client, health: Number(health) as HealthCode } };
+}
+
+/**
+ * Whether a well-formed string takes more than `limit` bytes in UTF-8. A UTF-16 code unit takes 1 to 3
+ * bytes (a surrogate pair 4 for its two units), so only lengths between limit/3 and limit are counted.
+ * `isWellFormed` is O(1) on V8's one-byte strings (no surrogates possible) and one scan otherwise.
+ */
+function tooLong(s: string, limit: number): boolean {
+  if (s.length * 3 <= limit) return false;
+  if (s.length > limit) return true;
+  return Buffer.byteLength(s, 'utf8') > limit;
 }
 
 /** A JSON integer (no fraction, no exponent) as bigint; undefined for anything else. */

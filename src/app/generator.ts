@@ -3,7 +3,7 @@
  * keyed by client, source "My Router", health Critical, ts now. Options add more clients and sources,
  * a health mix and malformed records of every kind the codec quarantines.
  */
-import { encodeEvent, type HealthCode, type QuarantineReason } from './event.js';
+import { encodeEvent, MAX_SOURCE_BYTES, type HealthCode, type QuarantineReason } from './event.js';
 
 /** The original's three clients; more are named "Client Network N". */
 export const ORIGINAL_CLIENTS = [
@@ -51,6 +51,9 @@ export const BAD_KINDS = [
   'too_large',
   'not_object',
   'empty',
+  'invalid_unicode',
+  'empty_source',
+  'field_too_long',
 ] as const satisfies readonly QuarantineReason[];
 
 /** mulberry32: a small, fast, seedable PRNG (reproducibility, not cryptography). */
@@ -107,6 +110,12 @@ function malformed(kind: (typeof BAD_KINDS)[number], id: bigint, ts: number): Bu
       return Buffer.from(`[${id}]`);
     case 'empty':
       return Buffer.alloc(0);
+    case 'invalid_unicode': // a lone surrogate, as the JSON escape (valid JSON, valid UTF-8)
+      return Buffer.from(`{"id":${id},"ts":${ts},"source":"\\ud800","client":"bad","health":2}`);
+    case 'empty_source':
+      return Buffer.from(`{"id":${id},"ts":${ts},"source":"","client":"bad","health":2}`);
+    case 'field_too_long': // 2 UTF-8 bytes per character: over the limit in bytes, not in characters
+      return Buffer.from(`{"id":${id},"ts":${ts},"source":"${'é'.repeat(MAX_SOURCE_BYTES / 2 + 1)}","client":"bad","health":2}`);
   }
 }
 

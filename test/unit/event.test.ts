@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { decodeCanonical, decodeEvent, decodeJson, encodeEvent, type Event } from '../../src/app/event.js';
+import { decodeCanonical, decodeEvent, decodeJson, encodeEvent, MAX_CLIENT_BYTES, MAX_SOURCE_BYTES, type Event } from '../../src/app/event.js';
 
 const b = (s: string) => Buffer.from(s, 'utf8');
 const valid = { id: 1, ts: 1700000000000, source: 'My Router', client: 'c', health: 2 };
@@ -49,6 +49,24 @@ test('every malformed kind gets its reason', () => {
     [b('{"id":9223372036854775808,"ts":0,"source":"s","client":"c","health":0}'), 'id_out_of_range', 'id 9223372036854775808 is outside int64'],
     [b('{"id":-9223372036854775809,"ts":0,"source":"s","client":"c","health":0}'), 'id_out_of_range', 'id -9223372036854775809 is outside int64'],
     [b('{"id":1,"ts":8640000000000001,"source":"s","client":"c","health":0}'), 'ts_out_of_range', 'ts 8640000000000001 is outside ±8640000000000000'],
+    [b('{"id":1,"ts":0,"source":"\\ud800","client":"c","health":2}'), 'invalid_unicode', 'source: a lone surrogate (not well-formed Unicode)'],
+    [b('{"id":1,"ts":0,"source":"\\udfff","client":"c","health":2}'), 'invalid_unicode', 'source: a lone surrogate (not well-formed Unicode)'],
+    [b('{"id":1,"ts":0,"source":"My Router \\ud83d","client":"c","health":2}'), 'invalid_unicode', 'source: a lone surrogate (not well-formed Unicode)'],
+    [b('{"id":1,"ts":0,"source":"\\ude00\\ud83d","client":"c","health":2}'), 'invalid_unicode', 'source: a lone surrogate (not well-formed Unicode)'],
+    [b('{"id":1,"ts":0,"source":"s","client":"x\\udbff","health":2}'), 'invalid_unicode', 'client: a lone surrogate (not well-formed Unicode)'],
+    [b('{"id":1,"ts":0,"source":"\\ud800","client":"c","health":2, "x":1}'), 'invalid_unicode', 'source: a lone surrogate (not well-formed Unicode)'],
+    [json({ ...valid, source: '' }), 'empty_source', 'source is empty'],
+    [b('{ "id":1,"ts":0,"source":"","client":"c","health":2}'), 'empty_source', 'source is empty'],
+    [json({ ...valid, source: 'a'.repeat(MAX_SOURCE_BYTES + 1) }), 'field_too_long', 'source: 1025 bytes in UTF-8, limit 1024'],
+    [json({ ...valid, source: 'é'.repeat(MAX_SOURCE_BYTES / 2) + 'a' }), 'field_too_long', 'source: 1025 bytes in UTF-8, limit 1024'],
+    [json({ ...valid, source: '€'.repeat(342) }), 'field_too_long', 'source: 1026 bytes in UTF-8, limit 1024'],
+    [json({ ...valid, source: '😀'.repeat(256) + 'a' }), 'field_too_long', 'source: 1025 bytes in UTF-8, limit 1024'],
+    [json({ ...valid, client: 'c'.repeat(MAX_CLIENT_BYTES + 1) }), 'field_too_long', 'client: 4097 bytes in UTF-8, limit 4096'],
+    [json({ ...valid, client: '€'.repeat(1366) }), 'field_too_long', 'client: 4098 bytes in UTF-8, limit 4096'],
+    // Which fault decides: the fields in order, each field's checks in order.
+    [json({ ...valid, source: '', client: 'c'.repeat(MAX_CLIENT_BYTES + 1) }), 'empty_source', 'source is empty'],
+    [b('{"id":1,"ts":0,"source":"","client":"\\ud800","health":2}'), 'empty_source', 'source is empty'],
+    [b('{"id":1,"ts":0,"source":"s","client":"\\ud800","health":7}'), 'invalid_unicode', 'client: a lone surrogate (not well-formed Unicode)'],
   ];
   for (const [value, reason, detail] of cases) {
     const r = decodeEvent(value);
@@ -59,6 +77,24 @@ test('every malformed kind gets its reason', () => {
       else assert.ok(r.detail.length > 0);
     }
   }
+});
+
+test('well-formed strings at the limits decode: surrogate pairs, an empty client, exactly the limit in UTF-8 bytes', () => {
+  const ok = (source: string, client = 'c') => {
+    const r = decodeEvent(b(encodeEvent({ id: 1n, ts: 0, source, client, health: 2 })));
+    assert.deepEqual(r, { ok: true, value: { id: 1n, ts: 0, source, client, health: 2 } }, `${source.slice(0, 20)} (${source.length} units)`);
+  };
+  ok('😀 \u{10ffff}');
+  ok('s', '');
+  ok('a'.repeat(MAX_SOURCE_BYTES));
+  ok('é'.repeat(MAX_SOURCE_BYTES / 2));
+  ok('€'.repeat(341) + 'a');
+  ok('😀'.repeat(MAX_SOURCE_BYTES / 4));
+  ok('s', 'c'.repeat(MAX_CLIENT_BYTES));
+  ok('s', '😀'.repeat(MAX_CLIENT_BYTES / 4));
+  // The escaped pair is one character; escapes are measured decoded, not as text.
+  assert.equal(decodeEvent(b('{"id":1,"ts":0,"source":"\\ud83d\\ude00","client":"c","health":2}')).ok, true);
+  assert.equal(decodeEvent(b(`{"id":1,"ts":0,"source":"${'\\u0041'.repeat(MAX_SOURCE_BYTES)}","client":"c","health":2}`)).ok, true);
 });
 
 test('the size limit is inclusive', () => {
@@ -77,9 +113,12 @@ test('the fast path for canonical text decodes exactly as the general JSON path,
   const pick = <T>(xs: readonly T[]): T => xs[Number(next() % BigInt(xs.length))]!;
   const ints = ['0', '-0', '1', '-1', '2', '3', '9223372036854775807', '9223372036854775808', '-9223372036854775808', '-9223372036854775809',
     '8640000000000000', '8640000000000001', '-8640000000000000', '-8640000000000001', '99999999999999999999999', '1700000000000'];
-  const strings = ['"My Router"', '""', '"é \\"q\\" \\\\ \\/"', '"\\u0000\\u001f\\n\\t"', '"\\ud800"', '"\\ud83d\\ude00 😀"', '"\\x"', '"a\\u12"', '"tab\there"'];
+  const strings = ['"My Router"', '""', '"é \\"q\\" \\\\ \\/"', '"\\u0000\\u001f\\n\\t"', '"\\ud800"', '"\\ud83d\\ude00 😀"', '"\\x"', '"a\\u12"', '"tab\there"',
+    // Strict strings: lone surrogates, lengths around the limits (in UTF-8 bytes, not characters).
+    '"\\udfff"', '"x\\udbff"', '"\\ude00\\ud83d"', `"${'a'.repeat(MAX_SOURCE_BYTES)}"`, `"${'a'.repeat(MAX_SOURCE_BYTES + 1)}"`, `"${'é'.repeat(MAX_SOURCE_BYTES / 2 + 1)}"`,
+    `"${'😀'.repeat(MAX_SOURCE_BYTES / 4)}"`, `"${'a'.repeat(MAX_CLIENT_BYTES)}"`, `"${'€'.repeat(MAX_CLIENT_BYTES / 3 + 1)}"`, `"${'\\u00e9'.repeat(MAX_SOURCE_BYTES / 2 + 1)}"`];
   const texts: string[] = [];
-  for (let i = 0; i < 5000; i++) {
+  for (let i = 0; i < 10_000; i++) {
     const id = next() % 3n === 0n ? String(BigInt.asIntN(64, next())) : pick(ints);
     texts.push(`{"id":${id},"ts":${pick(ints)},"source":${pick(strings)},"client":${pick(strings)},"health":${next() % 5n === 0n ? pick(ints) : pick(['0', '1', '2'])}}`);
   }
@@ -89,6 +128,7 @@ test('the fast path for canonical text decodes exactly as the general JSON path,
     '{"ts":2,"id":1,"source":"s","client":"c","health":2}', '{"id":1,"ts":2,"source":"s","client":"c","health":2}\n');
   let fast = 0;
   let fastValid = 0;
+  const fastReasons = new Set<string>();
   for (const t of texts) {
     const general = decodeJson(t);
     assert.deepEqual(decodeEvent(b(t)), general, t);
@@ -96,8 +136,10 @@ test('the fast path for canonical text decodes exactly as the general JSON path,
     if (f === undefined) continue;
     fast++;
     if (f.ok) fastValid++;
+    else fastReasons.add(f.reason);
     assert.deepEqual(f, general, t);
   }
+  for (const reason of ['invalid_unicode', 'empty_source', 'field_too_long']) assert.ok(fastReasons.has(reason), `the fast path decided ${reason}`);
   // The fast path must really be taken, for valid and for invalid values.
   assert.ok(fastValid > 500 && fast - fastValid > 500, `fast path taken ${fast} times, ${fastValid} valid`);
   assert.notEqual(decodeCanonical(encodeEvent({ id: -1n, ts: 5, source: 'é "q"', client: '\u0000', health: 2 })), undefined);

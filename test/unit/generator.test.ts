@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { decodeEvent } from '../../src/app/event.js';
+import { decodeEvent, MAX_SOURCE_BYTES, QuarantineReasons } from '../../src/app/event.js';
 import { BAD_KINDS, clientNames, generate, ORIGINAL_CLIENTS, parseHealthMix, type GeneratorOptions } from '../../src/app/generator.js';
 
 const base: GeneratorOptions = { eventsPerKey: 200, clients: 3, sources: 1, healthMix: [0, 0, 1], badRatio: 0, seed: 1, now: () => 1000 };
@@ -34,6 +34,19 @@ test('--bad-ratio cycles through every malformed kind, each decoding to its own 
     const d = decodeEvent(r.value);
     assert.equal(d.ok ? 'valid' : d.reason, r.kind);
   }
+});
+
+test('the malformed kinds are every reason of the codec but ts_out_of_range', () => {
+  assert.deepEqual(QuarantineReasons.filter((r) => !(BAD_KINDS as readonly string[]).includes(r)), ['ts_out_of_range']);
+});
+
+test('strict strings: a lone surrogate escape, an empty source, a source over the limit in UTF-8 bytes (not in characters)', () => {
+  const records = [...generate({ ...base, count: 400, badRatio: 0.5 })];
+  const of = (kind: string) => records.find((r) => r.kind === kind)!.value.toString('utf8');
+  assert.match(of('invalid_unicode'), /"source":"\\ud800"/);
+  assert.match(of('empty_source'), /"source":""/);
+  const source = (JSON.parse(of('field_too_long')) as { source: string }).source;
+  assert.ok(source.length <= MAX_SOURCE_BYTES && Buffer.byteLength(source) > MAX_SOURCE_BYTES);
 });
 
 test('count, clients, sources and the health mix', () => {
