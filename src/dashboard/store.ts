@@ -5,6 +5,7 @@
  * absence is an answer ("no verify run yet"), not an error.
  */
 import { fromLong, type Client } from '../cassandra/session.js';
+import { readVerifySummary, type VerifySummary } from './verify-summary.js';
 import { listWorkers, type RegisteredWorker } from './worker-registry.js';
 
 /** Quarantine rows counted per partition at most (a dashboard must not scan an unbounded table), */
@@ -27,10 +28,13 @@ export interface QuarantineCounts {
 
 export interface VerifyRun {
   id: string;
+  /** Epoch ms: the row's finished_at, else its id's time. */
   finishedAt: number | null;
   ok: boolean | null;
-  /** The parsed JSON summary, or the raw text when it is not JSON. */
-  summary: unknown;
+  /** What it checked and found, read from the stored JSON; null when the summary is not that JSON. */
+  summary: VerifySummary | null;
+  /** The stored summary text when it could not be read (shown as it is). */
+  unreadable: string | null;
 }
 
 export class DashboardStore {
@@ -117,18 +121,18 @@ export class DashboardStore {
     let bestKey = -Infinity;
     for (const row of r.rows) {
       const id = row['id'] as { toString(): string; getDate?: () => Date } | null;
-      const finished = (row['finished_at'] as Date | null)?.getTime() ?? null;
-      const key = finished ?? id?.getDate?.().getTime() ?? 0;
+      const finished = (row['finished_at'] as Date | null)?.getTime() ?? id?.getDate?.().getTime() ?? null;
+      const key = finished ?? 0;
       if (key < bestKey) continue;
       bestKey = key;
       const text = row['summary'] as string | null;
-      let summary: unknown = text;
+      let summary: VerifySummary | null = null;
       try {
-        summary = text === null ? null : JSON.parse(text);
+        summary = text === null ? null : readVerifySummary(JSON.parse(text));
       } catch {
-        // shown as text
+        // not JSON: shown as text
       }
-      best = { id: String(id), finishedAt: finished, ok: (row['ok'] as boolean | null) ?? null, summary };
+      best = { id: String(id), finishedAt: finished, ok: (row['ok'] as boolean | null) ?? null, summary, unreadable: summary === null ? text : null };
     }
     return best;
   }

@@ -7,9 +7,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { chromium, type Page } from 'playwright-core';
-import cassandra from 'cassandra-driver';
+import type { AuditReport } from '../../src/app/audit/report.js';
 import { parsePrometheus, select, total, type Sample } from '../../src/dashboard/prometheus.js';
-import { freshKeyspace, freshTopic, repoRoot, startCli, testConfig, waitFor } from '../helpers.js';
+import { freshKeyspace, freshTopic, repoRoot, runCli, startCli, testConfig, waitFor } from '../helpers.js';
 import { connectionArgs, checkpoints, generate, startWorker, waitDrained, waitStarted } from '../pipeline.js';
 
 const CHROMIUM = '/usr/bin/chromium';
@@ -75,6 +75,56 @@ const PAGE_NUMBERS = `(() => {
 function pageNumbers(page: Page): Promise<PageNumbers> {
   return page.evaluate(PAGE_NUMBERS) as Promise<PageNumbers>;
 }
+
+interface VerifyPanel {
+  /** The "last verify" tile. */
+  tile: string;
+  verdict: string;
+  headline: string;
+  /** [label, text] of each line of the summary. */
+  facts: Array<[string, string]>;
+  violationsShown: boolean;
+  kinds: string[];
+  messages: string[];
+  more: string;
+  /** Everything the panel shows. */
+  text: string;
+}
+
+/** What the "Last verify" panel says, as a person reads it (visible text only). */
+const VERIFY_PANEL = `(() => {
+  const el = (id) => document.getElementById(id);
+  const dl = [...el('verify-facts').children];
+  const facts = [];
+  for (let i = 0; i + 1 < dl.length; i += 2) facts.push([dl[i].textContent, dl[i + 1].textContent]);
+  const items = (id) => [...el(id).querySelectorAll('li')].map((li) => li.textContent);
+  return {
+    tile: el('verify-state').textContent,
+    verdict: el('verify-verdict').textContent,
+    headline: el('verify-headline').textContent,
+    facts,
+    violationsShown: !el('verify-violations').hidden,
+    kinds: items('verify-kinds'),
+    messages: items('verify-messages'),
+    more: el('verify-more').textContent,
+    text: el('verify').innerText,
+  };
+})()`;
+
+function verifyPanel(page: Page): Promise<VerifyPanel> {
+  return page.evaluate(VERIFY_PANEL) as Promise<VerifyPanel>;
+}
+
+/** `exactlyonce verify --json`: its exit code and report (the run is recorded in audit_runs). */
+async function runVerify(args: string[]): Promise<{ code: number | null; report: AuditReport }> {
+  const r = await runCli(['verify', ...args, '--json']);
+  assert.ok(r.stdout.trim().length > 0, `verify printed a report (stderr: ${r.stderr})`);
+  return { code: r.code, report: JSON.parse(r.stdout) as AuditReport };
+}
+
+const n = (x: number) => x.toLocaleString('en-US');
+/** The panel's "ran" line: local time, how long ago, how long it took. */
+const RAN = /^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d \((just now|\d+ s ago)\), took \d+\.\d s$/;
 
 test("the dashboard in headless Chromium during a run: live numbers that move and equal the workers' /metrics, owners, lag, quarantine, alerts, verify", async (t) => {
   ensureChromium();
@@ -174,17 +224,64 @@ test("the dashboard in headless Chromium during a run: live numbers that move an
   assert.ok(Number(peak) > 0, 'the throughput chart has the run in it');
   assert.equal(await page.locator('#chart-throughput canvas').count(), 1);
 
-  // The last verify run appears as soon as one is recorded.
-  await session.execute(`INSERT INTO ${config.keyspace}.audit_runs (id, finished_at, ok, summary) VALUES (?, toTimestamp(now()), true, ?)`, [
-    cassandra.types.TimeUuid.now(),
-    JSON.stringify({ ok: true, records: 12000, stored: shown.stored, quarantined: shown.quarantined }),
-  ]);
+  // A real verify run on the drained pipeline: the panel says OK and what was checked, in words.
+  const clean = await runVerify(connectionArgs(config));
+  assert.equal(clean.code, 0, JSON.stringify(clean.report.violations));
+  const a = clean.report.alerts!;
+  assert.ok(a.settled && a.expected > 0);
   await waitFor(async () => (await pageNumbers(page)).verify === 'ok', { timeoutMs: 15_000, message: 'the verify result appears' });
-  assert.match((await page.locator('#verify').textContent()) ?? '', /exactly once: held.*records12000/s);
+  const ok = await verifyPanel(page);
+  assert.deepEqual([ok.tile, ok.verdict, ok.headline], ['OK', 'OK', 'exactly once held: every record up to the checkpoints is stored once, with its values; the alerts equal their recount']);
+  assert.equal(ok.facts[0]?.[0], 'ran');
+  assert.match(ok.facts[0]![1], RAN);
+  assert.deepEqual(ok.facts.slice(1), [
+    ['topic', `${config.topic} (3 partitions)`],
+    ['records checked', '12,000'],
+    ['stored', n(shown.stored)],
+    ['quarantined', n(shown.quarantined)],
+    ['alerts checked', `${n(a.expected)} expected · ${n(a.expected)} in the table · ${n(a.expected)} on the topic`],
+  ]);
+  assert.deepEqual([ok.violationsShown, ok.kinds, ok.messages, ok.more], [false, [], [], '']);
+  assert.doesNotMatch(ok.text, /aheadOfCheckpoint|gapOffsets|[{}"]/, 'no field names, no JSON');
 
   mkdirSync(join(repoRoot, 'test-artifacts'), { recursive: true });
   await page.screenshot({ path: SCREENSHOT, fullPage: true });
   t.diagnostic(`screenshot: ${SCREENSHOT}`);
+
+  // Two events rows deleted: the next run fails, and the panel lists its violations in words.
+  const ks = config.keyspace;
+  const gone = [];
+  for (const p of [0, 1]) {
+    const row = (await session.execute(`SELECT * FROM ${ks}.events WHERE partition = ? LIMIT 1`, [p], { prepare: true })).first();
+    await session.execute(`DELETE FROM ${ks}.events WHERE partition = ? AND offset = ?`, [p, row['offset']], { prepare: true });
+    gone.push(row);
+  }
+  const failed = await runVerify(connectionArgs(config));
+  assert.equal(failed.code, 9, 'EO_VERIFY_FAILED');
+  assert.equal(failed.report.violationTotal, 2);
+  await waitFor(async () => (await pageNumbers(page)).verify === 'failed', { timeoutMs: 15_000, message: 'the failed verify run appears' });
+  const bad = await verifyPanel(page);
+  assert.deepEqual([bad.tile, bad.verdict, bad.headline], ['2 violations', '2 violations', 'exactly once VIOLATED']);
+  assert.match(bad.facts[0]![1], RAN);
+  assert.deepEqual(bad.facts.slice(1), [
+    ['topic', `${config.topic} (3 partitions)`],
+    ['records checked', '12,000'],
+    ['stored', n(shown.stored - 2)],
+    ['quarantined', n(shown.quarantined)],
+    ['alerts checked', `${n(a.expected)} expected · ${n(a.expected)} in the table · ${n(a.expected)} on the topic`],
+  ]);
+  assert.equal(bad.violationsShown, true);
+  assert.deepEqual(bad.kinds, ['2 missing — offsets with no row in events or quarantine']);
+  const messages = gone.map((row) => `partition ${row['partition']} offset ${row['offset']}: a valid event has no row in events (nor in quarantine)`);
+  assert.deepEqual(bad.messages, [failed.report.violations[0]!.message]);
+  assert.ok(messages.includes(bad.messages[0]!), `${bad.messages[0]} is one of ${messages.join(' | ')}`);
+  assert.equal(bad.more, '… and 1 more: `exactlyonce verify` lists them');
+  assert.doesNotMatch(bad.text, /[{}"]/, 'no JSON');
+  await page.screenshot({ path: SCREENSHOT.replace(/\.png$/, '-violations.png'), fullPage: true });
+  for (const row of gone) {
+    const cols = Object.keys(row);
+    await session.execute(`INSERT INTO ${ks}.events (${cols.join(', ')}) VALUES (${cols.map(() => '?').join(', ')})`, cols.map((c) => row[c]), { prepare: true });
+  }
 
   // A worker killed: shown down at once, and its partitions move to the other within the session timeout.
   w2.kill('SIGKILL');

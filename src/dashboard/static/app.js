@@ -132,10 +132,11 @@ function renderTiles(s) {
   const raised = s.totals.alertsRaised === null ? '' : ` · raised ${fmt(s.totals.alertsRaised)}, revised ${fmt(s.totals.alertsRevised)}`;
   $('alerts-detail').textContent = a ? `${a.sources} source${a.sources === 1 ? '' : 's'}${raised}` : '';
   const v = $('verify-state');
+  const run = s.verify.run;
   v.className = s.verify.state === 'ok' ? 'ok' : s.verify.state === 'failed' ? 'bad' : '';
   v.dataset.value = s.verify.state;
-  v.textContent = { ok: 'passed', failed: 'FAILED', none: 'none yet', unknown: '–' }[s.verify.state];
-  $('verify-when').textContent = s.verify.run?.finishedAt ? new Date(s.verify.run.finishedAt).toLocaleString() : '';
+  v.textContent = run === null ? { none: 'none yet', unknown: '–' }[s.verify.state] ?? '–' : verdict(run).text;
+  $('verify-when').textContent = run?.finishedAt ? ago(run.finishedAt) : '';
 }
 
 function renderProblems(s) {
@@ -236,26 +237,101 @@ function renderQuarantine(s) {
   $('quarantine-empty').textContent = q === null ? 'counting…' : entries.length === 0 ? 'nothing quarantined' : q.capped ? 'counts are lower bounds (large quarantine)' : '';
 }
 
+// ---- last verify ----
+
+const pad = (n) => String(n).padStart(2, '0');
+
+/** Local time, `YYYY-MM-DD HH:MM:SS`. */
+function when(ms) {
+  const d = new Date(ms);
+  return `${d.getFullYear()}-${pad(d.getMonth() + 1)}-${pad(d.getDate())} ${pad(d.getHours())}:${pad(d.getMinutes())}:${pad(d.getSeconds())}`;
+}
+
+function ago(ms) {
+  const s = Math.max(0, Math.round((Date.now() - ms) / 1000));
+  if (s < 5) return 'just now';
+  if (s < 120) return `${s} s ago`;
+  if (s < 7200) return `${Math.round(s / 60)} min ago`;
+  if (s < 172800) return `${Math.round(s / 3600)} h ago`;
+  return `${Math.round(s / 86400)} days ago`;
+}
+
+const plural = (n, one, many) => `${fmt(n)} ${n === 1 ? one : many}`;
+
+/** The verdict: OK, N violations, or FAILED (a failed run whose summary does not count them). */
+function verdict(run) {
+  if (run.ok === true) return { text: 'OK', kind: 'ok' };
+  const n = run.summary?.violationTotal ?? 0;
+  if (run.ok === false) return { text: n > 0 ? plural(n, 'violation', 'violations') : 'FAILED', kind: 'bad' };
+  return { text: 'unknown', kind: 'warn' };
+}
+
+function fact(dl, label, text, value) {
+  const dt = document.createElement('dt');
+  dt.textContent = label;
+  const dd = document.createElement('dd');
+  dd.textContent = text;
+  if (value !== undefined) dd.dataset.value = value === null ? '' : String(value);
+  dl.append(dt, dd);
+}
+
+function listItems(el, items) {
+  fill(
+    el,
+    items.map((text) => {
+      const li = document.createElement('li');
+      li.textContent = text;
+      return li;
+    }),
+  );
+}
+
 function renderVerify(s) {
-  const box = $('verify');
   const run = s.verify.run;
+  $('verify-run').hidden = run === null;
+  $('verify-empty').hidden = run !== null;
   if (run === null) {
-    box.textContent = s.verify.state === 'unknown' ? 'reading…' : 'no verify run yet — run `exactlyonce verify`';
+    $('verify-empty').textContent = s.verify.state === 'unknown' ? 'reading…' : 'no verify run yet — run `exactlyonce verify`';
     return;
   }
-  const head = document.createElement('div');
-  head.append(badge(run.ok ? 'exactly once: held' : 'exactly once: VIOLATED', run.ok ? 'ok' : 'bad'), ` finished ${run.finishedAt ? new Date(run.finishedAt).toLocaleString() : '?'}`);
-  const dl = document.createElement('dl');
-  const summary = run.summary && typeof run.summary === 'object' ? run.summary : { summary: run.summary };
-  for (const [k, v] of Object.entries(summary)) {
-    if (k === 'ok') continue;
-    const dt = document.createElement('dt');
-    dt.textContent = k;
-    const dd = document.createElement('dd');
-    dd.textContent = v !== null && typeof v === 'object' ? JSON.stringify(v) : String(v);
-    dl.append(dt, dd);
+  const sum = run.summary;
+  const v = verdict(run);
+  const badgeEl = $('verify-verdict');
+  badgeEl.className = `badge ${v.kind}`;
+  badgeEl.textContent = v.text;
+  const alertsHeld = sum?.alerts?.settled ? '; the alerts equal their recount' : '';
+  $('verify-headline').textContent =
+    run.ok === true ? `exactly once held: every record up to the checkpoints is stored once, with its values${alertsHeld}` : run.ok === false ? 'exactly once VIOLATED' : '';
+
+  const dl = $('verify-facts');
+  dl.replaceChildren();
+  const ran = run.finishedAt === null ? 'unknown' : `${when(run.finishedAt)} (${ago(run.finishedAt)})`;
+  fact(dl, 'ran', sum?.durationMs == null ? ran : `${ran}, took ${(sum.durationMs / 1000).toFixed(1)} s`, run.finishedAt);
+  if (sum !== null) {
+    if (sum.topic !== null) fact(dl, 'topic', sum.partitions === null ? sum.topic : `${sum.topic} (${plural(sum.partitions, 'partition', 'partitions')})`);
+    fact(dl, 'records checked', fmt(sum.records), sum.records);
+    fact(dl, 'stored', fmt(sum.stored), sum.stored);
+    fact(dl, 'quarantined', fmt(sum.quarantined), sum.quarantined);
+    if ((sum.notYetChecked ?? 0) > 0) fact(dl, 'not yet checked', `${fmt(sum.notYetChecked)} beyond the checkpoints (the pipeline was running)`, sum.notYetChecked);
+    const a = sum.alerts;
+    let alerts = 'not checked (--skip-alerts)';
+    if (a !== null) {
+      alerts = `${fmt(a.expected)} expected · ${fmt(a.table)} in the table · ${fmt(a.topic)} on the topic`;
+      if (!a.settled) alerts += ` · not settled (the pipeline was moving): ${plural(a.unsettled, 'difference', 'differences')} not judged`;
+    }
+    fact(dl, 'alerts checked', alerts, a === null ? null : a.expected);
   }
-  box.replaceChildren(head, dl);
+
+  const violations = sum?.violations ?? [];
+  $('verify-violations').hidden = violations.length === 0;
+  listItems($('verify-kinds'), violations.map((k) => `${fmt(k.count)} ${k.name}${k.what ? ` — ${k.what}` : ''}`));
+  const first = sum?.firstViolations ?? [];
+  listItems($('verify-messages'), first);
+  const more = (sum?.violationTotal ?? 0) - first.length;
+  $('verify-more').textContent = more > 0 ? `… and ${fmt(more)} more: \`exactlyonce verify\` lists them` : '';
+  const raw = $('verify-unreadable');
+  raw.hidden = run.unreadable === null || run.unreadable === undefined;
+  raw.textContent = raw.hidden ? '' : `summary (not in the format this dashboard reads): ${run.unreadable}`;
 }
 
 function render(s) {
