@@ -1,25 +1,63 @@
-/** The alert rule's flags, shared by `run` and `verify` (both must use the same rule). */
+/**
+ * The flags of the job's settings (the alert rule, and the record size limit), shared by `run`,
+ * `verify` and `alerts rule`. Their values are the job's: a command started without one uses the
+ * value stored with the job (src/app/event-job.ts), so which flags were given matters, not only values.
+ */
 import { Command, Option } from 'commander';
-import { DEFAULT_ALERT_RULE, type AlertRule } from '../app/alert-rule.js';
+import type { AlertRule } from '../app/alert-rule.js';
+import { DEFAULT_EVENT_JOB_SETTINGS, parseSettings, SETTING_FLAGS, storedSettings, type EventJobSettings, type SettingFlag } from '../app/event-job.js';
 import type { HealthCode } from '../app/event.js';
-import { validateWindowSpec } from '../app/windows.js';
+import type { Settings } from '../engine/job-binding.js';
 import { intOption } from '../config.js';
-import { ExactlyOnceError } from '../errors.js';
 
-export function withAlertRule(cmd: Command): Command {
-  const d = DEFAULT_ALERT_RULE;
-  return cmd
-    .addOption(new Option('--window-ms <ms>', 'alert window size in event time (ms)').default(d.windows.sizeMs).argParser(intOption('--window-ms', 1, 86_400_000 * 365)))
-    .addOption(new Option('--slide-ms <ms>', 'distance between window starts (ms); < window for sliding windows').default(d.windows.slideMs).argParser(intOption('--slide-ms', 1, 86_400_000 * 365)))
-    .addOption(new Option('--threshold <n>', 'events per source and window that raise an alert').default(d.threshold).argParser(intOption('--threshold', 1, 2 ** 31 - 1)))
-    .addOption(new Option('--alert-health <h>', 'the health level counted (0, 1 or 2)').default(d.health).argParser(intOption('--alert-health', 0, 2)));
+const defaults = storedSettings(DEFAULT_EVENT_JOB_SETTINGS);
+
+/** A setting's flag; `withDefault` false for `alerts rule`, where a flag left out keeps the job's value. */
+export function settingOption(flag: SettingFlag, help: string, withDefault = true): Option {
+  const b = SETTING_FLAGS[flag];
+  const o = new Option(`--${flag} <${flag === 'alert-health' ? 'h' : flag.endsWith('-ms') ? 'ms' : 'n'}>`, help).argParser(intOption(`--${flag}`, b.min, b.max));
+  return withDefault ? o.default(defaults[flag]) : o;
 }
 
-export function alertRuleFrom(opts: Record<string, unknown>): AlertRule {
-  const windows = { sizeMs: opts['windowMs'] as number, slideMs: opts['slideMs'] as number };
-  const problem = validateWindowSpec(windows);
-  if (problem !== undefined) {
-    throw new ExactlyOnceError('EO_CONFIG_INVALID', `--window-ms/--slide-ms: ${problem} (got ${windows.sizeMs}/${windows.slideMs})`);
+export function withAlertRule(cmd: Command, withDefault = true): Command {
+  const job = withDefault ? "; left out: the job's stored value (a new job: the default)" : "; left out: the job's value is kept";
+  return cmd
+    .addOption(settingOption('window-ms', `alert window size in event time (ms)${job}`, withDefault))
+    .addOption(settingOption('slide-ms', `distance between window starts (ms); < window for sliding windows${job}`, withDefault))
+    .addOption(settingOption('threshold', `events per source and window that raise an alert${job}`, withDefault))
+    .addOption(settingOption('alert-health', `the health level counted (0, 1 or 2)${job}`, withDefault));
+}
+
+/**
+ * The setting flags of a parsed command: every value it has (defaults included) as stored settings,
+ * and which of them were given explicitly (commander's value source is not 'default').
+ */
+export function settingFlags(cmd: Command): { values: Settings; explicit: Set<string> } {
+  const opts = cmd.opts();
+  const values: Record<string, number> = {};
+  const explicit = new Set<string>();
+  for (const [flag, { option }] of Object.entries(SETTING_FLAGS)) {
+    const v = opts[option] as number | undefined;
+    if (v === undefined) continue;
+    values[flag] = v;
+    const source = cmd.getOptionValueSource(option);
+    if (source !== undefined && source !== 'default') explicit.add(flag);
   }
-  return { windows, threshold: opts['threshold'] as number, health: opts['alertHealth'] as HealthCode };
+  return { values, explicit };
+}
+
+/** The flags' values as settings, not validated yet (they may only make sense merged with the job's). */
+export function unvalidatedSettings(values: Settings): EventJobSettings {
+  const n = (flag: SettingFlag) => values[flag] as number;
+  return {
+    maxRecordBytes: n('max-record-bytes'),
+    rule: { windows: { sizeMs: n('window-ms'), slideMs: n('slide-ms') }, threshold: n('threshold'), health: n('alert-health') as HealthCode },
+  };
+}
+
+/** The rule the flags alone give (defaults included), validated; for commands that start a fresh job (`chaos`). */
+export function alertRuleFrom(opts: Record<string, unknown>): AlertRule {
+  const values: Record<string, number> = { ...defaults } as Record<string, number>;
+  for (const [flag, { option }] of Object.entries(SETTING_FLAGS)) if (typeof opts[option] === 'number') values[flag] = opts[option] as number;
+  return parseSettings(values).rule;
 }

@@ -1,18 +1,34 @@
 /** `exactlyonce run`: one worker of the consumer group, storing events exactly once. */
 import { Command, Option } from 'commander';
-import { EventJob } from '../app/event-job.js';
+import { checkNoRuleChange, EventJob, parseSettings, readJob, resolveSettings, storedSettings } from '../app/event-job.js';
 import { alertMetrics } from '../app/metrics.js';
-import { alertRuleFrom, withAlertRule } from './alert-flags.js';
-import { DEFAULT_MAX_RECORD_BYTES } from '../app/event.js';
-import { intOption } from '../config.js';
-import { ExactlyOnceError } from '../errors.js';
+import { settingFlags, settingOption, withAlertRule } from './alert-flags.js';
+import { connect, isRetriableCassandraError } from '../cassandra/session.js';
+import { intOption, type ConnectionConfig } from '../config.js';
+import { ExactlyOnceError, isExactlyOnceError } from '../errors.js';
+import type { BoundJob } from '../engine/job-binding.js';
 import { EngineMetrics } from '../engine/metrics.js';
 import { serveMetrics } from '../engine/metrics-server.js';
 import { defaultRunnerOptions, Runner } from '../engine/runner.js';
-import { AbortedError } from '../engine/retry.js';
-import { createLogger } from '../log.js';
+import { AbortedError, retry } from '../engine/retry.js';
+import { createLogger, type Logger } from '../log.js';
 import { announceWorker } from '../dashboard/worker-registry.js';
 import { action, connection, withConnection } from './common.js';
+
+/** The job stored in the keyspace (null before its first worker), read once Cassandra answers. */
+function storedJob(config: ConnectionConfig, log: Logger, deadlineMs: number): Promise<BoundJob | null> {
+  return retry(
+    async () => {
+      const session = await connect(config);
+      try {
+        return await readJob(session, config.keyspace);
+      } finally {
+        await session.shutdown();
+      }
+    },
+    { server: 'Cassandra', log, deadlineMs, isRetriable: (e) => isRetriableCassandraError(e) || isExactlyOnceError(e, 'EO_CASSANDRA_UNAVAILABLE') },
+  );
+}
 
 export function runCommand(): Command {
   const d = defaultRunnerOptions;
@@ -23,19 +39,33 @@ export function runCommand(): Command {
       .addOption(new Option('--concurrency <n>', 'partitions processed at once').default(d.concurrency).argParser(intOption('--concurrency', 1, 1024)))
       .addOption(new Option('--max-buffer-mb <n>', 'bound on prefetched data in MiB (backpressure)').default(d.maxBufferKb / 1024).argParser(intOption('--max-buffer-mb', 1, 65536)))
       .addOption(new Option('--session-timeout-ms <ms>', 'group session timeout').default(d.sessionTimeoutMs).argParser(intOption('--session-timeout-ms', 1000, 3600000)))
-      .addOption(new Option('--max-record-bytes <n>', 'larger records are quarantined').default(DEFAULT_MAX_RECORD_BYTES).argParser(intOption('--max-record-bytes', 64, 1e9)))
+      .addOption(settingOption('max-record-bytes', "larger records are quarantined; left out: the job's stored value (a new job: the default)"))
       .addOption(new Option('--max-quarantine-bytes <n>', 'raw bytes kept per quarantined record').default(d.maxQuarantineBytes).argParser(intOption('--max-quarantine-bytes', 0, 1e9)))
       .addOption(new Option('--metrics-port <port>', 'serve /metrics, /healthz, /readyz on 127.0.0.1:PORT (0: off)').default(0).argParser(intOption('--metrics-port', 0, 65535))),
   ).action(
-    action(async (opts: Record<string, unknown>) => {
+    action(async (opts: Record<string, unknown>, cmd: Command) => {
       const config = connection(opts);
       const log = createLogger('worker');
+      // The job's settings: the stored ones, except the flags given explicitly (the Runner then
+      // refuses to start if they differ: EO_JOB_CONFIG_MISMATCH). The first worker of a keyspace
+      // stores its own (flags or defaults).
+      const flags = settingFlags(cmd);
+      const job = await storedJob(config, log, d.startupTimeoutMs);
+      checkNoRuleChange(job, config.keyspace, 'this worker');
+      const settings = parseSettings(
+        resolveSettings(job?.settings ?? null, flags.values, flags.explicit),
+        job === null ? '' : `; the job stored in keyspace ${config.keyspace} or this flag`,
+      );
+      log.info(
+        { settings: storedSettings(settings), explicit: [...flags.explicit] },
+        job === null ? 'job settings: from the flags (the first worker of this keyspace stores them)' : `job settings: the job's, stored in keyspace ${config.keyspace}`,
+      );
       const metrics = new EngineMetrics(true);
       const runner = new Runner(
         config,
         new EventJob({
-          maxRecordBytes: opts['maxRecordBytes'] as number,
-          rule: alertRuleFrom(opts),
+          maxRecordBytes: settings.maxRecordBytes,
+          rule: settings.rule,
           alertsTopic: config.alertsTopic,
           onAlerts: alertMetrics(metrics.registry),
         }),
