@@ -9,32 +9,57 @@ import type { AlertRule } from '../app/alert-rule.js';
 import { recordAuditRun } from '../app/audit/audit-runs.js';
 import { Auditor } from '../app/audit/auditor.js';
 import type { AuditReport } from '../app/audit/report.js';
-import { DEFAULT_MAX_RECORD_BYTES } from '../app/event.js';
+import { checkNoRuleChange, EVENT_JOB_NAME, parseSettings, readJob, resolveSettings, storedSettings, type EventJobSettings } from '../app/event-job.js';
 import { connect } from '../cassandra/session.js';
 import { intOption, type ConnectionConfig } from '../config.js';
+import { checkSame } from '../engine/job-binding.js';
 import { ExactlyOnceError } from '../errors.js';
-import { alertRuleFrom, withAlertRule } from './alert-flags.js';
+import { settingFlags, settingOption, unvalidatedSettings, withAlertRule } from './alert-flags.js';
 import { action, connection, formatTable, withConnection } from './common.js';
 import { Progress } from './progress.js';
 
 export interface VerifyRun {
   report: AuditReport;
+  /** The settings the audit used, and whether they are the job's stored ones (else: the flags; no worker ran yet). */
+  settings: EventJobSettings & { from: 'job' | 'flags' };
   /** The audit_runs row, or why it could not be written. */
   recorded: { id: string } | { error: string } | null;
 }
 
-/** Runs one audit and records it in audit_runs (unless `record` is false). Used by `verify` and `chaos`. */
+/**
+ * Runs one audit and records it in audit_runs (unless `record` is false). Used by `verify` and `chaos`.
+ * The audit uses the job's settings stored in the keyspace (the workers' own): `rule` and
+ * `maxRecordBytes` only where the job is not set up yet, or where named in `explicit` (default: all of
+ * them, as `chaos` passes what its workers were started with) — then they must equal the job's, and
+ * so must the topic and alerts topic: EO_JOB_CONFIG_MISMATCH / EO_TOPIC_MISMATCH otherwise.
+ */
 export async function verify(
   config: ConnectionConfig,
-  o: { rule: AlertRule; checkAlerts: boolean; maxRecordBytes: number; record: boolean; progress: boolean },
+  o: { rule: AlertRule; checkAlerts: boolean; maxRecordBytes: number; explicit?: ReadonlySet<string>; record: boolean; progress: boolean },
 ): Promise<VerifyRun> {
   const session = await connect(config);
   let progress: Progress | undefined;
   try {
+    const job = await readJob(session, config.keyspace);
+    checkNoRuleChange(job, config.keyspace, 'verify');
+    const flags = storedSettings({ maxRecordBytes: o.maxRecordBytes, rule: o.rule });
+    const settings = parseSettings(
+      resolveSettings(job?.settings ?? null, flags, o.explicit ?? new Set(Object.keys(flags))),
+      job === null ? '' : `; the job stored in keyspace ${config.keyspace} or this flag`,
+    );
+    if (job !== null) {
+      checkSame(
+        job,
+        // With --skip-alerts the alerts topic is not read, so any --alerts-topic will do.
+        { name: EVENT_JOB_NAME, inputTopic: config.topic, outputTopics: o.checkAlerts ? [config.alertsTopic] : job.outputTopics, settings: storedSettings(settings) },
+        config.keyspace,
+        'verify',
+      );
+    }
     const report = await new Auditor(config, session, {
-      rule: o.rule,
+      rule: settings.rule,
       checkAlerts: o.checkAlerts,
-      maxRecordBytes: o.maxRecordBytes,
+      maxRecordBytes: settings.maxRecordBytes,
       onProgress: o.progress
         ? (done, total) => {
             progress ??= new Progress('verify', total);
@@ -51,7 +76,7 @@ export async function verify(
         (e: unknown) => ({ error: `${(e as Error).message.split('\n')[0]} (run \`exactlyonce schema apply\` to create ${config.keyspace}.audit_runs)` }),
       );
     }
-    return { report, recorded };
+    return { report, recorded, settings: { ...settings, from: job === null ? 'flags' : 'job' } };
   } finally {
     await session.shutdown();
   }
@@ -123,25 +148,33 @@ export function verifyCommand(): Command {
   return withConnection(
     withAlertRule(new Command('verify'))
       .description('audit the pipeline against the topic: every offset up to the checkpoints stored exactly once, alerts exact (exit 0 only if all holds)')
-      .addOption(new Option('--max-record-bytes <n>', "the workers' limit: larger records must be quarantined").default(DEFAULT_MAX_RECORD_BYTES).argParser(intOption('--max-record-bytes', 64, 1e9)))
+      .addOption(settingOption('max-record-bytes', "the workers' limit: larger records must be quarantined; left out: the job's stored value (a new job: the default)"))
       .option('--json', 'print the full report as JSON on stdout')
       .option('--skip-alerts', 'check the events ledger only')
       .option('--no-record', 'do not record the run in <keyspace>.audit_runs')
       .addOption(new Option('--list <n>', 'violations listed in the summary').default(20).argParser(intOption('--list', 0, 1000))),
     ['brokers', 'cassandra', 'datacenter', 'keyspace', 'topic', 'alertsTopic', 'cassandraUsername', 'cassandraPassword', 'kafkaConfig'],
   ).action(
-    action(async (opts: Record<string, unknown>) => {
+    action(async (opts: Record<string, unknown>, cmd: Command) => {
       const config = connection(opts);
       const json = opts['json'] === true;
-      const { report, recorded } = await verify(config, {
-        rule: alertRuleFrom(opts),
+      const flags = settingFlags(cmd);
+      // Validated inside verify(), once merged with the job's (a flag alone may only make sense with them).
+      const given = unvalidatedSettings(flags.values);
+      const { report, recorded, settings } = await verify(config, {
+        rule: given.rule,
         checkAlerts: opts['skipAlerts'] !== true,
-        maxRecordBytes: opts['maxRecordBytes'] as number,
+        maxRecordBytes: given.maxRecordBytes,
+        explicit: flags.explicit,
         record: opts['record'] !== false,
         progress: !json,
       });
-      if (json) process.stdout.write(JSON.stringify({ ...report, auditRun: recorded }) + '\n');
-      else process.stdout.write(formatReport(report, opts['list'] as number) + '\n');
+      if (json) process.stdout.write(JSON.stringify({ ...report, settings, auditRun: recorded }) + '\n');
+      else {
+        const from = settings.from === 'job' ? `the job's, stored in keyspace ${config.keyspace}` : 'from the flags (no worker has stored the job yet)';
+        process.stdout.write(`settings: max record bytes ${settings.maxRecordBytes}, alert rule as below — ${from}\n`);
+        process.stdout.write(formatReport(report, opts['list'] as number) + '\n');
+      }
       if (recorded !== null && 'error' in recorded) process.stderr.write(`warning: the run was not recorded: ${recorded.error}\n`);
       if (!report.ok) throw verifyFailed(report);
       return 0;
