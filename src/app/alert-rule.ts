@@ -45,6 +45,11 @@ export class WindowCounter {
     }
   }
 
+  /** The number of counted events of one source in the window ending at `windowEnd` (0 if none). */
+  count(source: string, windowEnd: number): number {
+    return this.counts.get(alertKey(source, windowEnd))?.n ?? 0;
+  }
+
   /** The alerts: windows at or above the threshold, sorted by window end then source. */
   alerts(): Alert[] {
     return [...this.counts.values()]
@@ -52,6 +57,11 @@ export class WindowCounter {
       .map((c) => ({ source: c.source, ts: c.ts, eventCount: c.n }))
       .sort((a, b) => a.ts - b.ts || (a.source < b.source ? -1 : a.source > b.source ? 1 : 0));
   }
+}
+
+/** The rule in words, e.g. `window 5000 ms, slide 5000 ms, threshold 10, health 2`. */
+export function describeRule(rule: AlertRule): string {
+  return `window ${rule.windows.sizeMs} ms, slide ${rule.windows.slideMs} ms, threshold ${rule.threshold}, health ${rule.health}`;
 }
 
 export function expectedAlerts(events: Iterable<{ source: string; ts: number; health: number }>, rule: AlertRule = DEFAULT_ALERT_RULE): Alert[] {

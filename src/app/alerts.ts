@@ -34,6 +34,27 @@ export function alertTopicValue(a: Alert): string {
   return JSON.stringify({ ts: a.ts, source: a.source, eventCount: a.eventCount });
 }
 
+/**
+ * The write timestamp of an alert row, in µs: `windowEnd·1000 + count`. Within a row it grows with the
+ * count, so of two recounts the larger one wins whatever order they land in (a stale, smaller recount
+ * can never lower a count). Also used by `alerts rule` (src/app/rule-change.ts), which rewrites rows
+ * after a TRUNCATE so that workers' later counts keep winning.
+ */
+export function alertWriteTimestamp(a: Alert): bigint {
+  return BigInt(a.ts) * 1000n + BigInt(a.eventCount);
+}
+
+/** The alert row upsert; parameters (source, ts, event_count, alertWriteTimestamp). */
+export function alertInsert(keyspace: string): string {
+  return `INSERT INTO ${keyspace}.alerts (source, ts, event_count) VALUES (?, ?, ?) USING TIMESTAMP ?`;
+}
+
+/** The index row insert; parameters (source, window_end, rule, partition, offset). Idempotent. */
+export function indexInsert(keyspace: string): string {
+  return `INSERT INTO ${keyspace}.alert_window_events (source, window_end, rule, partition, offset) VALUES (?, ?, ?, ?, ?)`;
+}
+
+/** The index rows' key names the rule's windows and health (not the threshold: it does not change which events count where). */
 export function ruleName(rule: AlertRule): string {
   return `h${rule.health}/${rule.windows.sizeMs}/${rule.windows.slideMs}`;
 }
@@ -76,7 +97,7 @@ export class AlertWriter {
         w.offsets.push(record.offset);
       }
     }
-    const insert = `INSERT INTO ${this.ks}.alert_window_events (source, window_end, rule, partition, offset) VALUES (?, ?, ?, ?, ?)`;
+    const insert = indexInsert(this.ks);
     await Promise.all(
       [...byWindow.values()].map((w) =>
         this.session.batch(
@@ -124,8 +145,8 @@ export class AlertWriter {
   /** Idempotent and monotonic: the write timestamp grows with the count within a row. */
   protected async store(a: Alert): Promise<void> {
     await this.session.execute(
-      `INSERT INTO ${this.ks}.alerts (source, ts, event_count) VALUES (?, ?, ?) USING TIMESTAMP ?`,
-      [a.source, new Date(a.ts), a.eventCount, toLong(BigInt(a.ts) * 1000n + BigInt(a.eventCount))],
+      alertInsert(this.ks),
+      [a.source, new Date(a.ts), a.eventCount, toLong(alertWriteTimestamp(a))],
       { prepare: true, consistency: consistencies.localQuorum },
     );
   }

@@ -2,6 +2,7 @@
 /** The `exactlyonce` command: one sub-command per file of this folder. */
 import { readFileSync } from 'node:fs';
 import { Command, CommanderError } from 'commander';
+import { alertsCommand } from './alerts.js';
 import { benchCommand } from './bench.js';
 import { reportError } from './common.js';
 import { chaosCommand } from './chaos.js';
@@ -24,7 +25,7 @@ const program = new Command('exactlyonce')
   .showHelpAfterError('(run with --help for usage)')
   .exitOverride();
 
-for (const cmd of [stackCommand(), schemaCommand(), topicCommand(), generateCommand(), runCommand(), quarantineCommand(), cqlCommand(), dashboardCommand(), demoCommand(), benchCommand(), verifyCommand(), chaosCommand()]) program.addCommand(cmd);
+for (const cmd of [stackCommand(), schemaCommand(), topicCommand(), generateCommand(), runCommand(), alertsCommand(), quarantineCommand(), cqlCommand(), dashboardCommand(), demoCommand(), benchCommand(), verifyCommand(), chaosCommand()]) program.addCommand(cmd);
 
 function exitOverrideAll(cmd: Command): void {
   cmd.exitOverride();
