@@ -5,6 +5,7 @@
  */
 import assert from 'node:assert/strict';
 import { once } from 'node:events';
+import { createServer, type AddressInfo } from 'node:net';
 import type { TestContext } from 'node:test';
 import { DEFAULT_ALERT_RULE } from '../src/app/alert-rule.js';
 import { Auditor } from '../src/app/audit/auditor.js';
@@ -22,8 +23,132 @@ export function startWorker(t: TestContext, config: ConnectionConfig, extra: str
   return startCli(t, ['run', ...connectionArgs(config), '--session-timeout-ms', '6000', '--max-batch', '500', ...extra]);
 }
 
+export type Worker = ReturnType<typeof startWorker>;
+
+/**
+ * A shorter group session timeout than startWorker's, for the tests that SIGKILL workers: a killed
+ * worker's partitions move after 3 s instead of 6 (the local broker allows down to 1 s).
+ */
+export const FAST_FAILOVER = ['--session-timeout-ms', '3000'];
+
+/** A free TCP port on 127.0.0.1 (for a worker's --metrics-port). */
+export async function freePort(): Promise<number> {
+  const server = createServer();
+  await new Promise<void>((resolve, reject) => server.once('error', reject).listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as AddressInfo;
+  await new Promise((resolve) => server.close(resolve));
+  return port;
+}
+
+/** Starts a worker that also serves /metrics, /healthz and /readyz (`--metrics-port`) on a free port. */
+export async function startServedWorker(t: TestContext, config: ConnectionConfig, extra: string[] = []): Promise<Worker & { port: number }> {
+  const port = await freePort();
+  return Object.assign(startWorker(t, config, [...extra, '--metrics-port', String(port)]), { port });
+}
+
+/** A served worker's /readyz: 200 with 'ready: owns partitions 0,1', 503 with e.g. 'not ready: Cassandra not answering'. */
+export async function readyz(worker: { port: number }): Promise<{ status: number; detail: string } | undefined> {
+  try {
+    const res = await fetch(`http://127.0.0.1:${worker.port}/readyz`, { signal: AbortSignal.timeout(5000) });
+    return { status: res.status, detail: (await res.text()).trim() };
+  } catch {
+    return undefined; // not listening yet
+  }
+}
+
+/** Waits until a served worker's /readyz answers as `accept` wants; returns that answer. */
+export async function waitReadyz(
+  worker: Worker & { port: number },
+  accept: (r: { status: number; detail: string }) => boolean,
+  message: string,
+  timeoutMs = 120_000,
+): Promise<{ status: number; detail: string }> {
+  let last: { status: number; detail: string } | undefined;
+  return waitFor(
+    async () => {
+      last = await readyz(worker);
+      return last !== undefined && accept(last) && last;
+    },
+    { timeoutMs, message: `worker ${worker.pid} /readyz: ${message} (last answer: ${last ? `${last.status} ${last.detail}` : 'none'})` },
+  );
+}
+
+/** Where the worker resumed a partition it owns (null: from the log start; 'stopped': never read), and where in its output it said so. */
+export interface Owned {
+  start: bigint | null | 'stopped';
+  at: number;
+}
+
+/**
+ * The partitions a worker owns according to its log (src/engine/runner.ts): each "assigned partitions"
+ * line adds partitions with the offsets they resume from, each "revoked partitions" or "lost
+ * partitions" line removes some (the cooperative assignor moves only the partitions that must move).
+ */
+export function ownedPartitions(worker: Worker): Map<number, Owned> {
+  const owned = new Map<number, Owned>();
+  const output = worker.output();
+  let at = 0;
+  for (const line of output.split('\n')) {
+    const lineAt = at;
+    at += line.length + 1;
+    if (!/"msg":"(assigned|revoked|lost) partitions/.test(line)) continue;
+    let entry: { assigned?: Record<string, string>; revoked?: number[] };
+    try {
+      entry = JSON.parse(line) as typeof entry;
+    } catch {
+      continue; // still being written
+    }
+    for (const [p, start] of Object.entries(entry.assigned ?? {})) {
+      owned.set(Number(p), { start: start === 'beginning' ? null : start === 'stopped' ? 'stopped' : BigInt(start), at: lineAt });
+    }
+    for (const p of entry.revoked ?? []) owned.delete(p);
+  }
+  return owned;
+}
+
+/** Waits until a worker's log says it owns at least one partition; returns what it owns. */
+export async function waitOwns(worker: Worker, timeoutMs = 120_000): Promise<Map<number, Owned>> {
+  return waitFor(
+    () => {
+      const owned = ownedPartitions(worker);
+      return owned.size > 0 && owned;
+    },
+    { timeoutMs, message: `worker ${worker.pid} is assigned partitions` },
+  );
+}
+
+/**
+ * Waits until a worker has made progress: it owns partitions (its log says so) and has moved the
+ * checkpoint of one of them past `since` (default: the offsets it resumed them from), or every one of
+ * them is at its log end (there was nothing left to do). Returns what it owns.
+ */
+export async function waitProgress(
+  worker: Worker,
+  session: Client,
+  config: ConnectionConfig,
+  admin: KafkaAdmin,
+  options: { since?: ReadonlyMap<number, bigint>; timeoutMs?: number } = {},
+): Promise<Map<number, Owned>> {
+  return waitFor(
+    async () => {
+      const owned = ownedPartitions(worker);
+      if (owned.size === 0) return false;
+      const cps = await checkpoints(session, config);
+      const moved = [...owned].some(([p, o]) => {
+        const cp = cps.get(p);
+        const from = options.since?.get(p) ?? (typeof o.start === 'bigint' ? o.start : -1n);
+        return cp !== undefined && cp > from;
+      });
+      if (moved) return owned;
+      const marks = await admin.watermarks(config.topic);
+      return marks.every((w) => !owned.has(w.partition) || w.high === w.low || cps.get(w.partition) === w.high) && owned;
+    },
+    { timeoutMs: options.timeoutMs ?? 120_000, message: `worker ${worker.pid} owns partitions and moves a checkpoint` },
+  );
+}
+
 /** Waits until a worker has joined and logged "worker started" (its signal handlers are in place). */
-export async function waitStarted(worker: ReturnType<typeof startWorker>, timeoutMs = 120_000): Promise<void> {
+export async function waitStarted(worker: Worker, timeoutMs = 120_000): Promise<void> {
   await waitFor(() => worker.output().includes('"msg":"worker started"'), { timeoutMs, message: `worker ${worker.pid} starts` });
 }
 
