@@ -3,7 +3,7 @@ import { once } from 'node:events';
 import { test } from 'node:test';
 import { freshKeyspace, freshTopic, testConfig } from '../helpers.js';
 import { assertAlertsExact, recomputeAlerts } from '../alerts-check.js';
-import { stopWorkers, assertExactlyOnce, generate, randomBetween, sleep, startWorker, waitDrained, waitStarted } from '../pipeline.js';
+import { FAST_FAILOVER, stopWorkers, assertExactlyOnce, generate, randomBetween, sleep, startWorker, waitDrained, waitProgress, waitStarted } from '../pipeline.js';
 
 test('the original test: 10 events per key raise alerts, equal to the recomputation, in the table and on the topic', async (t) => {
   const config = testConfig();
@@ -26,19 +26,22 @@ test('the original test: 10 events per key raise alerts, equal to the recomputat
 test('alerts are exact after 3 workers are killed and restarted at random, with late events and several sources', async (t) => {
   const config = testConfig();
   const session = await freshKeyspace(t, config);
-  await freshTopic(t, config, 6);
+  const admin = await freshTopic(t, config, 6);
   const producing = generate(config, [
     '--count', '24000', '--rate', '1000', '--clients', '12', '--sources', '4', '--health-mix', '0:30,1:20,2:50',
     '--late-ratio', '0.05', '--late-by-ms', '12000', '--bad-ratio', '0.005', '--seed', '2024',
   ]);
-  const workers = [0, 1, 2].map(() => startWorker(t, config));
+  const workers = [0, 1, 2].map(() => startWorker(t, config, FAST_FAILOVER));
   let kills = 0;
   for (let i = 0; i < 8; i++) {
-    await sleep(randomBetween(1500, 3500));
+    // A worker drawn at random is killed at a random moment of its work: once it owns partitions and
+    // has moved a checkpoint past where it resumed them (or caught up), within the next second.
     const k = Math.floor(Math.random() * workers.length);
+    await waitProgress(workers[k]!, session, config, admin);
+    await sleep(randomBetween(0, 1000));
     workers[k]!.kill('SIGKILL');
     await once(workers[k]!, 'exit');
-    workers[k] = startWorker(t, config);
+    workers[k] = startWorker(t, config, FAST_FAILOVER);
     kills++;
   }
   await producing;

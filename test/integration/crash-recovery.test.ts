@@ -2,22 +2,25 @@ import assert from 'node:assert/strict';
 import { once } from 'node:events';
 import { test } from 'node:test';
 import { freshKeyspace, freshTopic, testConfig } from '../helpers.js';
-import { assertExactlyOnce, generate, randomBetween, sleep, startWorker, waitDrained, watchCheckpoints } from '../pipeline.js';
+import { FAST_FAILOVER, assertExactlyOnce, generate, randomBetween, sleep, startWorker, waitDrained, waitProgress, watchCheckpoints } from '../pipeline.js';
 
 test('a worker SIGKILLed at random moments and restarted stores every offset exactly once', async (t) => {
   const config = testConfig();
   const session = await freshKeyspace(t, config);
-  await freshTopic(t, config, 3);
+  const admin = await freshTopic(t, config, 3);
   const watch = watchCheckpoints(t, session, config);
   const producing = generate(config, ['--count', '20000', '--rate', '1000', '--clients', '12', '--health-mix', '0:60,1:30,2:10', '--bad-ratio', '0.01', '--seed', '42']);
 
-  let worker = startWorker(t, config);
+  let worker = startWorker(t, config, FAST_FAILOVER);
   const kills = 6;
   for (let k = 0; k < kills; k++) {
-    await sleep(randomBetween(1500, 4000));
+    // Each worker is killed at a random moment of its work: once it owns the partitions and has moved
+    // a checkpoint past where it resumed (or caught up), within the next second.
+    await waitProgress(worker, session, config, admin);
+    await sleep(randomBetween(0, 1000));
     worker.kill('SIGKILL');
     await once(worker, 'exit');
-    worker = startWorker(t, config);
+    worker = startWorker(t, config, FAST_FAILOVER);
   }
   await producing;
   await waitDrained(session, config);

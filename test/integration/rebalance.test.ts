@@ -2,36 +2,42 @@ import assert from 'node:assert/strict';
 import { once } from 'node:events';
 import { test } from 'node:test';
 import { freshKeyspace, freshTopic, testConfig } from '../helpers.js';
-import { stopWorkers, assertExactlyOnce, generate, randomBetween, sleep, startWorker, waitDrained, waitStarted, watchCheckpoints } from '../pipeline.js';
+import { FAST_FAILOVER, stopWorkers, assertExactlyOnce, generate, randomBetween, sleep, startWorker, waitDrained, waitOwns, waitProgress, watchCheckpoints } from '../pipeline.js';
 
 test('3 workers killed and restarted at random, plus workers added and removed, store every offset exactly once', async (t) => {
   const config = testConfig();
   const session = await freshKeyspace(t, config);
-  await freshTopic(t, config, 6);
+  const admin = await freshTopic(t, config, 6);
   const watch = watchCheckpoints(t, session, config);
   const producing = generate(config, ['--count', '30000', '--rate', '1200', '--clients', '24', '--health-mix', '0:50,1:30,2:20', '--bad-ratio', '0.005', '--seed', '7']);
 
-  const workers = [startWorker(t, config), startWorker(t, config), startWorker(t, config)];
+  const start = () => startWorker(t, config, FAST_FAILOVER);
+  const workers = [start(), start(), start()];
   let kills = 0;
   let added = 0;
   let removed = 0;
   for (let step = 0; step < 10; step++) {
-    await sleep(randomBetween(1500, 3000));
     if (step === 3 || step === 7) {
-      workers.push(startWorker(t, config)); // scale out: a rebalance hands partitions over
+      const joining = start(); // scale out: a rebalance hands partitions over
+      workers.push(joining);
+      await waitOwns(joining);
       added++;
     } else if (step === 5) {
       const leaving = workers.shift()!; // scale in cleanly: SIGTERM, it leaves the group
-      await waitStarted(leaving); // (a SIGTERM during Node's own start-up would just kill it)
+      await waitProgress(leaving, session, config, admin); // it has partitions to hand over, and works on them
       leaving.kill('SIGTERM');
       const [code] = await once(leaving, 'exit');
       assert.equal(code, 0, leaving.output());
       removed++;
     } else {
+      // A worker drawn at random, killed at a random moment of its work (once it owns partitions and
+      // has moved a checkpoint past where it resumed them, or caught up, within the next second).
       const i = Math.floor(Math.random() * workers.length);
+      await waitProgress(workers[i]!, session, config, admin);
+      await sleep(randomBetween(0, 1000));
       workers[i]!.kill('SIGKILL');
       await once(workers[i]!, 'exit');
-      workers[i] = startWorker(t, config);
+      workers[i] = start();
       kills++;
     }
   }
