@@ -1,14 +1,17 @@
-// The bounded chaos scenario of CI: 50,000 events, 10 SIGKILLs, a zombie, a Cassandra restart and a
-// Kafka restart (of the shared local stack), workers added and removed, malformed bursts; then verify.
-// The seed is random per run and printed first, so a failure can be replayed with `exactlyonce chaos`.
+// The bounded chaos scenario of CI: 50,000 events over 60 s, 10 SIGKILLs, a zombie, a Cassandra restart
+// and a Kafka restart (of the shared local stack), workers added and removed, malformed bursts; then verify.
+// The seeds are fixed, so that `make test` runs the same schedule every time; random seeds belong to
+// `make soak` and to `exactlyonce chaos` run by hand (each prints its seed, to replay a failure).
+// 2703006044 once planned a removal where kills had left one worker (see the schedule's unit test).
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { runCli } from '../helpers.js';
 
-test('chaos: no violation of exactly-once under kills, a zombie, server restarts and rebalances', async (t) => {
-  const seed = Math.floor(Math.random() * 2 ** 32);
+const SEEDS = [2703006044];
+
+for (const seed of SEEDS) test(`chaos seed ${seed}: no violation of exactly-once under kills, a zombie, server restarts and rebalances`, async (t) => {
   const r = await runCli(
-    ['chaos', '--brokers', '127.0.0.1:9092', '--cassandra', '127.0.0.1', '--events', '50000', '--kills', '10', '--zombies', '1', '--cassandra-restarts', '1', '--kafka-restarts', '1', '--seed', String(seed), '--json'],
+    ['chaos', '--brokers', '127.0.0.1:9092', '--cassandra', '127.0.0.1', '--events', '50000', '--duration', '60', '--kills', '10', '--zombies', '1', '--cassandra-restarts', '1', '--kafka-restarts', '1', '--seed', String(seed), '--json'],
     {},
     15 * 60_000,
   );
