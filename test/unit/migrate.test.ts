@@ -26,3 +26,13 @@ test('replication specs', () => {
     assert.throws(() => parseReplication(bad), (e: unknown) => e instanceof ExactlyOnceError && e.code === 'EO_CONFIG_INVALID');
   }
 });
+
+test('the migrations are numbered 1..N without gaps; 007 adds the checkpoint epoch and partition_state, safe to run again', () => {
+  const ms = loadMigrations('ks1');
+  assert.deepEqual(ms.map((m) => m.version), ms.map((_, i) => i + 1));
+  assert.deepEqual(ms.slice(5).map((m) => `${m.version} ${m.name}`), ['6 job', '7 checkpoint_epoch']);
+  assert.deepEqual(ms[6]!.statements.map((s) => s.split('\n')[0]), [
+    'ALTER TABLE ks1.checkpoints ADD IF NOT EXISTS epoch int',
+    'CREATE TABLE IF NOT EXISTS ks1.partition_state (',
+  ]);
+});
