@@ -20,6 +20,8 @@ export interface TaskContext {
   withRetry: <T>(fn: () => Promise<T>) => Promise<T>;
   /** The partition's current log start offset, to tell a deleted range from an ordinary offset gap. */
   logStart: (partition: number) => Promise<bigint>;
+  /** Told when a task stops (to record why, for `exactlyonce checkpoints list`); must not throw. */
+  onStop?: (partition: number, epoch: number | null, error: ExactlyOnceError) => void;
 }
 
 export type TaskState = 'running' | 'revoked' | 'stopped';
@@ -34,6 +36,12 @@ export class PartitionTask {
     readonly partition: number,
     checkpoint: bigint | null,
     private readonly ctx: TaskContext,
+    /**
+     * The checkpoint's reset epoch, read with it (src/engine/checkpoint-store.ts): every checkpoint
+     * this task writes carries it, so once the partition is reset (a higher epoch) they all lose.
+     * Undefined when the checkpoint could not be read (such a task is stopped and never writes).
+     */
+    readonly epoch?: number,
   ) {
     this.next = checkpoint;
   }
@@ -48,6 +56,7 @@ export class PartitionTask {
     this.error = error;
     this.ctx.metrics.partitionStopped(this.partition);
     this.ctx.log.error({ partition: this.partition, code: error.code }, error.message);
+    this.ctx.onStop?.(this.partition, this.epoch ?? null, error);
   }
 
   /** The partition was revoked or lost: batches still in flight finish, but nothing new starts. */
@@ -104,7 +113,7 @@ export class PartitionTask {
 
     // Every record of the batch is stored: only now may the checkpoint pass them.
     const nextOffset = fresh[fresh.length - 1]!.offset + 1n;
-    await this.ctx.withRetry(() => this.ctx.checkpoints.write(this.partition, nextOffset));
+    await this.ctx.withRetry(() => this.ctx.checkpoints.write(this.partition, nextOffset, this.epoch ?? 0));
     if (this.next === null || nextOffset > this.next) this.next = nextOffset;
     this.ctx.metrics.stored.inc({ partition: p }, decoded.length);
     this.ctx.metrics.batches.inc({ partition: p });
@@ -118,9 +127,10 @@ export function outOfRange(partition: number, checkpoint: bigint, where: 'below'
   const message =
     where === 'beyond'
       ? `partition ${partition}: checkpoint ${checkpoint} is beyond the log end ${bound} (was the topic deleted and re-created?). ` +
-        'The partition is stopped. If the topic is new on purpose, reset the job with `exactlyonce schema apply --reset`.'
+        'The partition is stopped and nothing is skipped; see `exactlyonce checkpoints list`. To read this log from its start, run ' +
+        `\`exactlyonce checkpoints reset --partition ${partition} --to earliest\` (workers pick it up while running).`
       : `partition ${partition}: checkpoint ${checkpoint} is below the log start ${bound}: records ${checkpoint}..${bound - 1n} ` +
         'were deleted (retention) before they were processed. The partition is stopped; raise the topic\'s retention, and ' +
-        'to accept the loss, reset the job with `exactlyonce schema apply --reset`.';
+        `to accept the loss, run \`exactlyonce checkpoints reset --partition ${partition} --to earliest\` (workers pick it up while running).`;
   return new ExactlyOnceError('EO_CHECKPOINT_OUT_OF_RANGE', message);
 }

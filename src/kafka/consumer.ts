@@ -123,6 +123,23 @@ export class GroupConsumer {
     if (partitions.length > 0) this.consumer.pause([{ topic: this.options.topic, partitions }]);
   }
 
+  /**
+   * Moves an assigned partition's fetch position (after `exactlyonce checkpoints reset`). The client
+   * applies it once the batches in flight finish, and drops what it prefetched from the old position
+   * (lib/kafkajs/_consumer.js `seek`: the partition's batch payloads and cached messages are marked
+   * stale, then librdkafka seeks, which discards its own queue): no record of the old position is
+   * handed over after this call returns.
+   */
+  seek(partition: number, start: bigint | 'beginning'): void {
+    if (typeof start === 'bigint' && (start < 0n || start > BigInt(Number.MAX_SAFE_INTEGER))) throw new Error(`cannot seek to offset ${start}`);
+    this.consumer.seek({ topic: this.options.topic, partition, offset: start === 'beginning' ? String(OFFSET_BEGINNING) : String(start) });
+  }
+
+  /** Fetches paused partitions again (a stopped partition that was reset). */
+  resume(partitions: number[]): void {
+    if (partitions.length > 0) this.consumer.resume([{ topic: this.options.topic, partitions }]);
+  }
+
   /** Leaves the group after the batches in flight finish. Idempotent. */
   stop(): Promise<void> {
     this.stopped ??= this.consumer.disconnect().catch(() => undefined);
