@@ -6,6 +6,7 @@ import { alertsCommand } from './alerts.js';
 import { benchCommand } from './bench.js';
 import { reportError } from './common.js';
 import { chaosCommand } from './chaos.js';
+import { checkpointsCommand } from './checkpoints.js';
 import { cqlCommand } from './cql.js';
 import { dashboardCommand } from './dashboard.js';
 import { demoCommand } from './demo.js';
@@ -25,7 +26,7 @@ const program = new Command('exactlyonce')
   .showHelpAfterError('(run with --help for usage)')
   .exitOverride();
 
-for (const cmd of [stackCommand(), schemaCommand(), topicCommand(), generateCommand(), runCommand(), alertsCommand(), quarantineCommand(), cqlCommand(), dashboardCommand(), demoCommand(), benchCommand(), verifyCommand(), chaosCommand()]) program.addCommand(cmd);
+for (const cmd of [stackCommand(), schemaCommand(), topicCommand(), generateCommand(), runCommand(), alertsCommand(), quarantineCommand(), checkpointsCommand(), cqlCommand(), dashboardCommand(), demoCommand(), benchCommand(), verifyCommand(), chaosCommand()]) program.addCommand(cmd);
 
 function exitOverrideAll(cmd: Command): void {
   cmd.exitOverride();
