@@ -18,6 +18,16 @@ export const ErrorCodes = {
   EO_KAFKA_CLIENT_MISSING: { retriable: false, exitCode: 3 },
   EO_TOPIC_MISMATCH: { retriable: false, exitCode: 5 },
   EO_CHECKPOINT_OUT_OF_RANGE: { retriable: false, exitCode: 6 },
+  /** The input topic was deleted and re-created (its topic ID changed) under the job. */
+  EO_TOPIC_RECREATED: { retriable: false, exitCode: 6 },
+  /** The consumer's fetch position is outside the log while running (the log was truncated or deleted). */
+  EO_POSITION_OUT_OF_RANGE: { retriable: false, exitCode: 6 },
+  /** A worker's or verify's settings differ from the job stored in the keyspace. */
+  EO_JOB_CONFIG_MISMATCH: { retriable: false, exitCode: 5 },
+  /** A server refused an operation for good (invalid request, unauthorized, write failure, record too large). */
+  EO_PERMANENT_ERROR: { retriable: false, exitCode: 10 },
+  /** Planning where assigned partitions resume failed; they are stopped instead of read from a default position. */
+  EO_ASSIGNMENT_FAILED: { retriable: false, exitCode: 6 },
   EO_PRODUCE_FAILED: { retriable: true, exitCode: 7 },
   EO_FENCED: { retriable: false, exitCode: 8 },
   EO_VERIFY_FAILED: { retriable: false, exitCode: 9 },

@@ -78,14 +78,26 @@ export function unavailable(config: ConnectionConfig, cause: unknown): ExactlyOn
   );
 }
 
-/** True for driver errors worth retrying: no host answered, a timeout, an unavailable replica. */
+/** Server answers worth retrying: 0x1000 Unavailable, 0x1001 Overloaded, 0x1002 IsBootstrapping, 0x1100 WriteTimeout, 0x1200 ReadTimeout. */
+const TRANSIENT_CODES = new Set([0x1000, 0x1001, 0x1002, 0x1100, 0x1200]);
+
+/**
+ * True for driver errors worth retrying: no host reachable, a timeout, an unavailable or overloaded
+ * replica. False for an answer no retry can change (invalid request, unauthorized, a write or read
+ * failure, a query that no longer prepares after a schema change) — also when the driver wraps such
+ * answers from every host it tried in a NoHostAvailableError.
+ */
 export function isRetriableCassandraError(e: unknown): boolean {
   if (!(e instanceof Error)) return false;
   const name = e.name;
-  if (name === 'NoHostAvailableError' || name === 'OperationTimedOutError' || name === 'BusyConnectionError') return true;
-  const code = (e as { code?: number }).code;
-  // 0x1000 Unavailable, 0x1001 Overloaded, 0x1002 IsBootstrapping, 0x1100 WriteTimeout, 0x1200 ReadTimeout
-  return code === 0x1000 || code === 0x1001 || code === 0x1002 || code === 0x1100 || code === 0x1200;
+  if (name === 'OperationTimedOutError' || name === 'BusyConnectionError') return true;
+  if (name === 'NoHostAvailableError') {
+    const inner = Object.values((e as { innerErrors?: Record<string, unknown> }).innerErrors ?? {});
+    // Hosts that answered, each with a definite refusal: the same query will be refused again.
+    const refusedByAll = inner.length > 0 && inner.every((i) => i instanceof Error && i.name === 'ResponseError' && !TRANSIENT_CODES.has((i as { code?: number }).code ?? -1));
+    return !refusedByAll;
+  }
+  return TRANSIENT_CODES.has((e as { code?: number }).code ?? -1);
 }
 
 export const Long = cassandra.types.Long;

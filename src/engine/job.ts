@@ -42,8 +42,16 @@ export interface JobContext {
 }
 
 export interface Job<T> {
+  /** The job's name: the key of its row in the keyspace's `job` table (src/engine/job-binding.ts). */
+  readonly name: string;
   /** The topics the job publishes to, if any: the Runner checks at start that they exist. */
   readonly outputTopics?: readonly string[];
+  /**
+   * Everything that changes what a record becomes (decode limits, rules). Stored with the job when it
+   * is first run; a worker whose settings differ from the stored ones refuses to start
+   * (EO_JOB_CONFIG_MISMATCH), so two workers can never write competing results.
+   */
+  readonly settings?: Readonly<Record<string, string | number | boolean>>;
   /** Pure and deterministic: the same record always decodes the same way. */
   decode(record: SourceRecord): Decoded<T>;
   /** Called once the Cassandra session is open (prepare statements, check tables). */

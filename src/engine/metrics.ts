@@ -58,12 +58,16 @@ export class EngineMetrics {
   readonly errors: Counter<'server' | 'error'>;
   readonly serverUp: Gauge<'server'>;
   readonly stoppedPartitions: Gauge<'partition'>;
+  /** Partitions stopped, by error code. */
+  readonly stops: Counter<'code'>;
   readonly stalledPartitions: Gauge<'partition'>;
   readonly info: Gauge<'worker_id' | 'host' | 'pid'>;
 
   private readonly partitions = new Map<number, PartitionState>();
   /** Owned partitions stopped on an error the user must act on (never reported as stalled). */
   private readonly stopped = new Set<number>();
+  /** Names why a partition may be stalled (set by the Runner), for the stall warning. */
+  stallCause: ((partition: number) => string) | undefined;
   /** Epoch ms of the last failed and the last successful call, per server. */
   private readonly lastFailure = new Map<Server, number>();
   private readonly lastSuccess = new Map<Server, number>();
@@ -126,9 +130,15 @@ export class EngineMetrics {
         for (const server of ['Cassandra', 'Kafka'] as const) this.set({ server }, self.isDown(server) ? 0 : 1);
       },
     });
+    this.stops = new Counter({
+      name: `${p}partition_stops_total`,
+      help: 'Partitions stopped on an error retrying cannot fix, by error code (the worker logs each at error level)',
+      labelNames: ['code'],
+      registers,
+    });
     this.stoppedPartitions = new Gauge({
       name: `${p}partition_stopped`,
-      help: '1 when a partition is stopped on an error that needs the user (checkpoint out of range)',
+      help: '1 when a partition is stopped on an error that needs the user (see partition_stops_total and the error log)',
       labelNames: partition,
       registers,
     });
@@ -177,7 +187,8 @@ export class EngineMetrics {
   }
 
   /** The partition is stopped on an error the user must act on. */
-  partitionStopped(partition: number): void {
+  partitionStopped(partition: number, code = 'unknown'): void {
+    this.stops.inc({ code });
     this.stopped.add(partition);
     this.stoppedPartitions.set({ partition: String(partition) }, 1);
   }
@@ -302,9 +313,11 @@ export class EngineMetrics {
     s.stalled = stalled;
     this.stalledPartitions.set({ partition: String(partition) }, stalled ? 1 : 0);
     if (stalled) {
+      const cause = this.stallCause?.(partition) ?? 'no cause known';
+      const at = s.checkpoint === null ? `before its first checkpoint (log start ${String(s.logStart)})` : `at ${s.checkpoint}`;
       log.warn(
-        { partition, checkpoint: String(s.checkpoint), behind: String(behind), sinceMs: Date.now() - s.movedAt },
-        `partition ${partition}: checkpoint stalled at ${String(s.checkpoint)} with ${behind} records behind`,
+        { partition, checkpoint: String(s.checkpoint), behind: String(behind), sinceMs: Date.now() - s.movedAt, cause },
+        `partition ${partition}: checkpoint stalled ${at} with ${behind} records behind for ${Math.round((Date.now() - s.movedAt) / 1000)} s; cause: ${cause}`,
       );
     } else {
       log.info({ partition, checkpoint: String(s.checkpoint) }, `partition ${partition}: checkpoint moving again`);

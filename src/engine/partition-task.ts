@@ -54,7 +54,7 @@ export class PartitionTask {
   stop(error: ExactlyOnceError): void {
     this.state = 'stopped';
     this.error = error;
-    this.ctx.metrics.partitionStopped(this.partition);
+    this.ctx.metrics.partitionStopped(this.partition, error.code);
     this.ctx.log.error({ partition: this.partition, code: error.code }, error.message);
     this.ctx.onStop?.(this.partition, this.epoch ?? null, error);
   }

@@ -28,6 +28,8 @@ export interface QuarantineRow {
 
 /** Default bound on the raw bytes kept per quarantined record, in bytes. */
 export const DEFAULT_MAX_RAW_BYTES = 16 * 1024;
+const QUARANTINE_ROWS_PER_BATCH = 100;
+const QUARANTINE_BATCH_BYTES = 512 * 1024;
 
 export class Quarantine {
   constructor(
@@ -42,26 +44,43 @@ export class Quarantine {
    */
   async write(entries: readonly QuarantineEntry[]): Promise<void> {
     const statement = `INSERT INTO ${this.keyspace}.quarantine (partition, offset, topic, reason, detail, key, raw, raw_length, raw_sha256, kafka_ts) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`;
+    // The rows of one Kafka partition share the Cassandra partition key: each UNLOGGED batch is one
+    // mutation, applied atomically, like the `events` rows. Batches are cut by count and by bytes
+    // (raw values are up to maxRawBytes each) to keep every mutation small.
+    const batches: Array<Array<{ query: string; params: unknown[] }>> = [[]];
+    let bytes = 0;
+    for (const { record, reason, detail } of entries) {
+      const value = record.value ?? Buffer.alloc(0);
+      const raw = record.value === null ? null : value.subarray(0, this.maxRawBytes);
+      const size = (raw?.length ?? 0) + (record.key?.length ?? 0) + detail.length + 100;
+      let batch = batches[batches.length - 1]!;
+      if (batch.length > 0 && (batch.length >= QUARANTINE_ROWS_PER_BATCH || bytes + size > QUARANTINE_BATCH_BYTES)) {
+        batches.push((batch = []));
+        bytes = 0;
+      }
+      bytes += size;
+      batch.push({
+        query: statement,
+        params: [
+          record.partition,
+          toLong(record.offset),
+          record.topic,
+          reason,
+          detail,
+          record.key,
+          raw,
+          value.length,
+          createHash('sha256').update(value).digest('hex'),
+          new Date(record.timestampMs),
+        ],
+      });
+    }
     await Promise.all(
-      entries.map(({ record, reason, detail }) => {
-        const value = record.value ?? Buffer.alloc(0);
-        return this.session.execute(
-          statement,
-          [
-            record.partition,
-            toLong(record.offset),
-            record.topic,
-            reason,
-            detail,
-            record.key,
-            record.value === null ? null : value.subarray(0, this.maxRawBytes),
-            value.length,
-            createHash('sha256').update(value).digest('hex'),
-            new Date(record.timestampMs),
-          ],
-          { prepare: true, consistency: consistencies.localQuorum },
-        );
-      }),
+      batches.map((queries) =>
+        queries.length === 1
+          ? this.session.execute(queries[0]!.query, queries[0]!.params, { prepare: true, consistency: consistencies.localQuorum })
+          : this.session.batch(queries, { prepare: true, logged: false, consistency: consistencies.localQuorum }),
+      ),
     );
   }
 

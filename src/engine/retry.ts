@@ -23,6 +23,13 @@ export interface RetryOptions {
 
 /** Shared per-server health so that many concurrent retries log one "down" line and one "up" line. */
 const down = new Map<string, number>();
+/** The last error of each server that is failing now, for messages that must name a cause. */
+const lastError = new Map<string, string>();
+
+/** The servers failing now, each with its last error and since when (epoch ms). */
+export function failingServers(): Array<{ server: string; since: number; error: string }> {
+  return [...down].map(([server, since]) => ({ server, since, error: lastError.get(server) ?? 'unknown error' }));
+}
 
 export class AbortedError extends Error {
   constructor() {
@@ -58,12 +65,14 @@ export async function retry<T>(fn: () => Promise<T>, o: RetryOptions): Promise<T
       const since = down.get(o.server);
       if (since !== undefined) {
         down.delete(o.server);
+        lastError.delete(o.server);
         o.log?.info({ server: o.server, downMs: Date.now() - since }, `${o.server} answers again`);
       }
       return result;
     } catch (e) {
       if (!o.isRetriable(e)) throw e;
       o.onRetry?.(e);
+      lastError.set(o.server, describeShort(e));
       if (!down.has(o.server)) {
         down.set(o.server, Date.now());
         o.log?.warn({ server: o.server, err: describeShort(e) }, `${o.server} is not answering; retrying with backoff until it does`);

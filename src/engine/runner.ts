@@ -14,10 +14,11 @@ import { Producer } from '../kafka/producer.js';
 import type { Logger } from '../log.js';
 import { CheckpointStore } from './checkpoint-store.js';
 import type { Job } from './job.js';
+import { JobBinding, topicRecreated } from './job-binding.js';
 import { EngineMetrics } from './metrics.js';
 import { outOfRange, PartitionTask, type TaskContext } from './partition-task.js';
 import { DEFAULT_MAX_RAW_BYTES, Quarantine } from './quarantine.js';
-import { retry } from './retry.js';
+import { AbortedError, failingServers, retry } from './retry.js';
 
 /** librdkafka's wording when it cannot reach the brokers (ERR__ALL_BROKERS_DOWN, ERR__TRANSPORT). */
 const KAFKA_DOWN = /all broker connections are down|connection refused|broker transport failure/i;
@@ -63,6 +64,15 @@ export class Runner {
   private closing: Promise<void> | undefined;
   /** When the Kafka client last reported all brokers unreachable (cleared by the next batch). */
   private kafkaDownSince: number | undefined;
+  /** The input topic's ID the job is bound to (its checkpoints describe that topic, no other). */
+  private boundTopicId: string | undefined;
+  private identityTimer: NodeJS.Timeout | undefined;
+  /** Picks up `checkpoints reset` and says which partitions this worker owns (see watchResets). */
+  private resetTimer: NodeJS.Timeout | undefined;
+  /** Checks the topic's identity and each owned partition's position now (see watchTopicIdentity). */
+  private checkPositions: ((clientSaid?: string) => Promise<void>) | undefined;
+  /** The Kafka client's last error log line, and when (named by stall warnings while recent). */
+  private lastClientError: { message: string; at: number } | undefined;
 
   constructor(
     private readonly config: ConnectionConfig,
@@ -119,6 +129,20 @@ export class Runner {
         return this.retrying('Kafka', () => producer.send(topic, records));
       },
     });
+    // What this keyspace serves: bound on the first run, checked on every later one (one input topic,
+    // its identity, the output topics, the job's settings).
+    const topicId = await this.retrying('Kafka', () => admin.topicId(config.topic), options.startupTimeoutMs);
+    if (topicId === null) throw new ExactlyOnceError('EO_TOPIC_MISMATCH', `topic ${config.topic} does not exist at ${config.brokers.join(',')}; run \`exactlyonce topic create\``);
+    const bound = await this.retrying(
+      'Cassandra',
+      () => new JobBinding(session, config.keyspace).bind(
+        { name: this.job.name, inputTopic: config.topic, outputTopics: this.job.outputTopics ?? [], settings: this.job.settings ?? {} },
+        topicId,
+      ),
+      options.startupTimeoutMs,
+    );
+    this.boundTopicId = bound.inputTopicId;
+    if (bound.inputTopicId !== topicId) this.log.error({ code: 'EO_TOPIC_RECREATED' }, topicRecreated(config.topic, bound.inputTopicId, topicId).message);
     const checkpoints = new CheckpointStore(session, config.keyspace, config.topic);
     const ctx: TaskContext = {
       job: this.job,
@@ -128,6 +152,9 @@ export class Runner {
       log: this.log,
       withRetry: (fn) => this.retrying('Cassandra', fn),
       logStart: async (p) => (await admin.watermarks(config.topic)).find((w) => w.partition === p)?.low ?? 0n,
+      // Why a partition stopped, for `exactlyonce checkpoints list` (informational: a failure is ignored).
+      onStop: (p, epoch, error) =>
+        void checkpoints.recordStop(p, { code: error.code, message: error.message, epoch, by: this.metrics.workerId }).catch(() => undefined),
     };
 
     const newConsumer = () => new GroupConsumer(config, {
@@ -138,8 +165,15 @@ export class Runner {
       maxBufferKb: options.maxBufferKb,
       sessionTimeoutMs: options.sessionTimeoutMs,
       metadataRefreshMs: options.metadataRefreshMs,
+      onPositionOutOfRange: (message) => {
+        this.lastClientError = { message, at: Date.now() };
+        void this.checkPositions?.(message);
+      },
       onClientLog: (level, message) => {
-        if (level === 'error') this.metrics.errors.inc({ server: 'Kafka', error: 'client' });
+        if (level === 'error') {
+          this.metrics.errors.inc({ server: 'Kafka', error: 'client' });
+          this.lastClientError = { message: message.split('\n')[0]!.slice(0, 300), at: Date.now() };
+        }
         this.log.debug({ kafka: level }, message);
         // The client reconnects by itself; we only say, once, that the brokers stopped answering.
         if (level === 'error' && KAFKA_DOWN.test(message) && this.kafkaDownSince === undefined) {
@@ -152,25 +186,9 @@ export class Runner {
       {
         onAssign: async (assigned) => {
           this.metrics.rebalanced('assign');
-          const starts = new Map<number, StartOffset>();
-          if (assigned.length === 0) return starts;
-          // Read back where each partition stands; retried until Cassandra answers, because
-          // proceeding without the checkpoint could only replay from the start or skip.
-          const stored = await this.retrying('Cassandra', () => checkpoints.readAll());
-          const marks = await this.retrying('Kafka', () => admin.watermarks(config.topic));
-          for (const p of assigned) {
-            const checkpoint = stored.get(p) ?? null;
-            const w = marks.find((m) => m.partition === p);
-            const task = new PartitionTask(p, checkpoint, ctx);
-            this.tasks.set(p, task);
-            if (checkpoint !== null && w !== undefined && checkpoint > w.high) {
-              task.stop(outOfRange(p, checkpoint, 'beyond', w.high));
-            } else if (checkpoint !== null && w !== undefined && checkpoint < w.low) {
-              task.stop(outOfRange(p, checkpoint, 'below', w.low));
-            }
-            starts.set(p, task.status.state === 'stopped' ? 'stopped' : (checkpoint ?? 'beginning'));
-            this.metrics.partitionAssigned(p, checkpoint, w);
-          }
+          if (assigned.length === 0) return new Map<number, StartOffset>();
+          const starts = await this.planAssignment(assigned, ctx, checkpoints);
+          this.recordOwnership(checkpoints, starts);
           this.metrics.assignments.inc(assigned.length);
           this.metrics.assigned.set(this.tasks.size);
           this.log.info(
@@ -186,6 +204,7 @@ export class Runner {
             this.tasks.delete(p);
             this.metrics.partitionRevoked(p);
           }
+          void checkpoints.clearOwner(revoked).catch(() => undefined);
           this.metrics.revocations.inc(revoked.length);
           this.metrics.assigned.set(this.tasks.size);
           this.log.info({ revoked, lost }, `${lost ? 'lost' : 'revoked'} partitions ${revoked.join(',')}`);
@@ -198,9 +217,17 @@ export class Runner {
         }
         const task = this.tasks.get(partition);
         if (task === undefined) return; // not ours any more; nothing is checkpointed
-        // On shutdown a batch still retrying rejects with AbortedError: it is abandoned before its
-        // checkpoint, so the next owner reads it again.
-        await task.process(records);
+        try {
+          await task.process(records);
+        } catch (e) {
+          // On shutdown a batch still retrying rejects with AbortedError: it is abandoned before its
+          // checkpoint, so the next owner reads it again.
+          if (e instanceof AbortedError) return;
+          // Anything else is an error retrying cannot fix (transient ones are retried inside): stop
+          // the partition where its checkpoint is, visibly, instead of letting the client redeliver
+          // the batch in a loop.
+          task.stop(permanentError(partition, e));
+        }
         if (task.status.state === 'stopped') this.consumer?.pause([partition]);
       },
     );
@@ -221,7 +248,215 @@ export class Runner {
       options.startupTimeoutMs,
     );
     this.metrics.watchLogEnds(() => admin.watermarks(config.topic), this.log);
+    this.watchTopicIdentity(admin);
+    this.watchResets(admin, ctx, checkpoints);
+    this.metrics.stallCause = (p) => this.stallCause(p);
     this.log.info({ topic: config.topic, group: config.group, partitions }, 'worker started');
+  }
+
+  /**
+   * Where each newly assigned partition resumes, or why it must not be read: its checkpoint, checked
+   * against the topic's identity and its log start and end. Never throws: a failure while planning
+   * (other than shutdown) stops the partitions visibly, because the client would otherwise fall back to
+   * its default assignment and read from a position nobody chose.
+   */
+  private async planAssignment(assigned: number[], ctx: TaskContext, checkpoints: CheckpointStore): Promise<Map<number, StartOffset>> {
+    const { config } = this;
+    const starts = new Map<number, StartOffset>();
+    const stopAll = (error: ExactlyOnceError | null) => {
+      for (const p of assigned) {
+        const task = new PartitionTask(p, null, ctx);
+        this.tasks.set(p, task);
+        if (error !== null) task.stop(error);
+        else task.revoke();
+        starts.set(p, 'stopped');
+      }
+      return starts;
+    };
+    try {
+      // Read back where each partition stands; retried until the servers answer, because proceeding
+      // without the checkpoint could only replay from the start or skip.
+      const stored = await this.retrying('Cassandra', () => checkpoints.readStored());
+      const [marks, topicId] = await this.retrying('Kafka', () => Promise.all([this.admin!.watermarks(config.topic), this.admin!.topicId(config.topic)]));
+      const recreated = topicId !== null && this.boundTopicId !== undefined && topicId !== this.boundTopicId;
+      for (const p of assigned) {
+        const checkpoint = stored.get(p)?.next ?? null;
+        const w = marks.find((m) => m.partition === p);
+        const task = new PartitionTask(p, checkpoint, ctx, stored.get(p)?.epoch ?? 0);
+        this.tasks.set(p, task);
+        if (recreated) {
+          task.stop(topicRecreated(config.topic, this.boundTopicId!, topicId));
+        } else if (checkpoint !== null && w !== undefined && checkpoint > w.high) {
+          task.stop(outOfRange(p, checkpoint, 'beyond', w.high));
+        } else if (checkpoint !== null && w !== undefined && checkpoint < w.low) {
+          task.stop(outOfRange(p, checkpoint, 'below', w.low));
+        } else if (checkpoint !== null && checkpoint > BigInt(Number.MAX_SAFE_INTEGER)) {
+          task.stop(new ExactlyOnceError('EO_CHECKPOINT_OUT_OF_RANGE', `partition ${p}: checkpoint ${checkpoint} is beyond 2^53, which the Kafka client cannot seek to; the partition is stopped`));
+        }
+        starts.set(p, task.status.state === 'stopped' ? 'stopped' : (checkpoint ?? 'beginning'));
+        this.metrics.partitionAssigned(p, checkpoint, w);
+      }
+      return starts;
+    } catch (e) {
+      if (e instanceof AbortedError) return stopAll(null); // shutting down: nothing is read
+      const error = new ExactlyOnceError(
+        'EO_ASSIGNMENT_FAILED',
+        `partitions ${assigned.join(',')}: planning where they resume failed (${e instanceof Error ? e.message.split('\n')[0] : String(e)}); they are stopped, not read from a default position. Restart the worker once the cause is fixed`,
+        { cause: e },
+      );
+      return stopAll(error);
+    }
+  }
+
+  /** Why a partition's checkpoint may not be moving, in words, for the stall warning. */
+  private stallCause(partition: number): string {
+    const failing = failingServers().map((f) => `${f.server} failing for ${Math.round((Date.now() - f.since) / 1000)} s (${f.error}), retried with backoff`);
+    if (this.kafkaDownSince !== undefined) failing.push(`the Kafka client cannot reach ${this.config.brokers.join(',')} for ${Math.round((Date.now() - this.kafkaDownSince) / 1000)} s`);
+    if (failing.length > 0) return failing.join('; ');
+    const task = this.tasks.get(partition);
+    if (task === undefined) return 'the partition is not owned by this worker any more';
+    const clientError = this.lastClientError;
+    if (clientError !== undefined && Date.now() - clientError.at < 120_000) return `the Kafka client reported ${Math.round((Date.now() - clientError.at) / 1000)} s ago: ${clientError.message}`;
+    return 'no batch arrived from the Kafka client and no server error was seen; see the debug log (EXACTLYONCE_LOG_LEVEL=debug)';
+  }
+
+  /**
+   * Checks every few seconds, while running, that what the worker reads is still the log its
+   * checkpoints describe; the Kafka client's out-of-range error triggers a check at once.
+   * - The topic's identity: a topic deleted and re-created under the worker stops every owned
+   *   partition (its offsets restarted). A topic that is gone for now is left to the group, which
+   *   revokes its partitions.
+   * - Each owned partition's position: a next offset beyond the log end (the log was truncated), or
+   *   below the log start while the partition stands still (records deleted before they were read;
+   *   with auto.offset.reset=error the client stops fetching there) stops the partition. Offsets are
+   *   read before the watermarks, so a batch stored meanwhile can never look beyond the end.
+   */
+  private watchTopicIdentity(admin: KafkaAdmin, intervalMs = 2000): void {
+    let busy = false;
+    const previous = new Map<number, bigint | null>();
+    this.checkPositions = async (clientSaid?: string) => {
+      if (busy || this.boundTopicId === undefined || this.tasks.size === 0) return;
+      busy = true;
+      try {
+        const before = new Map([...this.tasks.values()].filter((t) => t.status.state === 'running').map((t) => [t.partition, t.status.next]));
+        const [now, marks] = await Promise.all([admin.topicId(this.config.topic), admin.watermarks(this.config.topic)]);
+        const stopped: number[] = [];
+        for (const [p, next] of before) {
+          const task = this.tasks.get(p);
+          if (task === undefined || task.status.state !== 'running') continue;
+          const w = marks.find((m) => m.partition === p);
+          let error: ExactlyOnceError | undefined;
+          if (now !== null && now !== this.boundTopicId) {
+            error = topicRecreated(this.config.topic, this.boundTopicId!, now);
+          } else if (w !== undefined && next !== null && next > w.high) {
+            error = positionOutOfRange(p, next, w.low, w.high, clientSaid);
+          } else if (w !== undefined && next !== null && next < w.low && previous.get(p) === next && task.status.next === next && failingServers().length === 0) {
+            // (Standing still while a server is failing is the retry's doing: the records may wait
+            // in the client's prefetch; PartitionTask's own gap check then judges the next batch.)
+            error = positionOutOfRange(p, next, w.low, w.high, clientSaid);
+          }
+          if (error !== undefined) {
+            task.stop(error);
+            stopped.push(p);
+          }
+        }
+        previous.clear();
+        for (const [p, next] of before) previous.set(p, next);
+        this.consumer?.pause(stopped);
+      } catch {
+        // Kafka down: the Runner already says so; checked again next time.
+      } finally {
+        busy = false;
+      }
+    };
+    this.identityTimer = setInterval(() => void this.checkPositions?.(), intervalMs);
+    this.identityTimer.unref();
+  }
+
+  /**
+   * Picks up `exactlyonce checkpoints reset` while running. Every few seconds it reads the checkpoints
+   * (one Cassandra partition) and the job's binding. An owned partition whose stored reset epoch is
+   * above its task's was reset: its task is dropped (what it has in flight finishes, and its checkpoint
+   * write loses to the reset's, src/engine/checkpoint-store.ts), a new task starts at the stored offset
+   * and epoch after the same checks as an assignment, and the consumer is moved there (resumed if the
+   * partition was stopped). A job bound to a re-created topic's new ID (`reset --all --rebind`) is
+   * followed too: the partitions it had stopped are planned again. Each tick also says which
+   * partitions this worker owns (for `checkpoints list`).
+   */
+  private watchResets(admin: KafkaAdmin, ctx: TaskContext, checkpoints: CheckpointStore, intervalMs = 2000): void {
+    let busy = false;
+    // Tasks created without an epoch (their checkpoint could not be read): the epoch first seen.
+    const seen = new Map<number, number>();
+    const tick = async () => {
+      const owned = [...this.tasks.keys()];
+      if (owned.length === 0 || this.session === undefined) return;
+      void checkpoints.recordOwner(owned, this.metrics.workerId).catch(() => undefined);
+      const [stored, bound] = await Promise.all([checkpoints.readStored(), new JobBinding(this.session, this.config.keyspace).read(this.job.name)]);
+      let rebound = false;
+      if (bound !== null && this.boundTopicId !== undefined && bound.inputTopicId !== this.boundTopicId) {
+        this.log.info({ topic: this.config.topic, was: this.boundTopicId, now: bound.inputTopicId }, `the job was bound to topic ID ${bound.inputTopicId} of ${this.config.topic} (\`checkpoints reset --rebind\`)`);
+        this.boundTopicId = bound.inputTopicId;
+        rebound = true;
+      }
+      const reset = new Map<number, PartitionTask>();
+      for (const [p, task] of this.tasks) {
+        const c = stored.get(p);
+        if (c === undefined) continue;
+        const known = task.epoch ?? seen.get(p);
+        if (known === undefined) seen.set(p, c.epoch);
+        if ((known !== undefined && c.epoch > known) || (rebound && task.status.state === 'stopped')) reset.set(p, task);
+      }
+      if (reset.size === 0) return;
+      const [marks, topicId] = await Promise.all([admin.watermarks(this.config.topic), admin.topicId(this.config.topic)]);
+      // From here on synchronous: a rebalance cannot slip in between the checks and the seek, and the
+      // seek is queued before the client hands over another batch of these partitions.
+      for (const [p, old] of reset) {
+        if (this.tasks.get(p) !== old) continue; // revoked or re-assigned meanwhile (that read the checkpoint afresh)
+        const c = stored.get(p)!;
+        const w = marks.find((m) => m.partition === p);
+        const task = new PartitionTask(p, c.next, ctx, c.epoch);
+        old.revoke();
+        this.tasks.set(p, task);
+        seen.delete(p);
+        const error =
+          topicId !== null && topicId !== this.boundTopicId
+            ? topicRecreated(this.config.topic, this.boundTopicId!, topicId)
+            : w !== undefined && c.next > w.high
+              ? outOfRange(p, c.next, 'beyond', w.high)
+              : w !== undefined && c.next < w.low
+                ? outOfRange(p, c.next, 'below', w.low)
+                : c.next > BigInt(Number.MAX_SAFE_INTEGER)
+                  ? new ExactlyOnceError('EO_CHECKPOINT_OUT_OF_RANGE', `partition ${p}: checkpoint ${c.next} is beyond 2^53, which the Kafka client cannot seek to; the partition is stopped`)
+                  : null;
+        this.metrics.partitionAssigned(p, c.next, w);
+        if (error !== null) {
+          task.stop(error);
+          this.consumer?.pause([p]);
+          continue;
+        }
+        this.consumer?.seek(p, c.next);
+        this.consumer?.resume([p]);
+        void checkpoints.clearStop([p]).catch(() => undefined);
+        this.log.warn(
+          { partition: p, checkpoint: String(c.next), epoch: c.epoch },
+          `partition ${p} was reset to ${c.next} (epoch ${c.epoch}, \`checkpoints reset\`); resuming there`,
+        );
+      }
+    };
+    this.resetTimer = setInterval(() => {
+      if (busy) return;
+      busy = true;
+      tick()
+        .catch((e: unknown) => this.log.debug({ err: e instanceof Error ? e.message : String(e) }, 'reset check failed; checked again next time'))
+        .finally(() => (busy = false));
+    }, intervalMs);
+    this.resetTimer.unref();
+  }
+
+  /** Says who owns the partitions just assigned, and forgets the old stop records of those readable now. */
+  private recordOwnership(checkpoints: CheckpointStore, starts: ReadonlyMap<number, StartOffset>): void {
+    void checkpoints.recordOwner([...starts.keys()], this.metrics.workerId).catch(() => undefined);
+    void checkpoints.clearStop([...starts].filter(([, s]) => s !== 'stopped').map(([p]) => p)).catch(() => undefined);
   }
 
   /**
@@ -232,6 +467,8 @@ export class Runner {
     this.closing ??= (async () => {
       this.abort.abort();
       this.metrics.close();
+      clearInterval(this.identityTimer);
+      clearInterval(this.resetTimer);
       await this.consumer?.stop();
       await this.producer?.close();
       await this.admin?.close();
@@ -240,4 +477,27 @@ export class Runner {
     })();
     return this.closing;
   }
+}
+
+function positionOutOfRange(partition: number, next: bigint, low: bigint, high: bigint, clientSaid: string | undefined): ExactlyOnceError {
+  return new ExactlyOnceError(
+    'EO_POSITION_OUT_OF_RANGE',
+    `partition ${partition}: offset ${next} is outside the log [${low}, ${high}]${clientSaid === undefined ? '' : ` (the Kafka client: ${clientSaid})`}: ` +
+      `the log was ${next > high ? 'truncated or re-created' : 'deleted (retention, delete-records) before these records were read'} under the worker. ` +
+      `The partition is stopped at its checkpoint and nothing is skipped; see \`exactlyonce checkpoints list\`, then \`exactlyonce checkpoints reset --partition ${partition} --to …\``,
+  );
+}
+
+/** An error no retry can fix, as the coded error that stops a partition (with the server's own words). */
+export function permanentError(partition: number, e: unknown): ExactlyOnceError {
+  if (isExactlyOnceError(e) && !e.retriable) return e;
+  let what = e instanceof Error ? `${e.name}: ${e.message.split('\n')[0]}` : String(e);
+  // The driver re-prepares a statement the server forgot; when that fails too, the server's answer
+  // is the bare "Prepared query … not found" (0x2500): say what it means.
+  if (/Prepared query with ID \w+ not found/.test(what)) what = 'a statement no longer prepares: a table or column it uses was altered or dropped';
+  return new ExactlyOnceError(
+    'EO_PERMANENT_ERROR',
+    `partition ${partition}: a write failed for good (${what}); retrying cannot fix it. The partition is stopped at its checkpoint and nothing is skipped; fix the cause (schema, permissions, sizes), then restart the worker`,
+    { cause: e },
+  );
 }

@@ -24,7 +24,8 @@ export interface Watermarks {
 
 export class KafkaAdmin {
   private readonly admin: KafkaJSNamespace.Admin;
-  private connected = false;
+  /** The one connection attempt (concurrent calls share it: a second connect() would be refused). */
+  private connecting: Promise<void> | undefined;
   private closed = false;
 
   constructor(
@@ -40,15 +41,16 @@ export class KafkaAdmin {
 
   private async call<T>(fn: () => Promise<T>): Promise<T> {
     try {
-      if (!this.connected) {
-        await this.admin.connect();
-        this.connected = true;
-      }
+      this.connecting ??= this.admin.connect().catch((e: unknown) => {
+        this.connecting = undefined;
+        throw e;
+      });
+      await this.connecting;
       return await fn();
     } catch (e) {
       if (e instanceof ExactlyOnceError) throw e;
       const code = (e as { code?: number; type?: string }).type;
-      if (code === 'UNKNOWN_TOPIC_OR_PARTITION') {
+      if (code === 'UNKNOWN_TOPIC_OR_PARTITION' || code === 'ERR_UNKNOWN_TOPIC_OR_PART') {
         throw new ExactlyOnceError('EO_TOPIC_MISMATCH', `topic does not exist; run \`exactlyonce topic create\``, { cause: e });
       }
       throw kafkaUnavailable(this.config, e);
@@ -114,6 +116,26 @@ export class KafkaAdmin {
     return { created: true, partitions: spec.partitions, replicationFactor: spec.replicationFactor };
   }
 
+  /**
+   * The topic's identity, its Kafka topic ID (a UUID, base64 in the protocol), or null when the topic
+   * does not exist. A topic deleted and re-created under the same name gets a new ID.
+   */
+  async topicId(topic: string): Promise<string | null> {
+    const metas = await this.call(() => this.admin.fetchTopicMetadata({ topics: [topic], timeout: this.timeoutMs })).catch((e: unknown) => {
+      if (e instanceof ExactlyOnceError && e.code === 'EO_TOPIC_MISMATCH') return [];
+      throw e;
+    });
+    // The client's types name the field base64str; at run time (1.10) it is base64.
+    const uuid = (metas[0] as { topicId?: { base64?: string; base64str?: string } } | undefined)?.topicId;
+    const id = uuid?.base64 ?? uuid?.base64str;
+    return id === undefined || id === '' ? null : id;
+  }
+
+  /** Deletes the records of a partition below `before` (its log start becomes `before`). */
+  async deleteRecords(topic: string, partition: number, before: bigint): Promise<void> {
+    await this.call(() => this.admin.deleteTopicRecords({ topic, partitions: [{ partition, offset: String(before) }], timeout: this.timeoutMs } as never));
+  }
+
   async deleteTopic(topic: string): Promise<void> {
     await this.call(() => this.admin.deleteTopics({ topics: [topic], timeout: this.timeoutMs }));
   }
@@ -129,7 +151,7 @@ export class KafkaAdmin {
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
-    this.connected = false;
+    this.connecting = undefined;
     await this.admin.disconnect().catch(() => undefined);
   }
 }

@@ -37,7 +37,16 @@ export interface ConsumerOptions {
   /** How often new partitions of the topic are discovered, in ms. */
   metadataRefreshMs: number;
   onClientLog?: (level: 'warn' | 'error', message: string) => void;
+  /**
+   * The client could not fetch a partition because its position is outside the log (librdkafka
+   * ERR__AUTO_OFFSET_RESET with auto.offset.reset=error: it stops fetching that partition instead of
+   * jumping to the log start or end). The client does not say which partition: the caller finds out.
+   */
+  onPositionOutOfRange?: (message: string) => void;
 }
+
+/** librdkafka's words for a fetch position outside the log, with auto.offset.reset=error. */
+const POSITION_OUT_OF_RANGE = /No offset to automatically reset to|Offset out of range/i;
 
 const ERR_ASSIGN_PARTITIONS = -175;
 const OFFSET_BEGINNING = -2;
@@ -53,15 +62,25 @@ export class GroupConsumer {
   ) {
     const { Kafka } = kafkaJS();
     this.consumer = new Kafka({}).consumer({
-      kafkaJS: { logger: quietLogger(options.onClientLog ?? (() => undefined)) },
+      kafkaJS: {
+        logger: quietLogger((level, message) => {
+          if (level === 'error' && POSITION_OUT_OF_RANGE.test(message)) options.onPositionOutOfRange?.(message.split('\n')[0]!);
+          options.onClientLog?.(level, message);
+        }),
+      },
       ...baseProperties(config, `exactlyonce-${process.pid}`),
+      // Set after the user's properties (--kafka-config), so that none of them can be weakened:
       'group.id': options.groupId,
+      // Only committed records of transactional producers; aborted ones are never stored.
+      'isolation.level': 'read_committed',
       'partition.assignment.strategy': 'cooperative-sticky',
       // The checkpoint table is the only resume point; committing to Kafka would only mislead.
       'enable.auto.commit': false,
-      // Used only for a partition never checkpointed, which we assign at OFFSET_BEGINNING anyway.
-      // A gap opened by retention while running is caught by PartitionTask (log start check).
-      'auto.offset.reset': 'earliest',
+      // The consumer never moves its position by itself: every partition is assigned at an explicit
+      // offset (its checkpoint, or OFFSET_BEGINNING when never checkpointed), and a position that falls
+      // outside the log while running (truncated, deleted, re-created) is an error that stops the
+      // partition (onPositionOutOfRange), never a silent jump to the log start or end.
+      'auto.offset.reset': 'error',
       'session.timeout.ms': options.sessionTimeoutMs,
       'heartbeat.interval.ms': Math.max(500, Math.floor(options.sessionTimeoutMs / 5)),
       'topic.metadata.refresh.interval.ms': options.metadataRefreshMs,
@@ -80,13 +99,21 @@ export class GroupConsumer {
       handler.onRevoke(partitions, fns.assignmentLost());
       return; // the client unassigns them
     }
-    const starts = await handler.onAssign(partitions);
+    let starts: Map<number, StartOffset>;
+    try {
+      starts = await handler.onAssign(partitions);
+    } catch {
+      // The handler plans every failure itself; this is the last resort. Throwing here would make
+      // the client fall back to its default assignment (committed offsets, auto.offset.reset) in
+      // silence, so every partition is assigned and paused instead.
+      starts = new Map(partitions.map((p) => [p, 'stopped' as const]));
+    }
     // Offsets handed to assign must be JS numbers (the client rejects strings); offsets stay far
     // below 2^53 in practice, and we refuse silently wrong ones.
     fns.assign(
       assignment.map((tp) => {
         const start = starts.get(tp.partition) ?? 'beginning';
-        if (typeof start === 'bigint' && start > BigInt(Number.MAX_SAFE_INTEGER)) throw new Error(`offset ${start} exceeds 2^53`);
+        // The planner stops a partition whose checkpoint exceeds 2^53; a stopped one is paused below.
         return { topic: tp.topic, partition: tp.partition, offset: typeof start === 'bigint' ? Number(start) : OFFSET_BEGINNING };
       }),
     );

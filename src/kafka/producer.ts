@@ -14,6 +14,14 @@ export interface OutgoingRecord {
   timestampMs?: number;
 }
 
+/**
+ * librdkafka error codes that no retry can fix: a record too large for the topic (MSG_SIZE_TOO_LARGE
+ * 10, RECORD_LIST_TOO_LARGE 18, INVALID_RECORD 87), a missing permission (TOPIC_AUTHORIZATION_FAILED
+ * 29, CLUSTER_AUTHORIZATION_FAILED 31, TRANSACTIONAL_ID_AUTHORIZATION_FAILED 53), an invalid argument
+ * (ERR__INVALID_ARG -186). Everything else (timeouts, leaders moving, brokers down) is retried.
+ */
+const PERMANENT_PRODUCE_ERRORS = new Set([10, 18, 29, 31, 53, 87, -186]);
+
 export class Producer {
   private producer: KafkaJSNamespace.Producer | undefined;
   /** The one connection attempt in progress or done; concurrent callers share it. */
@@ -89,6 +97,9 @@ export class Producer {
         this.producer = undefined;
         this.connecting = undefined;
         void old?.disconnect().catch(() => undefined);
+      }
+      if (err.code !== undefined && PERMANENT_PRODUCE_ERRORS.has(err.code)) {
+        throw new ExactlyOnceError('EO_PERMANENT_ERROR', `sending to ${topic} failed for good: ${(e as Error).message} (Kafka error ${err.code}); retrying cannot fix it`, { cause: e });
       }
       throw new ExactlyOnceError('EO_PRODUCE_FAILED', `sending to ${topic} failed: ${(e as Error).message}`, { cause: e });
     }

@@ -14,6 +14,7 @@ function harness(logStart = 0n) {
   const quarantined: bigint[] = [];
   const checkpoints: bigint[] = [];
   const job: Job<string> = {
+    name: 'test',
     decode: (r) => (r.value?.toString() === 'bad' ? { ok: false, reason: 'invalid_json', detail: '' } : { ok: true, value: r.value!.toString() }),
     open: async () => undefined,
     write: async (_p, records) => void written.push(...records.map((r) => r.record.offset)),

@@ -66,6 +66,9 @@ export class LogReader {
     const { KafkaConsumer } = require('@confluentinc/kafka-javascript') as { KafkaConsumer: new (conf: object, topicConf: object) => LowLevelConsumer };
     const consumer = new KafkaConsumer(
       {
+        log_level: 3,
+        ...config.kafkaConfig,
+        // After the user's properties (--kafka-config), so that none of them can weaken the audit:
         'bootstrap.servers': config.brokers.join(','),
         'client.id': 'exactlyonce-auditor',
         // A throw-away group: offsets are assigned explicitly and nothing is ever committed.
@@ -76,8 +79,6 @@ export class LogReader {
         // The prefetch bound (KiB): librdkafka's queue is the only buffer besides one chunk.
         'queued.max.messages.kbytes': 16384,
         'queued.min.messages': 20000,
-        log_level: 3,
-        ...config.kafkaConfig,
       },
       { 'auto.offset.reset': 'earliest' },
     );
