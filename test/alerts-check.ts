@@ -27,20 +27,25 @@ export async function alertsTable(session: Client, config: ConnectionConfig): Pr
 
 /** The last message of each key on the alerts topic, as alerts, sorted like the table. */
 export async function alertsTopicLatest(config: ConnectionConfig): Promise<{ alerts: Alert[]; messages: number }> {
-  const latest = new Map<string, { offset: bigint; partition: number; alert: Alert }>();
+  // A tombstone (null value, from `alerts rule`) removes its key's alert: its latest message is no alert.
+  const latest = new Map<string, { offset: bigint; partition: number; alert: Alert | null }>();
   let messages = 0;
   await readTopic(config, config.alertsTopic, (records) => {
     for (const r of records) {
       messages++;
-      const v = JSON.parse(r.value!.toString()) as { ts: number; source: string; eventCount: number };
       const key = r.key!.toString();
-      assert.equal(key, alertTopicKey(v.source, v.ts), 'key is source@windowEnd');
+      let alert: Alert | null = null;
+      if (r.value !== null) {
+        const v = JSON.parse(r.value.toString()) as { ts: number; source: string; eventCount: number };
+        assert.equal(key, alertTopicKey(v.source, v.ts), 'key is source@windowEnd');
+        alert = { source: v.source, ts: v.ts, eventCount: v.eventCount };
+      }
       const prev = latest.get(key);
       if (prev !== undefined) assert.equal(prev.partition, r.partition, 'one key, one partition');
-      if (prev === undefined || r.offset > prev.offset) latest.set(key, { offset: r.offset, partition: r.partition, alert: { source: v.source, ts: v.ts, eventCount: v.eventCount } });
+      if (prev === undefined || r.offset > prev.offset) latest.set(key, { offset: r.offset, partition: r.partition, alert });
     }
   });
-  const alerts = [...latest.values()].map((x) => x.alert).sort((a, b) => a.ts - b.ts || (a.source < b.source ? -1 : a.source > b.source ? 1 : 0));
+  const alerts = [...latest.values()].flatMap((x) => (x.alert === null ? [] : [x.alert])).sort((a, b) => a.ts - b.ts || (a.source < b.source ? -1 : a.source > b.source ? 1 : 0));
   return { alerts, messages };
 }
 
