@@ -87,8 +87,8 @@ const STR = '("(?:[^"\\\\\\u0000-\\u001f]|\\\\.)*")';
 const CANONICAL = new RegExp(`^\\{"id":${INT},"ts":${INT},"source":${STR},"client":${STR},"health":${INT}\\}$`);
 
 /**
- * The fast path, for the canonical text only: a match, BigInt of each integer and JSON.parse of each
- * string give exactly what the general path gives for that text (a unit test compares the two on many
+ * The fast path, for the canonical text only: a match, BigInt of each integer and each string literal
+ * decoded give exactly what the general path gives for that text (a unit test compares the two on many
  * texts), with a fraction of its allocations. Undefined when the text is not canonical (or a string
  * has an invalid escape): the general path then decides. Exported for its test.
  */
@@ -98,12 +98,22 @@ export function decodeCanonical(text: string): Decoded<Event> | undefined {
   let source: string;
   let client: string;
   try {
-    source = JSON.parse(m[3]!) as string;
-    client = JSON.parse(m[4]!) as string;
+    source = literal(m[3]!);
+    client = literal(m[4]!);
   } catch {
     return undefined;
   }
   return validate(BigInt(m[1]!), BigInt(m[2]!), source, client, BigInt(m[5]!));
+}
+
+/**
+ * A JSON string literal matched by STR. Without a backslash it holds no escape (STR excludes `"` and
+ * control characters), so its content is the string itself: a slice, about 5× cheaper than JSON.parse,
+ * which pays for the strict-string checks. With one, JSON.parse decodes the escapes (and throws on an
+ * invalid one).
+ */
+function literal(s: string): string {
+  return s.indexOf('\\') < 0 ? s.slice(1, -1) : (JSON.parse(s) as string);
 }
 
 /** The general path: any JSON text, numbers parsed losslessly. Exported for the fast path's test. */
