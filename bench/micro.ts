@@ -1,6 +1,7 @@
 /**
  * Micro-benchmarks of the worker's per-record conversions, behind the figures in bench/README.md:
- * decoding the canonical event text (fast path) against the general lossless-JSON path, and int64 →
+ * decoding the canonical event text (fast path, with ASCII and with non-ASCII strings: the strict-string
+ * checks cost more on V8's two-byte strings) against the general lossless-JSON path, and int64 →
  * Long through the 32-bit halves (`toLong`) against the driver's `Long.fromString`.
  *
  *   node --import tsx bench/micro.ts [--records 200000]
@@ -14,6 +15,7 @@ let x = 0x9e3779b97f4a7c15n;
 const ids = Array.from({ length: n }, () => (x = BigInt.asIntN(64, x * 6364136223846793005n + 1442695040888963407n)));
 const texts = ids.map((id, i) => encodeEvent({ id, ts: 1_700_000_000_000 + i, source: 'My Router', client: 'Airmiles Rewards Network', health: 2 }));
 const buffers = texts.map((t) => Buffer.from(t));
+const wide = ids.map((id, i) => Buffer.from(encodeEvent({ id, ts: 1_700_000_000_000 + i, source: 'Routeur Düsseldorf ✓', client: 'Réseau 😀 Airmiles', health: 2 })));
 
 /** Best of 5 rounds, in µs per record. */
 function time(fn: () => void): number {
@@ -27,6 +29,7 @@ function time(fn: () => void): number {
 }
 
 const decodeFast = time(() => buffers.forEach((b) => decodeEvent(b)));
+const decodeWide = time(() => wide.forEach((b) => decodeEvent(b)));
 const decodeGeneral = time(() => texts.forEach((t) => decodeJson(t)));
 const longHalves = time(() => ids.forEach((v) => toLong(v)));
 const longString = time(() => ids.forEach((v) => Long.fromString(v.toString())));
@@ -35,6 +38,7 @@ process.stdout.write(
   [
     `${n.toLocaleString('en-US')} records, best of 5 rounds`,
     row('decodeEvent (canonical text: fast path)', decodeFast, decodeGeneral),
+    row('decodeEvent (fast path, non-ASCII strings)', decodeWide, decodeGeneral),
     row('decodeJson (general lossless path)', decodeGeneral, decodeGeneral),
     row('toLong (32-bit halves)', longHalves, longString),
     row('Long.fromString(bigint.toString())', longString, longString),
