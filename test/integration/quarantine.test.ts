@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { BAD_KINDS } from '../../src/app/generator.js';
+import { assertAlertsExact } from '../alerts-check.js';
 import { freshKeyspace, freshTopic, runCli, testConfig } from '../helpers.js';
 import { assertExactlyOnce, generate, startWorker, waitDrained } from '../pipeline.js';
 
@@ -17,6 +18,9 @@ test('every malformed kind is quarantined with its reason, every valid record st
   assert.equal(ledger.records, 2000);
   assert.deepEqual(Object.keys(ledger.reasons).sort(), [...BAD_KINDS].sort(), 'every malformed kind was seen and quarantined');
   assert.equal(ledger.quarantined, Object.values(ledger.reasons).reduce((a, b) => a + b, 0));
+  // Alerts come from stored events only: none for a quarantined source (a lone surrogate, an empty one).
+  const alerts = await assertAlertsExact(session, config);
+  assert.ok(alerts.alerts > 0, 'the valid Critical events raised alerts');
 
   // Cut raw bytes keep their full length and hash; `quarantine list` shows them.
   const big = await session.execute(`SELECT raw, raw_length, raw_sha256 FROM ${config.keyspace}.quarantine WHERE reason = 'too_large' ALLOW FILTERING`);
