@@ -151,15 +151,25 @@ export class GroupConsumer {
   }
 
   /**
-   * Moves an assigned partition's fetch position (after `exactlyonce checkpoints reset`). The client
-   * applies it once the batches in flight finish, and drops what it prefetched from the old position
-   * (lib/kafkajs/_consumer.js `seek`: the partition's batch payloads and cached messages are marked
-   * stale, then librdkafka seeks, which discards its own queue): no record of the old position is
-   * handed over after this call returns.
+   * Restarts an assigned partition at `offset` (after `exactlyonce checkpoints reset`), whatever state
+   * its fetcher is in. A plain seek is not enough: a partition whose position fell outside the log is
+   * left stopped by librdkafka (auto.offset.reset=error: fetch state NONE), and then refuses a seek
+   * (ERR__STATE) and a resume. So the partition is taken out of this member's assignment and put back
+   * at `offset` (incremental unassign/assign outside a rebalance, which librdkafka allows; the group is
+   * not involved), and then sought there through the KafkaJS layer, which drops what it prefetched and
+   * forgets the last consumed offset (lib/kafkajs/_consumer.js `seek`: the partition's batch payloads
+   * and cached messages are marked stale; applied once the batches in flight finish), and resumed. No
+   * record of the old position is handed over after this call returns.
    */
-  seek(partition: number, start: bigint | 'beginning'): void {
-    if (typeof start === 'bigint' && (start < 0n || start > BigInt(Number.MAX_SAFE_INTEGER))) throw new Error(`cannot seek to offset ${start}`);
-    this.consumer.seek({ topic: this.options.topic, partition, offset: start === 'beginning' ? String(OFFSET_BEGINNING) : String(start) });
+  restartAt(partition: number, offset: bigint): void {
+    if (offset < 0n || offset > BigInt(Number.MAX_SAFE_INTEGER)) throw new Error(`cannot restart at offset ${offset}`);
+    const tp = { topic: this.options.topic, partition };
+    // The client's own librdkafka consumer (kafka-javascript marks this accessor internal).
+    const internal = (this.consumer as unknown as { _getInternalClient(): InternalClient })._getInternalClient();
+    internal.incrementalUnassign([tp]);
+    internal.incrementalAssign([{ ...tp, offset: Number(offset) }]);
+    this.consumer.seek({ ...tp, offset: String(offset) });
+    this.consumer.resume([{ topic: tp.topic, partitions: [partition] }]);
   }
 
   /** Fetches paused partitions again (a stopped partition that was reset). */
@@ -172,6 +182,11 @@ export class GroupConsumer {
     this.stopped ??= this.consumer.disconnect().catch(() => undefined);
     return this.stopped;
   }
+}
+
+interface InternalClient {
+  incrementalAssign(assignments: Array<{ topic: string; partition: number; offset?: number }>): void;
+  incrementalUnassign(assignments: Array<{ topic: string; partition: number }>): void;
 }
 
 interface AssignmentFns {

@@ -250,3 +250,51 @@ test('a stopped partition: list says why and which command to run; --dry-run cha
   await stopWorkers([worker]);
   await assertExactlyOnce(session, config);
 });
+
+test('a topic deleted and re-created under a running worker: reset --all --to earliest --rebind starts the job over on the new topic, the worker follows', async (t) => {
+  const config = testConfig();
+  const session = await freshKeyspace(t, config);
+  const admin = await freshTopic(t, config, 1);
+  await generate(config, ['--count', '300', '--rate', '100000', '--clients', '6', '--seed', '21']);
+  const worker = startWorker(t, config);
+  await waitDrained(session, config);
+  const oldId = (await admin.topicId(config.topic))!;
+  await admin.deleteTopic(config.topic);
+  await waitFor(async () => (await admin.topicId(config.topic)) === null, { timeoutMs: 60_000, message: 'the topic is deleted' });
+  await waitFor(
+    async () => {
+      await admin.ensureTopic({ topic: config.topic, partitions: 1, replicationFactor: 1 });
+      const now = await admin.topicId(config.topic);
+      return now !== null && now !== oldId;
+    },
+    { timeoutMs: 60_000, message: 'the topic is created again' },
+  );
+  const newId = (await admin.topicId(config.topic))!;
+  await generate(config, ['--count', '2000', '--rate', '100000', '--clients', '6', '--seed', '22']);
+  await waitFor(async () => (await list(config)).stdout.includes('EO_TOPIC_RECREATED'), { timeoutMs: 120_000, message: 'list shows partition 0 stopped with EO_TOPIC_RECREATED' });
+  const l = await list(config);
+  assert.match(l.stdout, /\n 0 +\| 300 +\| 0 +\| 2000 +\| 1700 +\| 0 +\| \S+ +\| EO_TOPIC_RECREATED\n/);
+  assert.ok(l.stderr.startsWith('warning ') && l.stderr.includes(oldId) && l.stderr.includes(newId), l.stderr);
+  assert.match(l.stderr, /checkpoints reset --all --to earliest --rebind/);
+
+  // One partition without --rebind would leave the job bound to the old topic: refused.
+  const partial = await reset(config, ['--partition', '0', '--to', 'earliest']);
+  assert.equal(partial.code, 6);
+  assert.match(partial.stderr, /^error EO_TOPIC_RECREATED: .*a reset without --rebind is refused\)\n$/);
+  const dry = await reset(config, ['--all', '--to', 'earliest', '--rebind', '--dry-run']);
+  assert.equal(dry.code, 0, dry.stderr);
+  assert.match(dry.stdout, new RegExp(`dry run: nothing changed \\(would also bind the job to topic ID ${newId.replace(/[+/]/g, '\\$&')}\\)\\n$`));
+
+  const r = await reset(config, ['--all', '--to', 'earliest', '--rebind']);
+  assert.equal(r.code, 0, r.stderr);
+  assert.match(r.stdout, /reset 1 partition of \S+; the job is bound to topic ID \S+ now; running workers resume there within a few seconds\n$/);
+  await waitFor(async () => (await checkpoints(session, config)).get(0) === 2000n, { timeoutMs: 120_000, message: 'the running worker drains the new topic' });
+  assert.match(worker.output(), /"msg":"the job was bound to topic ID /);
+  const after = await list(config);
+  assert.equal(after.stderr, '');
+  assert.match(after.stdout, new RegExp(`\\n 0 +\\| 2000 +\\| 0 +\\| 2000 +\\| 0 +\\| 1 +\\| ${ownerOf(worker)} +\\| - +\\n`));
+  await stopWorkers([worker]);
+  // The new topic's records were stored over the old topic's rows (offsets 0..299), nothing else remains.
+  const ledger = await assertExactlyOnce(session, config);
+  assert.equal(ledger.records, 2000);
+});
