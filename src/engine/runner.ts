@@ -434,8 +434,7 @@ export class Runner {
           this.consumer?.pause([p]);
           continue;
         }
-        this.consumer?.seek(p, c.next);
-        this.consumer?.resume([p]);
+        this.consumer?.restartAt(p, c.next);
         void checkpoints.clearStop([p]).catch(() => undefined);
         this.log.warn(
           { partition: p, checkpoint: String(c.next), epoch: c.epoch },
