@@ -117,10 +117,41 @@ export async function waitOwns(worker: Worker, timeoutMs = 120_000): Promise<Map
   );
 }
 
+/** Checkpoints and log ends read once, shared by the progress checks of several workers. */
+function progressReader(session: Client, config: ConnectionConfig, admin: KafkaAdmin) {
+  let cps: Promise<Map<number, bigint>> | undefined;
+  let ends: Promise<Map<number, { low: bigint; high: bigint }>> | undefined;
+  return {
+    checkpoints: () => (cps ??= checkpoints(session, config)),
+    ends: () => (ends ??= admin.watermarks(config.topic).then((ws) => new Map(ws.map((w) => [w.partition, w])))),
+  };
+}
+
 /**
- * Waits until a worker has made progress: it owns partitions (its log says so) and has moved the
- * checkpoint of one of them past `since` (default: the offsets it resumed them from), or every one of
- * them is at its log end (there was nothing left to do). Returns what it owns.
+ * Whether a worker is at work: it owns partitions (its log says so) and has moved the checkpoint of
+ * one of them past `since` (default: the offset it resumed it from), or every one of them is at its
+ * log end (there was nothing left to do).
+ */
+async function atWork(worker: Worker, read: ReturnType<typeof progressReader>, since?: ReadonlyMap<number, bigint>): Promise<Map<number, Owned> | false> {
+  const owned = ownedPartitions(worker);
+  if (owned.size === 0) return false;
+  const cps = await read.checkpoints();
+  const moved = [...owned].some(([p, o]) => {
+    const cp = cps.get(p);
+    const from = since?.get(p) ?? (typeof o.start === 'bigint' ? o.start : -1n);
+    return cp !== undefined && cp > from;
+  });
+  if (moved) return owned;
+  const ends = await read.ends();
+  return [...owned.keys()].every((p) => {
+    const w = ends.get(p);
+    return w !== undefined && (w.high === w.low || cps.get(p) === w.high);
+  }) && owned;
+}
+
+/**
+ * Waits until a worker has made progress: it owns partitions and has moved a checkpoint of one of them
+ * past `since` (default: where it resumed them), or all of them are at their log end. Returns what it owns.
  */
 export async function waitProgress(
   worker: Worker,
@@ -129,21 +160,25 @@ export async function waitProgress(
   admin: KafkaAdmin,
   options: { since?: ReadonlyMap<number, bigint>; timeoutMs?: number } = {},
 ): Promise<Map<number, Owned>> {
+  return waitFor(() => atWork(worker, progressReader(session, config, admin), options.since), {
+    timeoutMs: options.timeoutMs ?? 120_000,
+    message: `worker ${worker.pid} owns partitions and moves a checkpoint`,
+  });
+}
+
+/**
+ * Waits until at least one of `workers` is at work (as waitProgress: owns partitions and has moved a
+ * checkpoint past where it resumed them, or caught up); returns the indexes of all that are.
+ */
+export async function waitWorking(workers: readonly Worker[], session: Client, config: ConnectionConfig, admin: KafkaAdmin, timeoutMs = 120_000): Promise<number[]> {
   return waitFor(
     async () => {
-      const owned = ownedPartitions(worker);
-      if (owned.size === 0) return false;
-      const cps = await checkpoints(session, config);
-      const moved = [...owned].some(([p, o]) => {
-        const cp = cps.get(p);
-        const from = options.since?.get(p) ?? (typeof o.start === 'bigint' ? o.start : -1n);
-        return cp !== undefined && cp > from;
-      });
-      if (moved) return owned;
-      const marks = await admin.watermarks(config.topic);
-      return marks.every((w) => !owned.has(w.partition) || w.high === w.low || cps.get(w.partition) === w.high) && owned;
+      const read = progressReader(session, config, admin);
+      const busy: number[] = [];
+      for (const [i, w] of workers.entries()) if (w.exitCode === null && w.signalCode === null && (await atWork(w, read))) busy.push(i);
+      return busy.length > 0 && busy;
     },
-    { timeoutMs: options.timeoutMs ?? 120_000, message: `worker ${worker.pid} owns partitions and moves a checkpoint` },
+    { timeoutMs, message: `one of the workers ${workers.map((w) => w.pid).join(',')} owns partitions and moves a checkpoint` },
   );
 }
 
@@ -239,6 +274,16 @@ export function watchCheckpoints(t: TestContext, session: Client, config: Connec
   };
   t.after(stop);
   return { stop };
+}
+
+/** Marks the moments of a test's phases, for its diagnostic line ("SIGSTOP at 8.2 s, …"). */
+export function timeline() {
+  const t0 = Date.now();
+  const marks: string[] = [];
+  return {
+    mark: (what: string) => void marks.push(`${what} at ${((Date.now() - t0) / 1000).toFixed(1)} s`),
+    toString: () => marks.join(', '),
+  };
 }
 
 export function randomBetween(min: number, max: number): number {

@@ -3,7 +3,7 @@ import { once } from 'node:events';
 import { test } from 'node:test';
 import { freshKeyspace, freshTopic, testConfig } from '../helpers.js';
 import { assertAlertsExact, recomputeAlerts } from '../alerts-check.js';
-import { FAST_FAILOVER, stopWorkers, assertExactlyOnce, generate, randomBetween, sleep, startWorker, waitDrained, waitProgress, waitStarted } from '../pipeline.js';
+import { FAST_FAILOVER, stopWorkers, assertExactlyOnce, generate, randomBetween, sleep, startWorker, waitDrained, timeline, waitStarted, waitWorking } from '../pipeline.js';
 
 test('the original test: 10 events per key raise alerts, equal to the recomputation, in the table and on the topic', async (t) => {
   const config = testConfig();
@@ -28,29 +28,35 @@ test('alerts are exact after 3 workers are killed and restarted at random, with 
   const session = await freshKeyspace(t, config);
   const admin = await freshTopic(t, config, 6);
   const producing = generate(config, [
-    '--count', '24000', '--rate', '1000', '--clients', '12', '--sources', '4', '--health-mix', '0:30,1:20,2:50',
+    '--count', '24000', '--rate', '2000', '--clients', '12', '--sources', '4', '--health-mix', '0:30,1:20,2:50',
     '--late-ratio', '0.05', '--late-by-ms', '12000', '--bad-ratio', '0.005', '--seed', '2024',
   ]);
+  const phases = timeline();
   const workers = [0, 1, 2].map(() => startWorker(t, config, FAST_FAILOVER));
   let kills = 0;
   for (let i = 0; i < 8; i++) {
-    // A worker drawn at random is killed at a random moment of its work: once it owns partitions and
-    // has moved a checkpoint past where it resumed them (or caught up), within the next second.
-    const k = Math.floor(Math.random() * workers.length);
-    await waitProgress(workers[k]!, session, config, admin);
+    // A worker drawn at random among those at work (owning partitions and having moved a checkpoint
+    // past where it resumed them, or caught up) is killed at a random moment within the next second.
+    const busy = await waitWorking(workers, session, config, admin);
+    const k = busy[Math.floor(Math.random() * busy.length)]!;
     await sleep(randomBetween(0, 1000));
     workers[k]!.kill('SIGKILL');
     await once(workers[k]!, 'exit');
     workers[k] = startWorker(t, config, FAST_FAILOVER);
     kills++;
   }
+  phases.mark('killed');
   await producing;
+  phases.mark('produced');
   await waitDrained(session, config);
+  phases.mark('drained');
   await stopWorkers(workers);
+  phases.mark('stopped');
   await assertExactlyOnce(session, config);
   const r = await assertAlertsExact(session, config);
+  phases.mark('checked');
   assert.ok(r.alerts > 20, `enough alerts to mean something (${r.alerts})`);
-  t.diagnostic(`kills ${kills}; alerts ${r.alerts}; alert messages ${r.messages}`);
+  t.diagnostic(`kills ${kills}; alerts ${r.alerts}; alert messages ${r.messages}; ${phases}`);
 });
 
 test('sliding windows (size 5 s, slide 1 s) are exact too', async (t) => {

@@ -4,7 +4,7 @@ import { test } from 'node:test';
 import { connect } from '../../src/cassandra/session.js';
 import { startServer, stopServer } from '../../src/stack/index.js';
 import { freshKeyspace, freshTopic, localStack, testConfig, waitFor } from '../helpers.js';
-import { assertExactlyOnce, generate, startServedWorker, waitDrained, waitProgress, waitReadyz } from '../pipeline.js';
+import { assertExactlyOnce, generate, startServedWorker, waitDrained, waitProgress, waitReadyz, timeline } from '../pipeline.js';
 
 test('Cassandra stopped and restarted under a running worker: no loss, no duplicate, the worker recovers', async (t) => {
   const stack = await localStack();
@@ -18,9 +18,8 @@ test('Cassandra stopped and restarted under a running worker: no loss, no duplic
   // The Host objects the driver replaces after the outage (src/cassandra/session.ts shuts them down).
   const replaced: Array<{ address: string; pool: { isClosing(): boolean } }> = [];
   probe.on('hostRemove', (host: (typeof replaced)[number]) => replaced.push(host));
-  const t0 = Date.now();
-  const timeline: string[] = [];
-  const mark = (what: string) => timeline.push(`${what} at ${((Date.now() - t0) / 1000).toFixed(1)} s`);
+  const phases = timeline();
+  const mark = phases.mark;
   const worker = await startServedWorker(t, config);
   const producing = generate(config, ['--count', '15000', '--rate', '1000', '--clients', '9', '--seed', '11', '--bad-ratio', '0.01']);
   await waitReadyz(worker, (r) => r.status === 200 && /owns partitions/.test(r.detail), 'ready, owning partitions');
@@ -61,5 +60,5 @@ test('Cassandra stopped and restarted under a running worker: no loss, no duplic
   assert.equal(code, 0, worker.output());
   const ledger = await assertExactlyOnce(session, config);
   assert.equal(ledger.records, 15000);
-  t.diagnostic(`${timeline.join(', ')}; ${JSON.stringify(ledger)}`);
+  t.diagnostic(`${phases}; ${JSON.stringify(ledger)}`);
 });

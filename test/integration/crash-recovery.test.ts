@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { once } from 'node:events';
 import { test } from 'node:test';
 import { freshKeyspace, freshTopic, testConfig } from '../helpers.js';
-import { FAST_FAILOVER, assertExactlyOnce, generate, randomBetween, sleep, startWorker, waitDrained, waitProgress, watchCheckpoints } from '../pipeline.js';
+import { FAST_FAILOVER, assertExactlyOnce, generate, randomBetween, sleep, startWorker, waitDrained, timeline, waitProgress, watchCheckpoints } from '../pipeline.js';
 
 test('a worker SIGKILLed at random moments and restarted stores every offset exactly once', async (t) => {
   const config = testConfig();
@@ -11,6 +11,7 @@ test('a worker SIGKILLed at random moments and restarted stores every offset exa
   const watch = watchCheckpoints(t, session, config);
   const producing = generate(config, ['--count', '20000', '--rate', '1000', '--clients', '12', '--health-mix', '0:60,1:30,2:10', '--bad-ratio', '0.01', '--seed', '42']);
 
+  const phases = timeline();
   let worker = startWorker(t, config, FAST_FAILOVER);
   const kills = 6;
   for (let k = 0; k < kills; k++) {
@@ -22,8 +23,11 @@ test('a worker SIGKILLed at random moments and restarted stores every offset exa
     await once(worker, 'exit');
     worker = startWorker(t, config, FAST_FAILOVER);
   }
+  phases.mark('killed');
   await producing;
+  phases.mark('produced');
   await waitDrained(session, config);
+  phases.mark('drained');
   worker.kill('SIGTERM');
   const [code] = await once(worker, 'exit');
   assert.equal(code, 0, worker.output());
@@ -35,5 +39,6 @@ test('a worker SIGKILLed at random moments and restarted stores every offset exa
   assert.equal(ledger.records, 20000);
   assert.equal(ledger.stored + ledger.quarantined, 20000);
   assert.ok(ledger.quarantined > 0, 'the stream held malformed records');
-  t.diagnostic(`kills: ${kills}; ledger: ${JSON.stringify(ledger)}`);
+  phases.mark('checked');
+  t.diagnostic(`kills: ${kills}; ${phases}; ledger: ${JSON.stringify(ledger)}`);
 });

@@ -2,15 +2,16 @@ import assert from 'node:assert/strict';
 import { once } from 'node:events';
 import { test } from 'node:test';
 import { freshKeyspace, freshTopic, testConfig } from '../helpers.js';
-import { FAST_FAILOVER, stopWorkers, assertExactlyOnce, generate, randomBetween, sleep, startWorker, waitDrained, waitOwns, waitProgress, watchCheckpoints } from '../pipeline.js';
+import { FAST_FAILOVER, stopWorkers, assertExactlyOnce, generate, randomBetween, sleep, startWorker, waitDrained, waitOwns, waitProgress, timeline, waitWorking, watchCheckpoints } from '../pipeline.js';
 
 test('3 workers killed and restarted at random, plus workers added and removed, store every offset exactly once', async (t) => {
   const config = testConfig();
   const session = await freshKeyspace(t, config);
   const admin = await freshTopic(t, config, 6);
   const watch = watchCheckpoints(t, session, config);
-  const producing = generate(config, ['--count', '30000', '--rate', '1200', '--clients', '24', '--health-mix', '0:50,1:30,2:20', '--bad-ratio', '0.005', '--seed', '7']);
+  const producing = generate(config, ['--count', '30000', '--rate', '2000', '--clients', '24', '--health-mix', '0:50,1:30,2:20', '--bad-ratio', '0.005', '--seed', '7']);
 
+  const phases = timeline();
   const start = () => startWorker(t, config, FAST_FAILOVER);
   const workers = [start(), start(), start()];
   let kills = 0;
@@ -30,10 +31,10 @@ test('3 workers killed and restarted at random, plus workers added and removed, 
       assert.equal(code, 0, leaving.output());
       removed++;
     } else {
-      // A worker drawn at random, killed at a random moment of its work (once it owns partitions and
-      // has moved a checkpoint past where it resumed them, or caught up, within the next second).
-      const i = Math.floor(Math.random() * workers.length);
-      await waitProgress(workers[i]!, session, config, admin);
+      // A worker drawn at random among those at work (owning partitions and having moved a checkpoint
+      // past where it resumed them, or caught up) is killed at a random moment within the next second.
+      const busy = await waitWorking(workers, session, config, admin);
+      const i = busy[Math.floor(Math.random() * busy.length)]!;
       await sleep(randomBetween(0, 1000));
       workers[i]!.kill('SIGKILL');
       await once(workers[i]!, 'exit');
@@ -41,13 +42,18 @@ test('3 workers killed and restarted at random, plus workers added and removed, 
       kills++;
     }
   }
+  phases.mark('faults done');
   await producing;
+  phases.mark('produced');
   await waitDrained(session, config);
+  phases.mark('drained');
   await stopWorkers(workers);
+  phases.mark('stopped');
   const { regressions } = await watch.stop();
   assert.deepEqual(regressions, []);
   const ledger = await assertExactlyOnce(session, config);
   assert.equal(ledger.records, 30000);
   assert.equal(ledger.stored + ledger.quarantined, 30000);
-  t.diagnostic(`kills ${kills}, added ${added}, removed ${removed}; ${JSON.stringify(ledger)}`);
+  phases.mark('checked');
+  t.diagnostic(`kills ${kills}, added ${added}, removed ${removed}; ${phases}; ${JSON.stringify(ledger)}`);
 });

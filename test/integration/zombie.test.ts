@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { freshKeyspace, freshTopic, testConfig, waitFor } from '../helpers.js';
-import { FAST_FAILOVER, stopWorkers, assertExactlyOnce, checkpoints, generate, ownedPartitions, startWorker, waitDrained, waitOwns, waitProgress, watchCheckpoints } from '../pipeline.js';
+import { FAST_FAILOVER, stopWorkers, assertExactlyOnce, checkpoints, generate, ownedPartitions, startWorker, waitDrained, waitOwns, waitProgress, watchCheckpoints, timeline } from '../pipeline.js';
 
 // A worker frozen (SIGSTOP) past its session timeout loses its partitions to the others; when it
 // wakes (SIGCONT) it still holds batches in flight and writes them late. Its writes must neither move
@@ -12,9 +12,8 @@ test('a zombie worker woken after its partitions moved changes nothing', async (
   const admin = await freshTopic(t, config, 6);
   const watch = watchCheckpoints(t, session, config);
   const producing = generate(config, ['--count', '20000', '--rate', '2000', '--clients', '24', '--seed', '99', '--bad-ratio', '0.01']);
-  const t0 = Date.now();
-  const timeline: string[] = [];
-  const mark = (what: string) => timeline.push(`${what} at ${((Date.now() - t0) / 1000).toFixed(1)} s`);
+  const phases = timeline();
+  const mark = phases.mark;
   const zombie = startWorker(t, config, FAST_FAILOVER);
   const others = [startWorker(t, config, FAST_FAILOVER), startWorker(t, config, FAST_FAILOVER)];
   for (const w of [zombie, ...others]) await waitOwns(w); // the three share the partitions
@@ -55,5 +54,5 @@ test('a zombie worker woken after its partitions moved changes nothing', async (
   assert.ok(polls > 50, `checkpoints were watched (${polls} polls)`);
   const ledger = await assertExactlyOnce(session, config);
   assert.equal(ledger.records, 20000);
-  t.diagnostic(`${timeline.join(', ')}; ${JSON.stringify(ledger)}`);
+  t.diagnostic(`${phases}; ${JSON.stringify(ledger)}`);
 });
