@@ -91,13 +91,19 @@ export function isRetriableCassandraError(e: unknown): boolean {
   if (!(e instanceof Error)) return false;
   const name = e.name;
   if (name === 'OperationTimedOutError' || name === 'BusyConnectionError') return true;
+  // The connection itself failed (the driver's bare DriverError: "Socket was closed", a connection
+  // ended while a request was in flight; or the socket's own ECONNRESET/EPIPE/ECONNREFUSED): the
+  // server never answered, so the next attempt may well succeed (a node restarting, a crash).
+  if (name === 'DriverError') return true;
+  const code = (e as { code?: unknown }).code;
+  if (typeof code === 'string' && /^E[A-Z]+$/.test(code)) return true;
   if (name === 'NoHostAvailableError') {
     const inner = Object.values((e as { innerErrors?: Record<string, unknown> }).innerErrors ?? {});
     // Hosts that answered, each with a definite refusal: the same query will be refused again.
     const refusedByAll = inner.length > 0 && inner.every((i) => i instanceof Error && i.name === 'ResponseError' && !TRANSIENT_CODES.has((i as { code?: number }).code ?? -1));
     return !refusedByAll;
   }
-  return TRANSIENT_CODES.has((e as { code?: number }).code ?? -1);
+  return typeof code === 'number' && TRANSIENT_CODES.has(code);
 }
 
 export const Long = cassandra.types.Long;

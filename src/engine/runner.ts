@@ -14,7 +14,7 @@ import { Producer } from '../kafka/producer.js';
 import type { Logger } from '../log.js';
 import { CheckpointStore } from './checkpoint-store.js';
 import type { Job } from './job.js';
-import { JobBinding, topicRecreated } from './job-binding.js';
+import { JobBinding, settingDifferences, topicRecreated } from './job-binding.js';
 import { EngineMetrics } from './metrics.js';
 import { outOfRange, PartitionTask, type TaskContext } from './partition-task.js';
 import { DEFAULT_MAX_RAW_BYTES, Quarantine } from './quarantine.js';
@@ -66,6 +66,8 @@ export class Runner {
   private kafkaDownSince: number | undefined;
   /** The input topic's ID the job is bound to (its checkpoints describe that topic, no other). */
   private boundTopicId: string | undefined;
+  /** Set once the job's stored settings no longer match this worker's: every partition stops with it. */
+  private settingsChanged: ExactlyOnceError | undefined;
   private identityTimer: NodeJS.Timeout | undefined;
   /** Picks up `checkpoints reset` and says which partitions this worker owns (see watchResets). */
   private resetTimer: NodeJS.Timeout | undefined;
@@ -284,7 +286,9 @@ export class Runner {
         const w = marks.find((m) => m.partition === p);
         const task = new PartitionTask(p, checkpoint, ctx, stored.get(p)?.epoch ?? 0);
         this.tasks.set(p, task);
-        if (recreated) {
+        if (this.settingsChanged !== undefined) {
+          task.stop(this.settingsChanged);
+        } else if (recreated) {
           task.stop(topicRecreated(config.topic, this.boundTopicId!, topicId));
         } else if (checkpoint !== null && w !== undefined && checkpoint > w.high) {
           task.stop(outOfRange(p, checkpoint, 'beyond', w.high));
@@ -392,6 +396,23 @@ export class Runner {
       if (owned.length === 0 || this.session === undefined) return;
       void checkpoints.recordOwner(owned, this.metrics.workerId).catch(() => undefined);
       const [stored, bound] = await Promise.all([checkpoints.readStored(), new JobBinding(this.session, this.config.keyspace).read(this.job.name)]);
+      if (bound !== null && this.settingsChanged === undefined) {
+        // The job's settings changed under this worker (`alerts rule` run while it was not
+        // registered): what it computes would no longer be the job's. Every partition stops, once.
+        const diffs = settingDifferences(bound.settings, this.job.settings ?? {});
+        if (diffs.length > 0) {
+          this.settingsChanged = new ExactlyOnceError(
+            'EO_JOB_CONFIG_MISMATCH',
+            `the job's settings stored in keyspace ${this.config.keyspace} changed under this worker: ${diffs.join('; ')}. ` +
+              'Its partitions are stopped at their checkpoints; restart the worker (without the flags, it runs with the stored settings)',
+          );
+          const stopped = [...this.tasks.values()].filter((t) => t.status.state !== 'stopped');
+          for (const t of stopped) t.stop(this.settingsChanged);
+          this.consumer?.pause(stopped.map((t) => t.partition));
+          return;
+        }
+      }
+      if (this.settingsChanged !== undefined) return;
       let rebound = false;
       if (bound !== null && this.boundTopicId !== undefined && bound.inputTopicId !== this.boundTopicId) {
         this.log.info({ topic: this.config.topic, was: this.boundTopicId, now: bound.inputTopicId }, `the job was bound to topic ID ${bound.inputTopicId} of ${this.config.topic} (\`checkpoints reset --rebind\`)`);

@@ -14,7 +14,7 @@ import { Producer } from '../../src/kafka/producer.js';
 import { readTopic } from '../../src/kafka/topic-reader.js';
 import { alertsTable, recomputeAlerts } from '../alerts-check.js';
 import { freshKeyspace, freshTopic, runCli, testConfig, waitFor } from '../helpers.js';
-import { connectionArgs, startServedWorker, startWorker, stopWorkers, waitDrained, waitStarted } from '../pipeline.js';
+import { checkpoints, connectionArgs, startServedWorker, startWorker, stopWorkers, waitDrained, waitStarted } from '../pipeline.js';
 
 /** Event time of the test's windows: a multiple of 10 s, so 5 s and 10 s windows both start there. */
 const T = 1_700_000_000_000;
@@ -292,4 +292,44 @@ test('an unfinished rule change stops workers and verify until the command is ru
   w.kill('SIGTERM');
   const [code] = await once(w, 'exit');
   assert.equal(code, 0);
+});
+
+test("the job's settings changed under a running worker (not registered, so `alerts rule` ran): its partitions stop, coded, and nothing more is stored", async (t) => {
+  const config = testConfig();
+  const session = await freshKeyspace(t, config);
+  await freshTopic(t, config, 2);
+  const args = connectionArgs(config);
+  const worker = startWorker(t, config); // no --metrics-port: `alerts rule` cannot see it
+  await produce(config, burst('router', T, 10));
+  const drained = await waitDrained(session, config);
+  const change = await runCli(['alerts', 'rule', ...args, '--threshold', '5']);
+  assert.equal(change.code, 0, change.stderr);
+  const expected =
+    `the job's settings stored in keyspace ${config.keyspace} changed under this worker: threshold: the job has 5, this worker 10. ` +
+    'Its partitions are stopped at their checkpoints; restart the worker (without the flags, it runs with the stored settings)';
+  const stops = () =>
+    worker
+      .output()
+      .split('\n')
+      .filter((l) => l.startsWith('{'))
+      .map((l) => JSON.parse(l) as { level: number; msg: string; code?: string; partition?: number })
+      .filter((l) => l.code === 'EO_JOB_CONFIG_MISMATCH');
+  await waitFor(() => stops().length === 2, { timeoutMs: 30_000, message: 'both partitions stop' });
+  // The worker may read the settings while the command runs (marked as changing) or after it.
+  const marked = new RegExp(
+    `^the job's settings stored in keyspace ${config.keyspace} changed under this worker: ${RULE_CHANGE_MARK}: the job has "started [^"]+", this worker none\\. Its partitions are stopped`,
+  );
+  const lines = stops().sort((a, b) => (a.partition ?? -1) - (b.partition ?? -1));
+  assert.deepEqual(lines.map((l) => [l.level, l.partition, l.msg === lines[0]!.msg]), [[50, 0, true], [50, 1, true]], 'one error line per partition');
+  if (lines[0]!.msg !== expected) assert.match(lines[0]!.msg, marked);
+  // Records produced now are not stored by the stopped worker: its checkpoints stay.
+  await produce(config, burst('router', T + 5000, 6));
+  await new Promise((r) => setTimeout(r, 3000));
+  assert.deepEqual(await checkpoints(session, config), drained);
+  await stopWorkers([worker]);
+  // A worker started afresh runs with the stored rule and drains.
+  const next = startWorker(t, config);
+  await waitDrained(session, config);
+  await stopWorkers([next]);
+  assert.equal((await verifyJson(config)).ok, true);
 });

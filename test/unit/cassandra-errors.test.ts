@@ -3,7 +3,7 @@ import { test } from 'node:test';
 import cassandra from 'cassandra-driver';
 import { isRetriableCassandraError } from '../../src/cassandra/session.js';
 
-const { NoHostAvailableError, ResponseError, OperationTimedOutError } = cassandra.errors;
+const { NoHostAvailableError, ResponseError, OperationTimedOutError, DriverError } = cassandra.errors;
 const response = (code: number) => new ResponseError(code, `server said ${code}`);
 
 test('transient Cassandra errors are retried, definite refusals are not', () => {
@@ -12,6 +12,19 @@ test('transient Cassandra errors are retried, definite refusals are not', () => 
   // Invalid request, unauthorized, write failure, read failure, unprepared, syntax error.
   for (const code of [0x2200, 0x2100, 0x1500, 0x1300, 0x2500, 0x2000]) assert.equal(isRetriableCassandraError(response(code)), false, `code ${code}`);
   assert.equal(isRetriableCassandraError(new Error('a bug')), false);
+  assert.equal(isRetriableCassandraError(new TypeError("Cannot read properties of undefined (reading 'x')")), false);
+});
+
+test('a connection that failed under a request is retried: the server never answered', () => {
+  // What the driver throws for a request in flight when a node shuts down or is killed.
+  // (Typed abstract; the driver itself constructs it: lib/connection.js.)
+  const closed = new (DriverError as unknown as new (message: string) => Error)('Socket was closed');
+  assert.equal(closed.name, 'DriverError');
+  assert.equal(isRetriableCassandraError(closed), true);
+  const reset = Object.assign(new Error('read ECONNRESET'), { code: 'ECONNRESET' });
+  assert.equal(isRetriableCassandraError(reset), true);
+  const pipe = Object.assign(new Error('write EPIPE'), { code: 'EPIPE' });
+  assert.equal(isRetriableCassandraError(pipe), true);
 });
 
 test('NoHostAvailable: retried when a host could not be reached, not when every host refused for good', () => {
