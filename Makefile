@@ -3,10 +3,14 @@
 SHELL := /bin/bash
 EO := bin/exactlyonce
 
-.PHONY: deps demo test test-unit test-integration typecheck stack-up stack-down bench soak
+.PHONY: deps build demo test test-unit test-integration typecheck stack-up stack-down bench soak
 
 deps:
 	@scripts/install-deps.sh
+
+# Compiles to dist/, which bin/exactlyonce runs while no source is newer (see scripts/build.sh).
+build: deps
+	@scripts/build.sh
 
 typecheck: deps
 	npx tsc --noEmit
@@ -15,24 +19,24 @@ test-unit: deps
 	node --import tsx --test --test-force-exit $$(find test/unit -name '*.test.ts' | sort)
 
 # Starts the stack if it is not running and stops it afterwards only in that case.
-test-integration: deps
+test-integration: build
 	@scripts/with-stack.sh node --import tsx --test --test-force-exit --test-concurrency=1 --test-timeout=1200000 $$(find test/integration -name '*.test.ts' | sort)
 
 test: typecheck test-unit test-integration
 
-demo: deps
+demo: build
 	@scripts/demo.sh
 
-stack-up: deps
+stack-up: build
 	$(EO) stack up
 
 stack-down: deps
 	$(EO) stack down
 
 # The benchmark (see bench/README.md); starts the stack if needed, like the tests.
-bench: deps
+bench: build
 	@scripts/with-stack.sh bin/exactlyonce bench
 
 # A long chaos soak, not run in CI.
-soak: deps
+soak: build
 	@scripts/with-stack.sh bin/exactlyonce chaos --events 1000000 --kills 50 --zombies 5 --cassandra-restarts 3 --kafka-restarts 3

@@ -3,11 +3,12 @@ import { execFileSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import os from 'node:os';
-import { fileURLToPath } from 'node:url';
 import type { BenchContext } from './context.js';
 import { defaultStackOptions, stackStatus } from '../src/stack/index.js';
+import { repoRoot as checkoutRoot } from '../src/stack/paths.js';
 
-const repoRoot = fileURLToPath(new URL('..', import.meta.url));
+// The checkout (with a trailing slash), also when this runs from a build under dist/.
+const repoRoot = `${checkoutRoot()}/`;
 const require = createRequire(import.meta.url);
 
 function packageVersion(name: string): string {

@@ -5,12 +5,13 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { readFileSync } from 'node:fs';
-import { fileURLToPath } from 'node:url';
 import type { ConnectionConfig } from '../src/config.js';
 import { ExactlyOnceError } from '../src/errors.js';
 import { BenchAborted, pause, type BenchContext } from './context.js';
+import { repoRoot as checkoutRoot } from '../src/stack/paths.js';
 
-const repoRoot = fileURLToPath(new URL('..', import.meta.url));
+// The checkout (with a trailing slash), also when this runs from a build under dist/.
+const repoRoot = `${checkoutRoot()}/`;
 const cli = `${repoRoot}bin/exactlyonce`;
 const tsxLoader = `file://${repoRoot}node_modules/tsx/dist/loader.mjs`;
 /** Output kept per process for error messages (the tail), in characters. */

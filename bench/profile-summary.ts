@@ -10,6 +10,7 @@
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { repoRoot as checkoutRoot } from '../src/stack/paths.js';
 
 interface ProfileNode {
   id: number;
@@ -25,7 +26,8 @@ interface Profile {
   timeDeltas?: number[];
 }
 
-const repoRoot = fileURLToPath(new URL('..', import.meta.url));
+// The checkout (with a trailing slash), also when this runs from a build under dist/.
+const repoRoot = `${checkoutRoot()}/`;
 
 /** Which module a frame belongs to: `pkg:<name>`, `src/...` / `bench/...`, `node:<x>`, or a V8 pseudo-frame. */
 export function moduleOf(url: string, fn: string): string {

@@ -4,7 +4,6 @@
  * results as JSON and SVG under bench/results/. Ctrl-C stops what it started and removes what it made.
  */
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { Command, Option } from 'commander';
 import { CASE_GROUPS, defaultBenchOptions as d, type BenchOptions, type CaseGroup } from '../../bench/options.js';
 import { formatResults, writeResults } from '../../bench/report.js';
@@ -14,8 +13,9 @@ import { parseHealthMix } from '../app/generator.js';
 import { intOption } from '../config.js';
 import { ExactlyOnceError } from '../errors.js';
 import { action, connection, withConnection } from './common.js';
+import { repoRoot } from '../stack/paths.js';
 
-const resultsDir = fileURLToPath(new URL('../../bench/results', import.meta.url));
+const resultsDir = path.join(repoRoot(), 'bench', 'results');
 
 function intList(flag: string, min: number, max: number) {
   const one = intOption(flag, min, max);

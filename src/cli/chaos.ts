@@ -12,7 +12,6 @@ import { randomBytes } from 'node:crypto';
 import { closeSync, mkdtempSync, openSync, readFileSync, rmSync, statSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { Command, Option } from 'commander';
 import type { AlertRule } from '../app/alert-rule.js';
 import { describeFault, malformedRecords, planChaos, type Fault, type ServerName } from '../app/audit/chaos-schedule.js';
@@ -26,12 +25,13 @@ import { ExactlyOnceError } from '../errors.js';
 import { KafkaAdmin } from '../kafka/admin.js';
 import { Producer, type OutgoingRecord } from '../kafka/producer.js';
 import { startServer, stackStatus, stopServer, type StackOptions } from '../stack/index.js';
+import { repoRoot } from '../stack/paths.js';
 import { alertRuleFrom, withAlertRule } from './alert-flags.js';
 import { action, withConnection } from './common.js';
 import { stackOptionsFrom } from './stack.js';
 import { formatReport, verify, verifyFailed } from './verify.js';
 
-const cliPath = fileURLToPath(new URL('../../bin/exactlyonce', import.meta.url));
+const cliPath = path.join(repoRoot(), 'bin', 'exactlyonce');
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, Math.max(0, ms)));
 
 interface ChaosOptions {

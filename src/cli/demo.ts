@@ -10,7 +10,6 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { closeSync, mkdirSync, openSync, readFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { Command, Option } from 'commander';
 import { applySchema } from '../cassandra/migrate.js';
 import { connect } from '../cassandra/session.js';
@@ -21,10 +20,11 @@ import { ExactlyOnceError } from '../errors.js';
 import { CheckpointStore } from '../engine/checkpoint-store.js';
 import { KafkaAdmin } from '../kafka/admin.js';
 import { stackDown, stackUp } from '../stack/index.js';
+import { repoRoot } from '../stack/paths.js';
 import { action, formatTable } from './common.js';
 import { stackOptionsFrom } from './stack.js';
 
-const cli = fileURLToPath(new URL('../../bin/exactlyonce', import.meta.url));
+const cli = join(repoRoot(), 'bin', 'exactlyonce');
 
 /** The first port at or above `from` that is free on 127.0.0.1. */
 async function freePort(from: number, taken: ReadonlySet<number> = new Set()): Promise<number> {

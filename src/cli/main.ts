@@ -1,6 +1,7 @@
 #!/usr/bin/env node
 /** The `exactlyonce` command: one sub-command per file of this folder. */
 import { readFileSync } from 'node:fs';
+import path from 'node:path';
 import { Command, CommanderError } from 'commander';
 import { alertsCommand } from './alerts.js';
 import { benchCommand } from './bench.js';
@@ -17,8 +18,9 @@ import { schemaCommand } from './schema.js';
 import { stackCommand } from './stack.js';
 import { topicCommand } from './topic.js';
 import { verifyCommand } from './verify.js';
+import { repoRoot } from '../stack/paths.js';
 
-const { version } = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string };
+const { version } = JSON.parse(readFileSync(path.join(repoRoot(), 'package.json'), 'utf8')) as { version: string };
 
 const program = new Command('exactlyonce')
   .description('Move events from Kafka into Cassandra exactly once, derive alerts, and prove it.')
