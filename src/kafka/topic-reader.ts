@@ -5,7 +5,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import type { ConnectionConfig } from '../config.js';
-import type { SourceRecord } from '../engine/job.js';
+import type { SourceRecord } from './record.js';
 import { KafkaAdmin } from './admin.js';
 import { baseProperties, kafkaJS, quietLogger, type KafkaJSNamespace } from './client.js';
 
