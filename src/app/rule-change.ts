@@ -37,11 +37,11 @@ import { JobBinding, type BoundJob, type Settings } from '../engine/job-binding.
 import { retry } from '../engine/retry.js';
 import { ExactlyOnceError } from '../errors.js';
 import { KafkaAdmin } from '../kafka/admin.js';
+import { IncompleteRead, LogReader } from '../kafka/log-reader.js';
 import { Producer, type OutgoingRecord } from '../kafka/producer.js';
 import { alertKey, describeRule, WindowCounter, type Alert, type AlertRule } from './alert-rule.js';
 import { alertInsert, alertTopicKey, alertTopicValue, alertWriteTimestamp, indexInsert, ruleName } from './alerts.js';
 import { decodeAlertMessage, LatestPerKey } from './audit/alert-diff.js';
-import { IncompleteRead, LogReader } from './audit/log-reader.js';
 import { parseSettings, RULE_CHANGE_MARK, storedSettings } from './event-job.js';
 import { windowEnds } from './windows.js';
 

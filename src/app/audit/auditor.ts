@@ -26,11 +26,11 @@ import { CheckpointStore } from '../../engine/checkpoint-store.js';
 import type { SourceRecord } from '../../engine/job.js';
 import { retry } from '../../engine/retry.js';
 import { KafkaAdmin, type Watermarks } from '../../kafka/admin.js';
+import { IncompleteRead, LogReader } from '../../kafka/log-reader.js';
 import { WindowCounter, type AlertRule } from '../alert-rule.js';
 import { decodeEvent, DEFAULT_MAX_RECORD_BYTES } from '../event.js';
 import { AlertDiff, decodeAlertMessage, LatestPerKey, type AlertViolation } from './alert-diff.js';
 import { PartitionLedger, type EventRow, type QuarantineRowView } from './ledger.js';
-import { IncompleteRead, LogReader } from './log-reader.js';
 import { ViolationLog, type AlertsReport, type AuditReport, type PartitionReport } from './report.js';
 import { auditStatements } from './statements.js';
 
