@@ -7,53 +7,14 @@ import { randomBytes } from 'node:crypto';
 import { applySchema } from '../src/cassandra/migrate.js';
 import { connect, type Client } from '../src/cassandra/session.js';
 import type { ConnectionConfig } from '../src/config.js';
-import { describe, ExactlyOnceError } from '../src/errors.js';
+import { describe } from '../src/errors.js';
 import { KafkaAdmin } from '../src/kafka/admin.js';
+import { bounded } from './abort.js';
 import type { BenchOptions } from './options.js';
 import { cpuSeconds, type BenchProcess } from './processes.js';
 
-export class BenchAborted extends Error {
-  constructor() {
-    super('the benchmark was interrupted');
-    this.name = 'BenchAborted';
-  }
-}
-
-/** Resolves after `ms`, or rejects with BenchAborted as soon as the run is interrupted. */
-export function pause(ms: number, signal: AbortSignal): Promise<void> {
-  return new Promise((resolve, reject) => {
-    if (signal.aborted) return reject(new BenchAborted());
-    const onAbort = () => {
-      clearTimeout(timer);
-      reject(new BenchAborted());
-    };
-    const timer = setTimeout(() => {
-      signal.removeEventListener('abort', onAbort);
-      resolve();
-    }, ms);
-    signal.addEventListener('abort', onAbort, { once: true });
-  });
-}
-
-/**
- * Settles with `work`, or rejects when the run is interrupted or `timeoutMs` passes, whichever comes
- * first: a step that hangs (a client call that never returns while a server restarts) cannot keep
- * the run, and its clean-up, waiting forever.
- */
-export function bounded<T>(work: Promise<T>, timeoutMs: number, what: string, signal: AbortSignal): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  let onAbort: (() => void) | undefined;
-  const stop = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new ExactlyOnceError('EO_STARTUP_TIMEOUT', `${what}: not done after ${Math.round(timeoutMs / 1000)}s`)), timeoutMs);
-    onAbort = () => reject(new BenchAborted());
-    if (signal.aborted) onAbort();
-    else signal.addEventListener('abort', onAbort, { once: true });
-  });
-  return Promise.race([work, stop]).finally(() => {
-    clearTimeout(timer);
-    signal.removeEventListener('abort', onAbort!);
-  });
-}
+// The run's stop helpers, for the cases and src/cli/bench.ts, which import them along with the context.
+export { BenchAborted, bounded, pause } from './abort.js';
 
 /** A signal that never fires: for clean-up, which must run even after Ctrl-C. */
 const NEVER = new AbortController().signal;

@@ -5,7 +5,7 @@ import { createRequire } from 'node:module';
 import os from 'node:os';
 import type { BenchContext } from './context.js';
 import { defaultStackOptions, stackStatus } from '../src/stack/index.js';
-import { repoRoot as checkoutRoot } from '../src/stack/paths.js';
+import { repoRoot as checkoutRoot } from '../src/stack/repo-root.js';
 
 // The checkout (with a trailing slash), also when this runs from a build under dist/.
 const repoRoot = `${checkoutRoot()}/`;

@@ -7,8 +7,9 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import type { ConnectionConfig } from '../src/config.js';
 import { ExactlyOnceError } from '../src/errors.js';
-import { BenchAborted, pause, type BenchContext } from './context.js';
-import { repoRoot as checkoutRoot } from '../src/stack/paths.js';
+import { BenchAborted, pause } from './abort.js';
+import type { BenchOptions } from './options.js';
+import { repoRoot as checkoutRoot } from '../src/stack/repo-root.js';
 
 // The checkout (with a trailing slash), also when this runs from a build under dist/.
 const repoRoot = `${checkoutRoot()}/`;
@@ -139,7 +140,17 @@ export class BenchProcess {
   }
 }
 
-function start(ctx: BenchContext, label: string, command: string, args: string[], env: Record<string, string>): BenchProcess {
+/**
+ * What starting a process needs of the run (BenchContext is one): its options, its abort signal, and a
+ * register of what it started, so that all of it is stopped however the run ends.
+ */
+export interface ProcessHost {
+  readonly options: BenchOptions;
+  readonly signal: AbortSignal;
+  track(p: BenchProcess): BenchProcess;
+}
+
+function start(ctx: ProcessHost, label: string, command: string, args: string[], env: Record<string, string>): BenchProcess {
   if (ctx.signal.aborted) throw new BenchAborted();
   const child = spawn(command, args, { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
   return ctx.track(new BenchProcess(label, child));
@@ -155,18 +166,18 @@ export function connectionArgs(config: ConnectionConfig): string[] {
 }
 
 /** Where a process's CPU profile goes when --cpu-prof is given: one folder per process label. */
-function profileArgs(ctx: BenchContext, label: string): string[] {
+function profileArgs(ctx: ProcessHost, label: string): string[] {
   const dir = ctx.options.profileDir;
   return dir === undefined ? [] : ['--cpu-prof', `--cpu-prof-dir=${dir}/${label.replace(/[^A-Za-z0-9]+/g, '-')}`];
 }
 
-function nodeOptions(ctx: BenchContext): Record<string, string> {
+function nodeOptions(ctx: ProcessHost): Record<string, string> {
   const extra = ctx.options.workerNodeOptions;
   return extra === undefined ? {} : { NODE_OPTIONS: `${process.env['NODE_OPTIONS'] ?? ''} ${extra}`.trim() };
 }
 
 /** A real worker: `bin/exactlyonce run` with the bench's batching flags; JSON logs at info level. */
-export function startWorker(ctx: BenchContext, config: ConnectionConfig, label: string): BenchProcess {
+export function startWorker(ctx: ProcessHost, config: ConnectionConfig, label: string): BenchProcess {
   const o = ctx.options;
   const args = ['run', ...connectionArgs(config), '--max-batch', String(o.maxBatch), '--concurrency', String(o.concurrency), '--max-buffer-mb', String(o.maxBufferMb)];
   const env: Record<string, string> = { EXACTLYONCE_LOG_FORMAT: 'json', EXACTLYONCE_LOG_LEVEL: 'info', ...nodeOptions(ctx) };
@@ -193,12 +204,12 @@ function workerMemory(): { args: string[]; env: Record<string, string> } {
  * One of the bench's child scripts (bench/<script>.ts), run through tsx like the CLI; `asWorker` gives
  * it a worker's memory settings (the baseline consumer; not the ceiling, which holds all its rows).
  */
-export function startScript(ctx: BenchContext, label: string, script: string, args: string[], asWorker = false): BenchProcess {
+export function startScript(ctx: ProcessHost, label: string, script: string, args: string[], asWorker = false): BenchProcess {
   const memory = asWorker ? workerMemory() : { args: [], env: {} };
   return start(ctx, label, process.execPath, [...memory.args, ...profileArgs(ctx, label), '--import', tsxLoader, `${repoRoot}bench/${script}.ts`, ...args], { ...memory.env, ...nodeOptions(ctx) });
 }
 
 /** Waits until a worker has joined the group and been given its partitions. */
-export async function waitAssigned(ctx: BenchContext, worker: BenchProcess, timeoutMs = 120_000): Promise<void> {
+export async function waitAssigned(ctx: ProcessHost, worker: BenchProcess, timeoutMs = 120_000): Promise<void> {
   await worker.waitForLine((l) => l.includes('"msg":"assigned partitions'), 'assigned partitions', timeoutMs, ctx.signal);
 }

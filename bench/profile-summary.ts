@@ -10,7 +10,7 @@
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { repoRoot as checkoutRoot } from '../src/stack/paths.js';
+import { repoRoot as checkoutRoot } from '../src/stack/repo-root.js';
 
 interface ProfileNode {
   id: number;

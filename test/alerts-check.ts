@@ -7,7 +7,7 @@ import { DEFAULT_ALERT_RULE, WindowCounter, type Alert, type AlertRule } from '.
 import { alertTopicKey } from '../src/app/alerts.js';
 import type { Client } from '../src/cassandra/session.js';
 import type { ConnectionConfig } from '../src/config.js';
-import { readTopic } from '../src/kafka/topic-reader.js';
+import { readTopic } from '../src/kafka/log-reader.js';
 
 export async function recomputeAlerts(session: Client, config: ConnectionConfig, rule: AlertRule = DEFAULT_ALERT_RULE): Promise<Alert[]> {
   const counter = new WindowCounter(rule);

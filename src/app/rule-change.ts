@@ -30,18 +30,17 @@
  * 5. Stores the new settings (JobBinding.updateSettings), which also removes the mark.
  * Every step is idempotent: running the command again with the same rule converges.
  */
-import cassandra from 'cassandra-driver';
-import { isRetriableCassandraError, toLong, type Client } from '../cassandra/session.js';
+import { fromLong, isRetriableCassandraError, toLong, type Client, type Long, type QueryOptions, type ResultSet, type Row } from '../cassandra/session.js';
 import type { ConnectionConfig } from '../config.js';
 import { JobBinding, type BoundJob, type Settings } from '../engine/job-binding.js';
 import { retry } from '../engine/retry.js';
 import { ExactlyOnceError } from '../errors.js';
 import { KafkaAdmin } from '../kafka/admin.js';
+import { IncompleteRead, LogReader } from '../kafka/log-reader.js';
 import { Producer, type OutgoingRecord } from '../kafka/producer.js';
 import { alertKey, describeRule, WindowCounter, type Alert, type AlertRule } from './alert-rule.js';
 import { alertInsert, alertTopicKey, alertTopicValue, alertWriteTimestamp, indexInsert, ruleName } from './alerts.js';
 import { decodeAlertMessage, LatestPerKey } from './audit/alert-diff.js';
-import { IncompleteRead, LogReader } from './audit/log-reader.js';
 import { parseSettings, RULE_CHANGE_MARK, storedSettings } from './event-job.js';
 import { windowEnds } from './windows.js';
 
@@ -104,7 +103,7 @@ export class RuleChange {
     this.binding = new JobBinding(session, config.keyspace);
   }
 
-  private exec(query: string, params: unknown[], options: cassandra.QueryOptions = {}): Promise<cassandra.types.ResultSet> {
+  private exec(query: string, params: unknown[], options: QueryOptions = {}): Promise<ResultSet> {
     return retry(() => this.session.execute(query, params, { prepare: true, ...options }), {
       server: 'Cassandra',
       isRetriable: isRetriableCassandraError,
@@ -113,7 +112,7 @@ export class RuleChange {
   }
 
   /** Every row of a query, page by page; a page that times out is fetched again. */
-  private async *rows(query: string, params: unknown[] = []): AsyncGenerator<cassandra.types.Row> {
+  private async *rows(query: string, params: unknown[] = []): AsyncGenerator<Row> {
     let pageState: string | undefined;
     do {
       const r = await this.exec(query, params, { fetchSize: 5000, pageState });
@@ -196,7 +195,7 @@ export class RuleChange {
       counted++;
       counter.add(e);
       if (o.dryRun) continue;
-      const offset = BigInt((row['offset'] as cassandra.types.Long).toString());
+      const offset = fromLong(row['offset'] as Long);
       for (const end of windowEnds(e.ts, to.windows)) {
         const k = alertKey(e.source, end);
         let w = pending.get(k);

@@ -10,6 +10,9 @@ export type Client = cassandra.Client;
 export const { types } = cassandra;
 export const { consistencies } = cassandra.types;
 export type Long = cassandra.types.Long;
+export type Row = cassandra.types.Row;
+export type ResultSet = cassandra.types.ResultSet;
+export type QueryOptions = cassandra.QueryOptions;
 
 export interface SessionOptions {
   /** Connect without a keyspace (schema set-up) or into one. */

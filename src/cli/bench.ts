@@ -13,7 +13,7 @@ import { parseHealthMix } from '../app/generator.js';
 import { intOption } from '../config.js';
 import { ExactlyOnceError } from '../errors.js';
 import { action, connection, withConnection } from './common.js';
-import { repoRoot } from '../stack/paths.js';
+import { repoRoot } from '../stack/repo-root.js';
 
 const resultsDir = path.join(repoRoot(), 'bench', 'results');
 

@@ -25,7 +25,7 @@ import { ExactlyOnceError } from '../errors.js';
 import { KafkaAdmin } from '../kafka/admin.js';
 import { Producer, type OutgoingRecord } from '../kafka/producer.js';
 import { startServer, stackStatus, stopServer, type StackOptions } from '../stack/index.js';
-import { repoRoot } from '../stack/paths.js';
+import { repoRoot } from '../stack/repo-root.js';
 import { alertRuleFrom, withAlertRule } from './alert-flags.js';
 import { action, withConnection } from './common.js';
 import { stackOptionsFrom } from './stack.js';

@@ -20,7 +20,7 @@ import { ExactlyOnceError } from '../errors.js';
 import { CheckpointStore } from '../engine/checkpoint-store.js';
 import { KafkaAdmin } from '../kafka/admin.js';
 import { stackDown, stackUp } from '../stack/index.js';
-import { repoRoot } from '../stack/paths.js';
+import { repoRoot } from '../stack/repo-root.js';
 import { action, formatTable } from './common.js';
 import { stackOptionsFrom } from './stack.js';
 

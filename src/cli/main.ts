@@ -18,7 +18,7 @@ import { schemaCommand } from './schema.js';
 import { stackCommand } from './stack.js';
 import { topicCommand } from './topic.js';
 import { verifyCommand } from './verify.js';
-import { repoRoot } from '../stack/paths.js';
+import { repoRoot } from '../stack/repo-root.js';
 
 const { version } = JSON.parse(readFileSync(path.join(repoRoot(), 'package.json'), 'utf8')) as { version: string };
 

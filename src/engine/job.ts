@@ -4,17 +4,10 @@
  * outputs.
  */
 import type { Client } from '../cassandra/session.js';
+import type { SourceRecord } from '../kafka/record.js';
 
 /** One Kafka record as the engine hands it to a job. */
-export interface SourceRecord {
-  readonly topic: string;
-  readonly partition: number;
-  readonly offset: bigint;
-  readonly key: Buffer | null;
-  readonly value: Buffer | null;
-  /** The record's Kafka timestamp, epoch ms. */
-  readonly timestampMs: number;
-}
+export type { SourceRecord } from '../kafka/record.js';
 
 /** A decoded record, or why it cannot be decoded (the engine then quarantines it). */
 export type Decoded<T> = { ok: true; value: T } | { ok: false; reason: string; detail: string };

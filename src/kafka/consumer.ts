@@ -8,7 +8,7 @@
  * the assignment is applied (its lib/kafkajs/_consumer.js #rebalanceCallback).
  */
 import type { ConnectionConfig } from '../config.js';
-import type { SourceRecord } from '../engine/job.js';
+import type { SourceRecord } from './record.js';
 import { baseProperties, kafkaJS, quietLogger, type KafkaJSNamespace } from './client.js';
 
 /**

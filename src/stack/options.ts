@@ -2,8 +2,8 @@
  * What the local stack is and where it lives. One value, built once by `defaultStackOptions`, is
  * passed to every stack function; nothing here touches the disk.
  */
-import { repoRoot } from './paths.js';
 import path from 'node:path';
+import { repoRoot } from './repo-root.js';
 
 export type ServerName = 'kafka' | 'cassandra';
 

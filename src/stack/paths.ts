@@ -2,24 +2,10 @@
  * Where every file of the stack lives, derived from the stack dir, and where the repo's
  * `stack/pom.xml` is (the versions are read from it, so it is the single source of truth).
  */
-import { existsSync, readFileSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import type { ServerName } from './options.js';
-
-let root: string | undefined;
-
-/** The checkout root: the nearest parent holding stack/pom.xml (works from src/ and from a build dir). */
-export function repoRoot(): string {
-  if (root !== undefined) return root;
-  let dir = path.dirname(fileURLToPath(import.meta.url));
-  while (!existsSync(path.join(dir, 'stack', 'pom.xml'))) {
-    const up = path.dirname(dir);
-    if (up === dir) throw new Error('stack/pom.xml not found above ' + fileURLToPath(import.meta.url));
-    dir = up;
-  }
-  return (root = dir);
-}
+import { repoRoot } from './repo-root.js';
 
 export function pomFile(): string {
   return path.join(repoRoot(), 'stack', 'pom.xml');

@@ -11,7 +11,7 @@ import type { Client } from '../../src/cassandra/session.js';
 import type { ConnectionConfig } from '../../src/config.js';
 import { JobBinding } from '../../src/engine/job-binding.js';
 import { Producer } from '../../src/kafka/producer.js';
-import { readTopic } from '../../src/kafka/topic-reader.js';
+import { readTopic } from '../../src/kafka/log-reader.js';
 import { alertsTable, recomputeAlerts } from '../alerts-check.js';
 import { freshKeyspace, freshTopic, runCli, testConfig, waitFor } from '../helpers.js';
 import { checkpoints, connectionArgs, startServedWorker, startWorker, stopWorkers, waitDrained, waitStarted } from '../pipeline.js';

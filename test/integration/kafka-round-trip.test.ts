@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { Producer } from '../../src/kafka/producer.js';
-import { readTopic } from '../../src/kafka/topic-reader.js';
+import { readTopic } from '../../src/kafka/log-reader.js';
 import { freshTopic, testConfig } from '../helpers.js';
 
 test('records produced with the Kafka client are read back exactly, partition by partition', async (t) => {

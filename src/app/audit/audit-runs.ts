@@ -3,8 +3,7 @@
  * latest row: whether it held, and a short JSON summary (the full report is what `verify --json`
  * prints).
  */
-import cassandra from 'cassandra-driver';
-import type { Client } from '../../cassandra/session.js';
+import { types, type Client } from '../../cassandra/session.js';
 import type { AuditReport } from './report.js';
 import { auditStatements } from './statements.js';
 
@@ -28,7 +27,7 @@ export function auditSummary(r: AuditReport): Record<string, unknown> {
 
 /** Inserts one row with a fresh timeuuid; returns its id. Never overwrites an earlier run. */
 export async function recordAuditRun(session: Client, keyspace: string, report: AuditReport): Promise<string> {
-  const id = cassandra.types.TimeUuid.now();
+  const id = types.TimeUuid.now();
   await session.execute(auditStatements(keyspace).recordRun, [id, report.ok, JSON.stringify(auditSummary(report))], { prepare: true });
   return id.toString();
 }

@@ -18,19 +18,18 @@
  *    Alerts are compared exactly only when the pipeline was drained for the whole audit; on a live
  *    pipeline their differences are counted as unsettled, not as violations.
  */
-import cassandra from 'cassandra-driver';
-import { isRetriableCassandraError, toLong, type Client } from '../../cassandra/session.js';
+import { fromLong, isRetriableCassandraError, toLong, type Client, type Long, type Row } from '../../cassandra/session.js';
 import type { ConnectionConfig } from '../../config.js';
 import { ExactlyOnceError } from '../../errors.js';
 import { CheckpointStore } from '../../engine/checkpoint-store.js';
 import type { SourceRecord } from '../../engine/job.js';
 import { retry } from '../../engine/retry.js';
 import { KafkaAdmin, type Watermarks } from '../../kafka/admin.js';
+import { IncompleteRead, LogReader } from '../../kafka/log-reader.js';
 import { WindowCounter, type AlertRule } from '../alert-rule.js';
 import { decodeEvent, DEFAULT_MAX_RECORD_BYTES } from '../event.js';
 import { AlertDiff, decodeAlertMessage, LatestPerKey, type AlertViolation } from './alert-diff.js';
 import { PartitionLedger, type EventRow, type QuarantineRowView } from './ledger.js';
-import { IncompleteRead, LogReader } from './log-reader.js';
 import { ViolationLog, type AlertsReport, type AuditReport, type PartitionReport } from './report.js';
 import { auditStatements } from './statements.js';
 
@@ -66,17 +65,12 @@ interface PartitionState {
   aheadOfCheckpoint: number;
 }
 
-function toBigInt(v: unknown): bigint {
-  const l = v as cassandra.types.Long;
-  return BigInt.asIntN(64, (BigInt(l.high) << 32n) | BigInt(l.low >>> 0));
-}
-
-function eventRow(row: cassandra.types.Row): EventRow {
-  const id = row['id'] as cassandra.types.Long | null;
+function eventRow(row: Row): EventRow {
+  const id = row['id'] as Long | null;
   const ts = row['ts'] as Date | null;
   return {
-    offset: toBigInt(row['offset']),
-    id: id === null ? null : toBigInt(id),
+    offset: fromLong(row['offset']),
+    id: id === null ? null : fromLong(id),
     ts: ts === null ? null : ts.getTime(),
     source: row['source'] as string | null,
     client: row['client'] as string | null,
@@ -84,9 +78,9 @@ function eventRow(row: cassandra.types.Row): EventRow {
   };
 }
 
-function quarantineRow(row: cassandra.types.Row): QuarantineRowView {
+function quarantineRow(row: Row): QuarantineRowView {
   return {
-    offset: toBigInt(row['offset']),
+    offset: fromLong(row['offset']),
     topic: row['topic'] as string | null,
     reason: row['reason'] as string | null,
     rawLength: row['raw_length'] as number | null,
@@ -108,7 +102,7 @@ export class Auditor {
   }
 
   /** Every row of a query, page by page; a page that times out is fetched again. */
-  private async *rows<T>(query: string, params: unknown[], map: (row: cassandra.types.Row) => T): AsyncGenerator<T> {
+  private async *rows<T>(query: string, params: unknown[], map: (row: Row) => T): AsyncGenerator<T> {
     let pageState: string | undefined;
     do {
       const state = pageState;
@@ -278,7 +272,7 @@ export class Auditor {
         if (known.has(p)) continue;
         const e = entry(p);
         const ledger = new PartitionLedger(p, 0n, { topic: this.config.topic, decode: decodeEvent, violations: this.violations });
-        for await (const row of this.rows(range, [p, toLong(-(2n ** 63n))], (r) => toBigInt(r['offset']))) {
+        for await (const row of this.rows(range, [p, toLong(-(2n ** 63n))], (r) => fromLong(r['offset']))) {
           e[table]++;
           ledger.extraRow(table, row, `the topic has no partition ${p}`);
         }
@@ -303,7 +297,7 @@ export class Auditor {
       ['events', this.q.eventsFrom],
       ['quarantine', this.q.quarantineFrom],
     ] as const) {
-      for await (const offset of this.rows(query, [s.partition, toLong(s.end)], (r) => toBigInt(r['offset']))) {
+      for await (const offset of this.rows(query, [s.partition, toLong(s.end)], (r) => fromLong(r['offset']))) {
         if (offset < logEndNow) s.aheadOfCheckpoint++;
         else s.ledger.extraRow(table, offset, s.checkpoint !== null && s.checkpoint > s.high ? 'beyond the log end; the checkpoint is too' : `beyond the log end ${logEndNow}`);
       }

@@ -1,21 +1,21 @@
 /**
  * Reads a topic back partition by partition, in offset order, in chunks, with strictly bounded memory:
- * the auditor's view of the broker's log. It uses the client's low-level consumer (explicit `assign`,
- * `consume(n)` pulls) rather than the KafkaJS-style group consumer of src/kafka/topic-reader.ts, whose
+ * the auditor's view of the broker's log, and the tests' (`readTopic`). It uses the client's low-level
+ * consumer (explicit `assign`, `consume(n)` pulls) rather than the KafkaJS-style group consumer, whose
  * message cache is sized by the measured consumption rate and grew past 1.5 GB reading 1 M records.
  * Here at most one chunk is in JavaScript, plus librdkafka's prefetch queue (capped below).
  *
  * Offsets are not contiguous; the reader knows it reached `until` when a record at or after it
  * arrives, or when the client reports the end of the partition at or past it (the client steps over
  * transaction markers and aborted records, which are never delivered, read_committed).
- * (It would sit better in src/kafka/; it lives here because this is the auditor's own file set.)
  */
 import { randomBytes } from 'node:crypto';
 import { createRequire } from 'node:module';
-import type { ConnectionConfig } from '../../config.js';
-import { ExactlyOnceError } from '../../errors.js';
-import type { SourceRecord } from '../../engine/job.js';
-import { kafkaJS } from '../../kafka/client.js';
+import type { ConnectionConfig } from '../config.js';
+import { ExactlyOnceError } from '../errors.js';
+import { KafkaAdmin } from './admin.js';
+import { kafkaJS } from './client.js';
+import type { SourceRecord } from './record.js';
 
 interface RawMessage {
   value: Buffer | null;
@@ -60,7 +60,8 @@ export class LogReader {
     consumer.on('partition.eof', (e) => (this.eof = { partition: e.partition, offset: e.offset }));
   }
 
-  static async open(config: ConnectionConfig): Promise<LogReader> {
+  /** `clientId` names the reader to the broker; its group is a throw-away one with that prefix. */
+  static async open(config: ConnectionConfig, clientId = 'exactlyonce-auditor'): Promise<LogReader> {
     kafkaJS(); // fails with EO_KAFKA_CLIENT_MISSING, and a clear message, when the native client is not built
     const require = createRequire(import.meta.url);
     const { KafkaConsumer } = require('@confluentinc/kafka-javascript') as { KafkaConsumer: new (conf: object, topicConf: object) => LowLevelConsumer };
@@ -70,9 +71,9 @@ export class LogReader {
         ...config.kafkaConfig,
         // After the user's properties (--kafka-config), so that none of them can weaken the audit:
         'bootstrap.servers': config.brokers.join(','),
-        'client.id': 'exactlyonce-auditor',
+        'client.id': clientId,
         // A throw-away group: offsets are assigned explicitly and nothing is ever committed.
-        'group.id': `exactlyonce-auditor-${randomBytes(6).toString('hex')}`,
+        'group.id': `${clientId}-${randomBytes(6).toString('hex')}`,
         'enable.auto.commit': false,
         'enable.partition.eof': true,
         'isolation.level': 'read_committed',
@@ -152,5 +153,41 @@ export class LogReader {
   close(): Promise<void> {
     this.closed ??= new Promise<void>((resolve) => this.consumer.disconnect(() => resolve()));
     return this.closed;
+  }
+}
+
+export interface ReadTopicOptions {
+  /** Exclusive end offset per partition; default: the log end now. */
+  until?: Map<number, bigint>;
+  /** Throw IncompleteRead when no record arrived for this long although some are still expected, in ms. */
+  idleTimeoutMs?: number;
+}
+
+/**
+ * Reads every partition of a topic from its log start up to its end offset (`until`, by default the
+ * log end at the time of the call) and calls `onBatch` for each chunk, partition by partition in offset
+ * order. Resolves with each partition's log start, end and the number of records read.
+ */
+export async function readTopic(
+  config: ConnectionConfig,
+  topic: string,
+  onBatch: (records: SourceRecord[]) => void | Promise<void>,
+  options: ReadTopicOptions = {},
+): Promise<Map<number, { low: bigint; end: bigint; read: number }>> {
+  const admin = new KafkaAdmin(config);
+  const marks = await admin.watermarks(topic).finally(() => admin.close());
+  const ends = new Map(marks.map((w) => [w.partition, { low: w.low, end: options.until?.get(w.partition) ?? w.high, read: 0 }]));
+  if (![...ends.values()].some((e) => e.end > e.low)) return ends;
+  const reader = await LogReader.open(config, 'exactlyonce-reader');
+  try {
+    for (const [partition, e] of ends) {
+      for await (const { records } of reader.read(topic, partition, e.low, e.end, 5000, options.idleTimeoutMs ?? 30_000)) {
+        await onBatch(records);
+        e.read += records.length;
+      }
+    }
+    return ends;
+  } finally {
+    await reader.close();
   }
 }
