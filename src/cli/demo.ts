@@ -21,7 +21,8 @@ import { ExactlyOnceError } from '../errors.js';
 import { CheckpointStore } from '../engine/checkpoint-store.js';
 import { KafkaAdmin } from '../kafka/admin.js';
 import { stackDown, stackUp } from '../stack/index.js';
-import { action, formatTable } from './common.js';
+import { formatTable } from '../format/table.js';
+import { action } from './common.js';
 import { stackOptionsFrom } from './stack.js';
 
 const cli = fileURLToPath(new URL('../../bin/exactlyonce', import.meta.url));

@@ -11,7 +11,8 @@ import {
   type ServerStatus,
   type StackOptions,
 } from '../stack/index.js';
-import { action, formatTable } from './common.js';
+import { formatTable } from '../format/table.js';
+import { action } from './common.js';
 
 function stackFlags(cmd: Command): Command {
   return cmd

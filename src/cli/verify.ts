@@ -15,7 +15,8 @@ import { intOption, type ConnectionConfig } from '../config.js';
 import { checkSame } from '../engine/job-binding.js';
 import { ExactlyOnceError } from '../errors.js';
 import { settingFlags, settingOption, unvalidatedSettings, withAlertRule } from './alert-flags.js';
-import { action, connection, formatTable, withConnection } from './common.js';
+import { formatTable } from '../format/table.js';
+import { action, connection, withConnection } from './common.js';
 import { Progress } from './progress.js';
 
 export interface VerifyRun {
