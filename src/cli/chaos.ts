@@ -17,6 +17,8 @@ import { Command, Option } from 'commander';
 import type { AlertRule } from '../app/alert-rule.js';
 import { describeFault, malformedRecords, planChaos, type Fault, type ServerName } from '../app/audit/chaos-schedule.js';
 import { DEFAULT_MAX_RECORD_BYTES } from '../app/event.js';
+import { verify } from '../app/verify.js';
+import { formatReport, verifyFailed } from '../format/audit-report.js';
 import { generate } from '../app/generator.js';
 import { applySchema } from '../cassandra/migrate.js';
 import { connect, type Client } from '../cassandra/session.js';
@@ -29,7 +31,6 @@ import { startServer, stackStatus, stopServer, type StackOptions } from '../stac
 import { alertRuleFrom, withAlertRule } from './alert-flags.js';
 import { action, withConnection } from './common.js';
 import { stackOptionsFrom } from './stack.js';
-import { formatReport, verify, verifyFailed } from './verify.js';
 
 const cliPath = fileURLToPath(new URL('../../bin/exactlyonce', import.meta.url));
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, Math.max(0, ms)));
@@ -554,7 +555,7 @@ async function runChaos(base: ConnectionConfig, o: ChaosOptions, stack: StackOpt
     if (aborted) throw new ExactlyOnceError('EO_USAGE', `chaos interrupted (seed ${o.seed}); keyspace ${config.keyspace} and topic ${config.topic} kept`);
 
     out('running verify');
-    const { report, recorded } = await verify(config, { rule: o.rule, checkAlerts: true, maxRecordBytes: DEFAULT_MAX_RECORD_BYTES, record: true, progress: false });
+    const { report, recorded } = await verify(config, { rule: o.rule, checkAlerts: true, maxRecordBytes: DEFAULT_MAX_RECORD_BYTES, record: true });
     process.stdout.write(formatReport(report) + '\n');
     if (recorded !== null && 'error' in recorded) problems.push(`the audit run was not recorded: ${recorded.error}`);
     const produced = generated + injected;
