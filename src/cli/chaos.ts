@@ -30,7 +30,7 @@ import { Producer, type OutgoingRecord } from '../kafka/producer.js';
 import { startServer, stackStatus, stopServer, type StackOptions } from '../stack/index.js';
 import { alertRuleFrom, withAlertRule } from './alert-flags.js';
 import { action, withConnection } from './common.js';
-import { stackOptionsFrom } from './stack.js';
+import { stackOptionsFrom } from './stack-flags.js';
 
 const cliPath = fileURLToPath(new URL('../../bin/exactlyonce', import.meta.url));
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, Math.max(0, ms)));

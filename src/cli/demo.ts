@@ -23,7 +23,7 @@ import { KafkaAdmin } from '../kafka/admin.js';
 import { stackDown, stackUp } from '../stack/index.js';
 import { formatTable } from '../format/table.js';
 import { action } from './common.js';
-import { stackOptionsFrom } from './stack.js';
+import { stackOptionsFrom } from './stack-flags.js';
 
 const cli = fileURLToPath(new URL('../../bin/exactlyonce', import.meta.url));
 
