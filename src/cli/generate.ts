@@ -3,7 +3,8 @@ import { Command, Option } from 'commander';
 import { BAD_KINDS, generate, parseHealthMix, totalEvents, type GeneratorOptions } from '../app/generator.js';
 import { intOption } from '../config.js';
 import { ExactlyOnceError } from '../errors.js';
-import { Producer, type OutgoingRecord } from '../kafka/producer.js';
+import { producePaced } from '../harness/paced-producer.js';
+import { Producer } from '../kafka/producer.js';
 import { action, connection, withConnection } from './common.js';
 import { Progress } from './progress.js';
 
@@ -56,61 +57,35 @@ export function generateCommand(): Command {
       };
       const rate = opts['rate'] as number | undefined;
       const pauseEveryTen = opts['delay'] !== false && rate === undefined;
-      const total = totalEvents(o);
       const producer = new Producer(config);
       await producer.connect();
-      const progress = new Progress('generate', total);
+      const progress = new Progress('generate', totalEvents(o));
       const started = Date.now();
-      const inFlight = new Set<Promise<void>>();
-      let failure: unknown;
-      let sent = 0;
       let bad = 0;
-      let chunk: OutgoingRecord[] = [];
-      const flush = async () => {
-        const records = chunk;
-        chunk = [];
-        const p = producer.send(config.topic, records).then(
-          () => {
-            sent += records.length;
-            progress.update(sent);
-          },
-          (e: unknown) => {
-            failure ??= e;
+      let sent: number;
+      try {
+        sent = await producePaced(
+          producer,
+          (function* () {
+            for (const r of generate(o)) {
+              if (r.kind !== 'valid') bad++;
+              yield { key: r.key, value: r.value };
+            }
+          })(),
+          {
+            topic: config.topic,
+            rate,
+            chunk: CHUNK,
+            inFlight: IN_FLIGHT,
+            // The original generator pauses 500 ms after every ten rounds (one event per client each).
+            pauseAfter: (i) => (pauseEveryTen && i % (o.clients * 10) === 0 ? 500 : 0),
+            onAcked: (n) => progress.update(n),
           },
         );
-        inFlight.add(p);
-        void p.finally(() => inFlight.delete(p));
-        if (inFlight.size >= IN_FLIGHT) await Promise.race(inFlight);
-      };
-      let i = 0;
-      const roundSize = o.clients;
-      try {
-        for (const r of generate(o)) {
-          if (failure !== undefined) break;
-          if (r.kind !== 'valid') bad++;
-          chunk.push({ key: r.key, value: r.value });
-          i++;
-          if (rate !== undefined) {
-            const due = started + (i / rate) * 1000;
-            if (due - Date.now() > 5) {
-              await flush();
-              await new Promise((res) => setTimeout(res, due - Date.now()));
-            }
-          }
-          if (pauseEveryTen && i % (roundSize * 10) === 0) {
-            await flush();
-            await new Promise((res) => setTimeout(res, 500));
-          } else if (chunk.length >= CHUNK) {
-            await flush();
-          }
-        }
-        if (chunk.length > 0) await flush();
-        await Promise.all(inFlight);
       } finally {
         await producer.close();
         progress.done();
       }
-      if (failure !== undefined) throw failure;
       const secs = (Date.now() - started) / 1000;
       process.stdout.write(
         `sent ${sent} events (${bad} malformed) to ${config.topic} in ${secs.toFixed(1)}s, seed ${o.seed}\n` +
