@@ -30,6 +30,16 @@ export interface CliRun {
   readonly result: Promise<{ code: number | null; output: string }>;
 }
 
+/** SIGTERM to a child still running, then SIGKILL if it has not exited after `graceMs`; resolves once it has exited. */
+export async function terminate(child: ChildProcess, graceMs = 30_000): Promise<void> {
+  if (child.exitCode !== null || child.signalCode !== null) return;
+  const exited = new Promise((resolve) => child.once('exit', resolve));
+  child.kill('SIGTERM');
+  const timer = setTimeout(() => child.kill('SIGKILL'), graceMs);
+  await exited;
+  clearTimeout(timer);
+}
+
 /** Starts `bin/exactlyonce args…` in its own process group (Ctrl-C reaches only the caller, which stops it). */
 export function startCli(args: string[], o: { inheritStderr?: boolean } = {}): CliRun {
   const child = spawn(cliPath, args, { stdio: ['ignore', 'pipe', o.inheritStderr === true ? 'inherit' : 'pipe'], detached: true });

@@ -8,7 +8,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { closeSync, openSync, readFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { ExactlyOnceError } from '../errors.js';
-import { cliPath } from './cli-process.js';
+import { cliPath, terminate } from './cli-process.js';
 import { sleep } from './sleep.js';
 
 /** `paused`: SIGSTOPped; `waking`: SIGCONTed, left alone for a while so that it can find its partitions gone. */
@@ -180,10 +180,7 @@ export class WorkerFleet {
     while (Date.now() < deadline && !readFileSync(w.logFile, 'utf8').includes(STARTED)) {
       if ((await Promise.race([w.exited.then(() => true), sleep(250).then(() => false)])) === true) return;
     }
-    w.child.kill('SIGTERM');
-    const timer = setTimeout(() => w.child.kill('SIGKILL'), graceMs);
-    await w.exited;
-    clearTimeout(timer);
+    await terminate(w.child, graceMs);
   }
 
   /** SIGKILL to every worker at once, without waiting (a second Ctrl-C, or the caller's own exit). */
