@@ -8,6 +8,7 @@ import { applySchema } from '../src/cassandra/migrate.js';
 import { connect, type Client } from '../src/cassandra/session.js';
 import type { ConnectionConfig } from '../src/config.js';
 import { describe, ExactlyOnceError } from '../src/errors.js';
+import { sleep } from '../src/harness/sleep.js';
 import { KafkaAdmin } from '../src/kafka/admin.js';
 import type { BenchOptions } from './options.js';
 import { cpuSeconds, type BenchProcess } from './processes.js';
@@ -20,19 +21,9 @@ export class BenchAborted extends Error {
 }
 
 /** Resolves after `ms`, or rejects with BenchAborted as soon as the run is interrupted. */
-export function pause(ms: number, signal: AbortSignal): Promise<void> {
-  return new Promise((resolve, reject) => {
-    if (signal.aborted) return reject(new BenchAborted());
-    const onAbort = () => {
-      clearTimeout(timer);
-      reject(new BenchAborted());
-    };
-    const timer = setTimeout(() => {
-      signal.removeEventListener('abort', onAbort);
-      resolve();
-    }, ms);
-    signal.addEventListener('abort', onAbort, { once: true });
-  });
+export async function pause(ms: number, signal: AbortSignal): Promise<void> {
+  await sleep(ms, signal);
+  if (signal.aborted) throw new BenchAborted();
 }
 
 /**
