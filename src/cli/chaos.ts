@@ -9,7 +9,7 @@
  */
 import { Command, Option } from 'commander';
 import { describeFault, planChaos } from '../app/audit/chaos-schedule.js';
-import { intOption, loadConnectionConfig, type ConnectionConfig } from '../config.js';
+import { intOption, loadConnectionConfig, ratioOption, type ConnectionConfig } from '../config.js';
 import { ExactlyOnceError } from '../errors.js';
 import { formatReport, verifyFailed } from '../format/audit-report.js';
 import { chaosConfig, chaosRate, runChaos, type ChaosOptions } from '../harness/chaos.js';
@@ -108,14 +108,6 @@ async function chaos(base: ConnectionConfig, o: ChaosOptions, json: boolean, sta
   return 0;
 }
 
-function ratio(flag: string) {
-  return (value: string): number => {
-    const n = Number(value);
-    if (!/^\d*\.?\d+$/.test(value) || n < 0 || n > 1) throw new ExactlyOnceError('EO_CONFIG_INVALID', `${flag}: expected a number from 0 to 1 (got '${value}')`);
-    return n;
-  };
-}
-
 export function chaosCommand(): Command {
   const count = (flag: string, def: number, help: string, max = 10_000) => new Option(`${flag} <n>`, help).default(def).argParser(intOption(flag, 0, max));
   return withConnection(
@@ -131,8 +123,8 @@ export function chaosCommand(): Command {
       .addOption(count('--kafka-restarts', 1, 'restart the Kafka broker (the local stack)', 100))
       .addOption(count('--add-remove', 2, 'workers added, and as many removed later', 100))
       .addOption(count('--injections', 3, 'bursts of malformed records', 1000))
-      .addOption(new Option('--bad-ratio <r>', 'fraction of malformed records from the generator').default(0.005).argParser(ratio('--bad-ratio')))
-      .addOption(new Option('--late-ratio <r>', 'fraction of late events (ts up to 30 s in the past)').default(0.02).argParser(ratio('--late-ratio')))
+      .addOption(new Option('--bad-ratio <r>', 'fraction of malformed records from the generator').default(0.005).argParser(ratioOption('--bad-ratio')))
+      .addOption(new Option('--late-ratio <r>', 'fraction of late events (ts up to 30 s in the past)').default(0.02).argParser(ratioOption('--late-ratio')))
       .addOption(new Option('--seed <n>', 'seed of the schedule and the events (default: random, printed)').argParser(intOption('--seed', 0, 2 ** 32 - 1)))
       .addOption(new Option('--session-timeout-ms <ms>', "the workers' group session timeout").default(6000).argParser(intOption('--session-timeout-ms', 1000, 3_600_000)))
       .addOption(new Option('--drain-timeout <s>', 'how long the workers may take to drain after the faults').default(300).argParser(intOption('--drain-timeout', 10, 86_400)))

@@ -1,6 +1,7 @@
-/** What every command shares: the connection flags and error printing. */
+/** What the commands share: the connection flags, error printing, and flag parsers. */
 import { Command, Option } from 'commander';
 import { connectionOptions, loadConnectionConfig, type ConnectionConfig, type ConnectionKey } from '../config.js';
+import { parseHealthMix } from '../app/generator.js';
 import { isRetriableCassandraError } from '../cassandra/session.js';
 import { ExactlyOnceError } from '../errors.js';
 
@@ -50,4 +51,11 @@ export function reportError(e: unknown): number {
   }
   process.stderr.write(`internal error (a bug; please report it): ${e instanceof Error ? e.stack : String(e)}\n`);
   return 70;
+}
+
+/** `--health-mix`: weights of health 0, 1, 2 as HEALTH:WEIGHT pairs (`generate`, `bench`). */
+export function healthMixOption(value: string): [number, number, number] {
+  const m = parseHealthMix(value);
+  if (m === undefined) throw new ExactlyOnceError('EO_CONFIG_INVALID', `--health-mix: expected HEALTH:WEIGHT pairs like 0:70,1:20,2:10 (got '${value}')`);
+  return m;
 }

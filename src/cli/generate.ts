@@ -1,29 +1,14 @@
 /** `exactlyonce generate`: the original TestMessageGenerator, plus counts, rates, mixes and bad records. */
 import { Command, Option } from 'commander';
-import { BAD_KINDS, generate, parseHealthMix, totalEvents, type GeneratorOptions } from '../app/generator.js';
-import { intOption } from '../config.js';
-import { ExactlyOnceError } from '../errors.js';
+import { BAD_KINDS, generate, totalEvents, type GeneratorOptions } from '../app/generator.js';
+import { intOption, ratioOption } from '../config.js';
 import { producePaced } from '../harness/paced-producer.js';
 import { Producer } from '../kafka/producer.js';
-import { action, connection, withConnection } from './common.js';
+import { action, connection, healthMixOption, withConnection } from './common.js';
 import { Progress } from './progress.js';
 
 const CHUNK = 500;
 const IN_FLIGHT = 4;
-
-function ratio(value: string, flag: string): number {
-  const n = Number(value);
-  if (!/^\d*\.?\d+$/.test(value) || n < 0 || n > 1) {
-    throw new ExactlyOnceError('EO_CONFIG_INVALID', `${flag}: expected a number from 0 to 1 (got '${value}')`);
-  }
-  return n;
-}
-
-function mix(value: string): [number, number, number] {
-  const m = parseHealthMix(value);
-  if (m === undefined) throw new ExactlyOnceError('EO_CONFIG_INVALID', `--health-mix: expected HEALTH:WEIGHT pairs like 0:70,1:20,2:10 (got '${value}')`);
-  return m;
-}
 
 export function generateCommand(): Command {
   return withConnection(
@@ -33,13 +18,13 @@ export function generateCommand(): Command {
       .addOption(new Option('--count <n>', 'total events (overrides --events-per-key)').argParser(intOption('--count', 1, 1e10)))
       .addOption(new Option('--rate <n>', 'events per second (no 500 ms pauses then)').argParser(intOption('--rate', 1, 1e7)))
       .option('--no-delay', 'skip the 500 ms pause every ten rounds')
-      .addOption(new Option('--health-mix <mix>', 'weights of health 0,1,2, e.g. 0:70,1:20,2:10').default([0, 0, 1], '2:100').argParser(mix))
+      .addOption(new Option('--health-mix <mix>', 'weights of health 0,1,2, e.g. 0:70,1:20,2:10').default([0, 0, 1], '2:100').argParser(healthMixOption))
       .addOption(new Option('--sources <n>', 'distinct sources').default(1).argParser(intOption('--sources', 1, 1e6)))
       .addOption(new Option('--clients <n>', 'distinct clients (the keys)').default(3).argParser(intOption('--clients', 1, 1e6)))
       .addOption(new Option('--seed <n>', 'seed for a reproducible stream of ids, healths and bad records').argParser(intOption('--seed', 0, 2 ** 32 - 1)))
-      .addOption(new Option('--late-ratio <r>', 'fraction of events sent late (ts in the past)').default(0).argParser((v) => ratio(v, '--late-ratio')))
+      .addOption(new Option('--late-ratio <r>', 'fraction of events sent late (ts in the past)').default(0).argParser(ratioOption('--late-ratio')))
       .addOption(new Option('--late-by-ms <ms>', 'how late: ts is this far (± half) in the past').default(120_000).argParser(intOption('--late-by-ms', 1, 1e12)))
-      .addOption(new Option('--bad-ratio <r>', `fraction of malformed records (${BAD_KINDS.join(', ')})`).default(0).argParser((v) => ratio(v, '--bad-ratio'))),
+      .addOption(new Option('--bad-ratio <r>', `fraction of malformed records (${BAD_KINDS.join(', ')})`).default(0).argParser(ratioOption('--bad-ratio'))),
     ['brokers', 'topic', 'kafkaConfig'],
   ).action(
     action(async (opts: Record<string, unknown>) => {
