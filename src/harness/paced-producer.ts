@@ -30,7 +30,7 @@ export interface PacedProduceOptions {
  * Resolves with the number of records acknowledged, once every send has settled; rejects with the
  * first send's failure (no further records are taken after one). The caller owns the producer.
  */
-export async function producePaced(producer: Producer, records: Iterable<OutgoingRecord>, o: PacedProduceOptions): Promise<number> {
+export async function producePaced(producer: Pick<Producer, 'send'>, records: Iterable<OutgoingRecord>, o: PacedProduceOptions): Promise<number> {
   const started = Date.now();
   const stopped = () => o.signal?.aborted === true;
   const inFlight = new Set<Promise<void>>();
