@@ -3,6 +3,7 @@
  * BenchAborted. Below both the run's context (context.ts) and its processes (processes.ts).
  */
 import { ExactlyOnceError } from '../src/errors.js';
+import { sleep } from '../src/harness/sleep.js';
 
 export class BenchAborted extends Error {
   constructor() {
@@ -12,19 +13,9 @@ export class BenchAborted extends Error {
 }
 
 /** Resolves after `ms`, or rejects with BenchAborted as soon as the run is interrupted. */
-export function pause(ms: number, signal: AbortSignal): Promise<void> {
-  return new Promise((resolve, reject) => {
-    if (signal.aborted) return reject(new BenchAborted());
-    const onAbort = () => {
-      clearTimeout(timer);
-      reject(new BenchAborted());
-    };
-    const timer = setTimeout(() => {
-      signal.removeEventListener('abort', onAbort);
-      resolve();
-    }, ms);
-    signal.addEventListener('abort', onAbort, { once: true });
-  });
+export async function pause(ms: number, signal: AbortSignal): Promise<void> {
+  await sleep(ms, signal);
+  if (signal.aborted) throw new BenchAborted();
 }
 
 /**

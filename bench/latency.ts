@@ -9,15 +9,16 @@ import { randomBytes } from 'node:crypto';
 import { encodeEvent } from '../src/app/event.js';
 import { ORIGINAL_CLIENTS, ORIGINAL_SOURCE, prng } from '../src/app/generator.js';
 import { ExactlyOnceError } from '../src/errors.js';
+import { producePaced } from '../src/harness/paced-producer.js';
 import { Producer, type OutgoingRecord } from '../src/kafka/producer.js';
-import { bounded, pause, type BenchContext } from './context.js';
+import { BenchAborted, bounded, pause, type BenchContext } from './context.js';
 import { startWorker, waitAssigned } from './processes.js';
 import { checkpointProgress } from './drain.js';
 import { cpuPer1000, processFacts, serverCpuPer1000, type CaseResult } from './results.js';
 import { quantile, RowWatcher } from './row-watcher.js';
 
-/** The producer is paced in steps of this many ms. */
-const TICK_MS = 10;
+/** How often, in ms, the worker and the watcher are checked while producing. */
+const CHECK_EVERY_MS = 10;
 /** One record in this many (per partition) is watched. */
 const SAMPLE_EVERY = 10;
 
@@ -52,34 +53,25 @@ export async function runLatency(ctx: BenchContext, percent: number, maxRate: nu
     const measureFrom = started + o.latencyWarmupSeconds * 1000;
     const end = measureFrom + o.latencySeconds * 1000;
     let sent = 0;
-    let failure: unknown;
-    const inFlight = new Set<Promise<void>>();
-    while (Date.now() < end) {
-      worker.assertRunning();
-      watcher.check();
-      if (failure !== undefined) throw failure;
-      const now = Date.now();
-      const due = Math.floor(((now - started) / 1000) * rate) - sent;
-      if (due > 0) {
-        const records: OutgoingRecord[] = [];
-        for (let i = 0; i < due; i++, sent++) {
-          const client = ORIGINAL_CLIENTS[sent % ORIGINAL_CLIENTS.length]!;
-          const id = BigInt.asIntN(64, BigInt(`0x${randomBytes(8).toString('hex')}`));
-          const partition = sent % o.partitions;
-          records.push({ key: client, value: encodeEvent({ id, ts: now, source: ORIGINAL_SOURCE, client, health: health() }), partition });
-          watcher.sent(partition);
+    // Each record is made when the paced producer takes it, that is when it is due, and stamped then.
+    let checkedAt = 0;
+    const records = function* (): Generator<OutgoingRecord> {
+      for (let now = Date.now(); now < end; now = Date.now(), sent++) {
+        if (now - checkedAt >= CHECK_EVERY_MS) {
+          checkedAt = now;
+          worker.assertRunning();
+          watcher.check();
+          ctx.status(`${name}: ${rate}/s for ${o.latencyWarmupSeconds}+${o.latencySeconds}s: produced ${sent}, sampled rows readable ${watcher.progress.seen}/${watcher.progress.sampled}`);
         }
-        const p = producer.send(config.topic, records).catch((e: unknown) => {
-          failure ??= e;
-        });
-        inFlight.add(p);
-        void p.finally(() => inFlight.delete(p));
+        const client = ORIGINAL_CLIENTS[sent % ORIGINAL_CLIENTS.length]!;
+        const id = BigInt.asIntN(64, BigInt(`0x${randomBytes(8).toString('hex')}`));
+        const partition = sent % o.partitions;
+        watcher.sent(partition);
+        yield { key: client, value: encodeEvent({ id, ts: now, source: ORIGINAL_SOURCE, client, health: health() }), partition };
       }
-      ctx.status(`${name}: ${rate}/s for ${o.latencyWarmupSeconds}+${o.latencySeconds}s: produced ${sent}, sampled rows readable ${watcher.progress.seen}/${watcher.progress.sampled}`);
-      await pause(TICK_MS, ctx.signal);
-    }
-    await Promise.all(inFlight);
-    if (failure !== undefined) throw failure;
+    };
+    await producePaced(producer, records(), { topic: config.topic, rate, chunk: 1000, inFlight: 64, signal: ctx.signal });
+    if (ctx.signal.aborted) throw new BenchAborted();
     const producedSeconds = (Date.now() - started) / 1000;
 
     // Every sampled row must become readable and every event be checkpointed; the worker may still be catching up.

@@ -7,13 +7,13 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import type { ConnectionConfig } from '../src/config.js';
 import { ExactlyOnceError } from '../src/errors.js';
+import { cliPath, connectionArgs } from '../src/harness/cli-process.js';
+import { repoRoot as checkoutRoot } from '../src/stack/repo-root.js';
 import { BenchAborted, pause } from './abort.js';
 import type { BenchOptions } from './options.js';
-import { repoRoot as checkoutRoot } from '../src/stack/repo-root.js';
 
 // The checkout (with a trailing slash), also when this runs from a build under dist/.
 const repoRoot = `${checkoutRoot()}/`;
-const cli = `${repoRoot}bin/exactlyonce`;
 const tsxLoader = `file://${repoRoot}node_modules/tsx/dist/loader.mjs`;
 /** Output kept per process for error messages (the tail), in characters. */
 const KEEP_OUTPUT = 64 * 1024;
@@ -156,15 +156,6 @@ function start(ctx: ProcessHost, label: string, command: string, args: string[],
   return ctx.track(new BenchProcess(label, child));
 }
 
-export function connectionArgs(config: ConnectionConfig): string[] {
-  const args = ['--brokers', config.brokers.join(','), '--cassandra', config.cassandra.join(','), '--datacenter', config.datacenter];
-  args.push('--keyspace', config.keyspace, '--topic', config.topic, '--alerts-topic', config.alertsTopic, '--group', config.group);
-  if (config.cassandraUsername !== undefined) args.push('--cassandra-username', config.cassandraUsername);
-  if (config.cassandraPassword !== undefined) args.push('--cassandra-password', config.cassandraPassword);
-  for (const [k, v] of Object.entries(config.kafkaConfig)) args.push('--kafka-config', `${k}=${v}`);
-  return args;
-}
-
 /** Where a process's CPU profile goes when --cpu-prof is given: one folder per process label. */
 function profileArgs(ctx: ProcessHost, label: string): string[] {
   const dir = ctx.options.profileDir;
@@ -181,7 +172,7 @@ export function startWorker(ctx: ProcessHost, config: ConnectionConfig, label: s
   const o = ctx.options;
   const args = ['run', ...connectionArgs(config), '--max-batch', String(o.maxBatch), '--concurrency', String(o.concurrency), '--max-buffer-mb', String(o.maxBufferMb)];
   const env: Record<string, string> = { EXACTLYONCE_LOG_FORMAT: 'json', EXACTLYONCE_LOG_LEVEL: 'info', ...nodeOptions(ctx) };
-  if (o.profileDir === undefined) return start(ctx, label, cli, args, env);
+  if (o.profileDir === undefined) return start(ctx, label, cliPath, args, env);
   // Node refuses --cpu-prof in NODE_OPTIONS, so a profiled worker is started as bin/exactlyonce
   // starts it (node, the tsx loader, src/cli/main.ts) with the profiler flags added. The profile is
   // written when the worker exits cleanly (SIGTERM).

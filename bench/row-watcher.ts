@@ -9,6 +9,7 @@
  */
 import type { Client } from '../src/cassandra/session.js';
 import { toLong } from '../src/cassandra/session.js';
+import { sleep } from '../src/harness/sleep.js';
 
 /** Most offsets asked for per partition and poll (the oldest first: rows become readable roughly in order). */
 const MAX_IN = 100;
@@ -63,7 +64,7 @@ export class RowWatcher {
           this.failing ??= { since: Date.now(), error: e };
         }
         const wait = this.pollMs - (Date.now() - started);
-        if (wait > 0) await new Promise((r) => setTimeout(r, wait));
+        if (wait > 0) await sleep(wait);
       }
     })();
   }

@@ -8,6 +8,7 @@
 import { decodeEvent, type Event } from '../src/app/event.js';
 import { generate, type GeneratorOptions } from '../src/app/generator.js';
 import type { ConnectionConfig } from '../src/config.js';
+import { producePaced } from '../src/harness/paced-producer.js';
 import { Producer, type OutgoingRecord } from '../src/kafka/producer.js';
 import { BenchAborted, bounded, type BenchContext } from './context.js';
 
@@ -66,39 +67,18 @@ export async function produceWorkload(ctx: BenchContext, config: ConnectionConfi
   const producer = new Producer(config, { 'linger.ms': 20 });
   await producer.connect();
   const started = Date.now();
-  const inFlight = new Set<Promise<void>>();
-  let sent = 0;
-  let failure: unknown;
-  let chunk: OutgoingRecord[] = [];
-  const flush = async () => {
-    const records = chunk;
-    chunk = [];
-    const p = producer.send(config.topic, records).then(
-      () => {
-        sent += records.length;
-        ctx.status(`${label}: produced ${sent}/${w.events} (${Math.round(sent / Math.max(0.001, (Date.now() - started) / 1000))}/s)`);
-      },
-      (e: unknown) => {
-        failure ??= e;
-      },
-    );
-    inFlight.add(p);
-    void p.finally(() => inFlight.delete(p));
-    if (inFlight.size >= IN_FLIGHT) await Promise.race(inFlight);
-  };
   try {
-    for (const r of workloadRecords(w)) {
-      if (failure !== undefined) break;
-      if (ctx.signal.aborted) throw new BenchAborted();
-      chunk.push(r);
-      if (chunk.length >= CHUNK) await flush();
-    }
-    if (chunk.length > 0 && failure === undefined) await flush();
-    await Promise.all(inFlight);
+    await producePaced(producer, workloadRecords(w), {
+      topic: config.topic,
+      chunk: CHUNK,
+      inFlight: IN_FLIGHT,
+      signal: ctx.signal,
+      onAcked: (sent) => ctx.status(`${label}: produced ${sent}/${w.events} (${Math.round(sent / Math.max(0.001, (Date.now() - started) / 1000))}/s)`),
+    });
+    if (ctx.signal.aborted) throw new BenchAborted();
   } finally {
     // Closing flushes; it must not hang the run when Kafka went away.
     await bounded(producer.close(), 30_000, 'closing the producer', new AbortController().signal).catch(() => undefined);
   }
-  if (failure !== undefined) throw failure;
   return w.events / Math.max(0.001, (Date.now() - started) / 1000);
 }

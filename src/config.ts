@@ -133,3 +133,12 @@ export function intOption(flag: string, min: number, max: number) {
     return n;
   };
 }
+
+/** A fraction from 0 to 1, for ratio flags: `ratioOption('--bad-ratio')`. */
+export function ratioOption(flag: string) {
+  return (value: string): number => {
+    const n = Number(value);
+    if (!/^\d*\.?\d+$/.test(value) || n < 0 || n > 1) throw new ExactlyOnceError('EO_CONFIG_INVALID', `${flag}: expected a number from 0 to 1 (got '${value}')`);
+    return n;
+  };
+}

@@ -7,10 +7,12 @@ import type { TestContext } from 'node:test';
 import { applySchema } from '../src/cassandra/migrate.js';
 import { connect, type Client } from '../src/cassandra/session.js';
 import { loadConnectionConfig, type ConnectionConfig } from '../src/config.js';
+import { cliPath } from '../src/harness/cli-process.js';
+import { sleep } from '../src/harness/sleep.js';
 import { KafkaAdmin } from '../src/kafka/admin.js';
 
 export const repoRoot = fileURLToPath(new URL('..', import.meta.url));
-export const cliPath = `${repoRoot}bin/exactlyonce`;
+export { cliPath };
 
 export function suffix(): string {
   return randomBytes(4).toString('hex');
@@ -80,7 +82,7 @@ export async function waitFor<T>(
     if (Date.now() > deadline) {
       throw new Error(`timed out after ${options.timeoutMs} ms: ${options.message}${last ? ` (last error: ${String(last)})` : ''}`);
     }
-    await new Promise((r) => setTimeout(r, options.intervalMs ?? 250));
+    await sleep(options.intervalMs ?? 250);
   }
 }
 

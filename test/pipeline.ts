@@ -11,12 +11,13 @@ import { DEFAULT_ALERT_RULE } from '../src/app/alert-rule.js';
 import { Auditor } from '../src/app/audit/auditor.js';
 import type { Client } from '../src/cassandra/session.js';
 import type { ConnectionConfig } from '../src/config.js';
+import { connectionArgs } from '../src/harness/cli-process.js';
+import { CheckpointWatch, isDrained } from '../src/harness/drain.js';
+import { sleep } from '../src/harness/sleep.js';
 import { KafkaAdmin } from '../src/kafka/admin.js';
 import { runCli, startCli, waitFor } from './helpers.js';
 
-export function connectionArgs(config: ConnectionConfig): string[] {
-  return ['--brokers', config.brokers.join(','), '--cassandra', config.cassandra.join(','), '--keyspace', config.keyspace, '--topic', config.topic, '--alerts-topic', config.alertsTopic, '--group', config.group];
-}
+export { connectionArgs, sleep };
 
 /** Starts a worker process (`exactlyonce run`) with a short session timeout, so tests rebalance fast. */
 export function startWorker(t: TestContext, config: ConnectionConfig, extra: string[] = []) {
@@ -206,7 +207,7 @@ export async function waitDrained(session: Client, config: ConnectionConfig, tim
     await waitFor(
       async () => {
         const cps = await checkpoints(session, config);
-        return marks.every((w) => w.high === w.low || cps.get(w.partition) === w.high);
+        return isDrained(marks, cps);
       },
       { timeoutMs, intervalMs: 500, message: `checkpoints reach the log ends ${marks.map((w) => `${w.partition}:${w.high}`).join(' ')}` },
     ).catch(async (e: Error) => {
@@ -248,29 +249,10 @@ export async function assertExactlyOnce(session: Client, config: ConnectionConfi
 
 /** Polls the checkpoints until stopped (at the latest when the test ends) and records any move backwards. */
 export function watchCheckpoints(t: TestContext, session: Client, config: ConnectionConfig) {
-  const highest = new Map<number, bigint>();
-  const regressions: string[] = [];
-  let polls = 0;
-  let running = true;
-  const loop = (async () => {
-    while (running) {
-      try {
-        for (const [p, o] of await checkpoints(session, config)) {
-          const prev = highest.get(p);
-          if (prev !== undefined && o < prev) regressions.push(`partition ${p}: ${prev} -> ${o}`);
-          if (prev === undefined || o > prev) highest.set(p, o);
-        }
-        polls++;
-      } catch {
-        // Cassandra may be restarting in some tests.
-      }
-      await new Promise((r) => setTimeout(r, 100));
-    }
-  })();
+  const watch = new CheckpointWatch(() => checkpoints(session, config), 100);
   const stop = async () => {
-    running = false;
-    await loop;
-    return { regressions, polls, highest };
+    await watch.stop();
+    return { regressions: watch.regressions, polls: watch.polls, highest: watch.highest };
   };
   t.after(stop);
   return { stop };
@@ -288,10 +270,6 @@ export function timeline() {
 
 export function randomBetween(min: number, max: number): number {
   return min + Math.random() * (max - min);
-}
-
-export function sleep(ms: number): Promise<void> {
-  return new Promise((r) => setTimeout(r, ms));
 }
 
 /** Stops workers cleanly (SIGTERM once each has started) and asserts each exits with code 0. */

@@ -9,10 +9,9 @@ import { CASE_GROUPS, defaultBenchOptions as d, type BenchOptions, type CaseGrou
 import { formatResults, writeResults } from '../../bench/report.js';
 import { runBench } from '../../bench/run.js';
 import { BenchAborted } from '../../bench/context.js';
-import { parseHealthMix } from '../app/generator.js';
 import { intOption } from '../config.js';
 import { ExactlyOnceError } from '../errors.js';
-import { action, connection, withConnection } from './common.js';
+import { action, connection, healthMixOption, withConnection } from './common.js';
 import { repoRoot } from '../stack/repo-root.js';
 
 const resultsDir = path.join(repoRoot(), 'bench', 'results');
@@ -20,12 +19,6 @@ const resultsDir = path.join(repoRoot(), 'bench', 'results');
 function intList(flag: string, min: number, max: number) {
   const one = intOption(flag, min, max);
   return (value: string): number[] => value.split(',').map((v) => one(v.trim()));
-}
-
-function mix(value: string): [number, number, number] {
-  const m = parseHealthMix(value);
-  if (m === undefined) throw new ExactlyOnceError('EO_CONFIG_INVALID', `--health-mix: expected HEALTH:WEIGHT pairs like 0:70,1:20,2:10 (got '${value}')`);
-  return m;
 }
 
 function caseList(value: string): Set<CaseGroup> {
@@ -50,7 +43,7 @@ export function benchCommand(): Command {
       .addOption(
         new Option('--health-mix <mix>', 'weights of health 0,1,2 in the generated events (Critical ones feed the alerts)')
           .default(d.healthMix, '0:90,1:10: no Critical, so no alert work; see --cases alerts')
-          .argParser(mix),
+          .argParser(healthMixOption),
       )
       .addOption(new Option('--alerts-events <n>', 'events of the alerts case (all Critical, as the original generator)').default(d.alertsEvents).argParser(int('--alerts-events', 100, 1e9)))
       .addOption(new Option('--event-time-rate <n>', 'events per second of event time in the generated topics').default(d.eventTimeRate).argParser(int('--event-time-rate', 1, 1e9)))

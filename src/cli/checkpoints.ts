@@ -21,7 +21,8 @@ import {
 import { JobBinding, topicRecreated } from '../engine/job-binding.js';
 import { ExactlyOnceError } from '../errors.js';
 import { KafkaAdmin } from '../kafka/admin.js';
-import { action, connection, formatTable, withConnection } from './common.js';
+import { formatTable } from '../format/table.js';
+import { action, connection, withConnection } from './common.js';
 
 const USED = ['brokers', 'cassandra', 'datacenter', 'keyspace', 'topic', 'cassandraUsername', 'cassandraPassword', 'kafkaConfig'] as const;
 

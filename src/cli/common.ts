@@ -1,6 +1,7 @@
-/** What every command shares: the connection flags, error printing, and table output. */
+/** What the commands share: the connection flags, error printing, and flag parsers. */
 import { Command, Option } from 'commander';
 import { connectionOptions, loadConnectionConfig, type ConnectionConfig, type ConnectionKey } from '../config.js';
+import { parseHealthMix } from '../app/generator.js';
 import { isRetriableCassandraError } from '../cassandra/session.js';
 import { ExactlyOnceError } from '../errors.js';
 
@@ -52,20 +53,9 @@ export function reportError(e: unknown): number {
   return 70;
 }
 
-/** Rows as an aligned text table, cqlsh-style. */
-export function formatTable(columns: string[], rows: unknown[][]): string {
-  const cells = rows.map((r) => r.map(formatCell));
-  const widths = columns.map((c, i) => Math.max(c.length, ...cells.map((r) => r[i]!.length)));
-  const line = (r: string[]) => ' ' + r.map((v, i) => v.padEnd(widths[i]!)).join(' | ');
-  const header = line(columns);
-  return [header, header.replace(/[^|]/g, '-').replaceAll('|', '+'), ...cells.map(line)].join('\n');
-}
-
-function formatCell(v: unknown): string {
-  if (v === null || v === undefined) return 'null';
-  if (Buffer.isBuffer(v)) return '0x' + v.toString('hex');
-  if (v instanceof Date) return v.toISOString();
-  if (typeof v === 'object' && 'toString' in v && v.constructor.name !== 'Object') return String(v);
-  if (typeof v === 'object') return JSON.stringify(v);
-  return String(v);
+/** `--health-mix`: weights of health 0, 1, 2 as HEALTH:WEIGHT pairs (`generate`, `bench`). */
+export function healthMixOption(value: string): [number, number, number] {
+  const m = parseHealthMix(value);
+  if (m === undefined) throw new ExactlyOnceError('EO_CONFIG_INVALID', `--health-mix: expected HEALTH:WEIGHT pairs like 0:70,1:20,2:10 (got '${value}')`);
+  return m;
 }

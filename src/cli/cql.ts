@@ -3,7 +3,8 @@ import { createInterface } from 'node:readline/promises';
 import { Command } from 'commander';
 import { connect, type Client } from '../cassandra/session.js';
 import { ExactlyOnceError } from '../errors.js';
-import { action, connection, formatTable, withConnection } from './common.js';
+import { formatTable } from '../format/table.js';
+import { action, connection, withConnection } from './common.js';
 
 async function runOne(client: Client, statement: string): Promise<void> {
   let result;

@@ -6,9 +6,8 @@
  * raised, and runs `verify`. Ctrl-C stops everything it started. The stack stays up unless
  * `--stop-stack` is given.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
-import { closeSync, mkdirSync, openSync, readFileSync } from 'node:fs';
-import { createServer } from 'node:net';
+import type { ChildProcess } from 'node:child_process';
+import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { Command, Option } from 'commander';
 import { applySchema } from '../cassandra/migrate.js';
@@ -18,27 +17,15 @@ import { startDashboard, type Dashboard } from '../dashboard/dashboard.js';
 import { statusLine } from '../dashboard/status-line.js';
 import { ExactlyOnceError } from '../errors.js';
 import { CheckpointStore } from '../engine/checkpoint-store.js';
+import { formatTable } from '../format/table.js';
+import { connectionArgs, startCli, terminate } from '../harness/cli-process.js';
+import { waitDrained } from '../harness/drain.js';
+import { sleep } from '../harness/sleep.js';
+import { freePort, WorkerFleet } from '../harness/worker-fleet.js';
 import { KafkaAdmin } from '../kafka/admin.js';
 import { stackDown, stackUp } from '../stack/index.js';
-import { repoRoot } from '../stack/repo-root.js';
-import { action, formatTable } from './common.js';
-import { stackOptionsFrom } from './stack.js';
-
-const cli = join(repoRoot(), 'bin', 'exactlyonce');
-
-/** The first port at or above `from` that is free on 127.0.0.1. */
-async function freePort(from: number, taken: ReadonlySet<number> = new Set()): Promise<number> {
-  for (let port = from; port < 65535; port++) {
-    if (taken.has(port)) continue;
-    const free = await new Promise<boolean>((resolve) => {
-      const s = createServer();
-      s.once('error', () => resolve(false));
-      s.listen(port, '127.0.0.1', () => s.close(() => resolve(true)));
-    });
-    if (free) return port;
-  }
-  throw new ExactlyOnceError('EO_PORT_IN_USE', `no free port at or above ${from}`);
-}
+import { action } from './common.js';
+import { stackOptionsFrom } from './stack-flags.js';
 
 class Interrupted extends Error {}
 
@@ -65,26 +52,29 @@ export function demoCommand(): Command {
         const stay = (opts['stay'] as boolean | undefined) ?? (process.stdin.isTTY === true && process.stdout.isTTY === true);
 
         // Ctrl-C: the first one stops what the demo started, cleanly; a second one kills it at once.
+        let fleet: WorkerFleet | undefined;
+        /** The generator and verify. */
         const children: ChildProcess[] = [];
         let stopping = false;
-        let interrupt!: () => void;
-        const interrupted = new Promise<never>((_, reject) => {
-          interrupt = () => reject(new Interrupted());
-        });
+        const interrupt = new AbortController();
+        const interrupted = new Promise<never>((_, reject) => interrupt.signal.addEventListener('abort', () => reject(new Interrupted())));
         interrupted.catch(() => undefined);
+        // Last resort if the demo itself dies: the children run in their own process groups.
+        const killAll = () => {
+          fleet?.killAll();
+          children.forEach((c) => c.exitCode === null && c.signalCode === null && c.kill('SIGKILL'));
+        };
         const onSigint = () => {
           if (stopping) {
-            for (const c of children) c.kill('SIGKILL');
+            killAll();
             process.exit(130);
           }
           stopping = true;
           out('\nstopping the generator, the workers and the dashboard…');
-          interrupt();
+          interrupt.abort();
         };
         process.on('SIGINT', onSigint);
         process.on('SIGTERM', onSigint);
-        // Last resort if the demo itself dies: the children run in their own process groups.
-        const killAll = () => children.forEach((c) => c.exitCode === null && c.signalCode === null && c.kill('SIGKILL'));
         process.on('exit', killAll);
         const race = <T>(p: Promise<T>): Promise<T> => Promise.race([p, interrupted]);
 
@@ -106,29 +96,22 @@ export function demoCommand(): Command {
           await race(admin.ensureTopic({ topic: config.alertsTopic, partitions: 3, replicationFactor: 1, configs: { 'cleanup.policy': 'compact' } }));
           out(`schema ${config.keyspace} applied and its tables emptied; topics ${config.topic} (${topic.partitions} partitions) and ${config.alertsTopic} (compacted)`);
 
-          const args = ['--brokers', config.brokers.join(','), '--cassandra', config.cassandra.join(',')];
+          const args = connectionArgs(config);
           const logDir = join(stack.dir, 'logs');
           mkdirSync(logDir, { recursive: true });
+          const workers: WorkerFleet = (fleet = new WorkerFleet({
+            args,
+            logFile: (id) => join(logDir, `demo-worker-${id}.log`),
+            detached: true,
+            onUnexpectedExit: (w, how) => {
+              if (!stopping) out(`worker ${w.id} exited unexpectedly (${how}); the end of ${w.logFile}:\n${workers.tail(w, 5)}`);
+            },
+          }));
           const ports: number[] = [];
-          const logs: string[] = [];
           for (let i = 0; i < (opts['workers'] as number); i++) {
             const port = await freePort(ports.length === 0 ? (opts['metricsPort'] as number) : ports.at(-1)! + 1, new Set(ports));
-            const log = join(logDir, `demo-worker-${i + 1}.log`);
-            const fd = openSync(log, 'w');
-            const child = spawn(cli, ['run', ...args, '--metrics-port', String(port)], {
-              stdio: ['ignore', fd, fd],
-              detached: true,
-              env: { ...process.env, EXACTLYONCE_LOG_FORMAT: 'json' },
-            });
-            closeSync(fd);
-            child.on('exit', (code, signal) => {
-              if (stopping) return;
-              const tail = readFileSync(log, 'utf8').trim().split('\n').slice(-5).join('\n');
-              out(`worker ${i + 1} exited unexpectedly (${signal ?? `code ${code}`}); the end of ${log}:\n${tail}`);
-            });
-            children.push(child);
+            workers.start(port);
             ports.push(port);
-            logs.push(log);
           }
           const dashboardPort = await freePort(opts['dashboardPort'] as number, new Set(ports));
           dashboard = await startDashboard(config, { port: dashboardPort, host: '127.0.0.1', workerMetrics: ports.map((p) => `127.0.0.1:${p}`), intervalMs: 1000 });
@@ -153,36 +136,19 @@ export function demoCommand(): Command {
             else if (ticks++ % 5 === 0) process.stdout.write(`${statusLine(s)}\n`);
           }, 1000);
 
-          await race(
-            (async () => {
-              for (;;) {
-                const s = collector.snapshot();
-                if (s !== undefined && s.totals.workersReady === ports.length) return;
-                await new Promise((r) => setTimeout(r, 250));
-              }
-            })(),
-          );
+          await race(Promise.all(workers.running().map((w) => workers.waitReady(w, interrupt.signal))));
           out(`workers ready after ${secs()}; running the generator (3 clients × ${opts['eventsPerKey'] as number} events, a 500 ms pause every 10 rounds)…`);
-          const gen = spawn(cli, ['generate', '--brokers', config.brokers.join(','), '--events-per-key', String(opts['eventsPerKey'])], {
-            stdio: ['ignore', 'pipe', 'inherit'],
-            detached: true,
-          });
-          children.push(gen);
-          let genOut = '';
-          gen.stdout!.on('data', (d) => (genOut += d));
-          const code = await race(new Promise<number | null>((r) => gen.on('exit', (c) => r(c))));
-          if (code !== 0) throw new ExactlyOnceError('EO_PRODUCE_FAILED', `the generator exited with ${code}`);
-          out(genOut.trim());
+          const gen = startCli(['generate', '--brokers', config.brokers.join(','), '--events-per-key', String(opts['eventsPerKey'])], { inheritStderr: true });
+          children.push(gen.child);
+          const generated = await race(gen.result);
+          if (generated.code !== 0) throw new ExactlyOnceError('EO_PRODUCE_FAILED', `the generator exited with ${generated.code}`);
+          out(generated.output.trim());
 
           const checkpoints = new CheckpointStore(session, config.keyspace, config.topic);
-          const marks = await race(admin.watermarks(config.topic));
-          for (;;) {
-            const cps = await race(checkpoints.readAll());
-            if (marks.every((w) => (cps.get(w.partition) ?? w.low) >= w.high)) break;
-            await race(new Promise((r) => setTimeout(r, 250)));
-          }
+          const marks = await race(waitDrained(() => admin.watermarks(config.topic), () => checkpoints.readAll(), { intervalMs: 250, signal: interrupt.signal }));
+          if (marks === undefined) throw new Interrupted();
           out(`all partitions checkpointed at their log ends after ${secs()}`);
-          await race(new Promise((r) => setTimeout(r, 2500))); // the alerts poll (2 s) catches up
+          await race(sleep(2500)); // the alerts poll (2 s) catches up
           clearInterval(status);
           status = undefined;
           if (tty) process.stderr.write('\r\x1b[K');
@@ -205,14 +171,11 @@ export function demoCommand(): Command {
           }
 
           out('\nverify:');
-          const verify = spawn(cli, ['verify', ...args], { stdio: ['ignore', 'pipe', 'pipe'], detached: true });
-          children.push(verify);
-          let verifyOut = '';
-          verify.stdout!.on('data', (d) => (verifyOut += d));
-          verify.stderr!.on('data', (d) => (verifyOut += d));
-          const verifyCode = await race(new Promise<number | null>((r) => verify.on('exit', (c) => r(c))));
-          out(verifyOut.trim());
-          if (verifyCode !== 0) exitCode = verifyCode ?? 1;
+          const verify = startCli(['verify', ...args]);
+          children.push(verify.child);
+          const verified = await race(verify.result);
+          out(verified.output.trim());
+          if (verified.code !== 0) exitCode = verified.code ?? 1;
 
           out(`\nexplore: bin/exactlyonce cql "SELECT * FROM events LIMIT 10"`);
           if (stay) {
@@ -226,7 +189,7 @@ export function demoCommand(): Command {
         } finally {
           stopping = true;
           clearInterval(status);
-          await stopChildren(children);
+          await Promise.all([fleet?.close(), ...children.map((c) => terminate(c))]);
           await dashboard?.close();
           await admin.close();
           await session.shutdown();
@@ -243,18 +206,4 @@ export function demoCommand(): Command {
         return exitCode;
       }),
     );
-}
-
-/** SIGTERM to each child still running (workers finish their batches and leave the group), SIGKILL after 30 s. */
-async function stopChildren(children: readonly ChildProcess[]): Promise<void> {
-  await Promise.all(
-    children.map(async (c) => {
-      if (c.exitCode !== null || c.signalCode !== null) return;
-      const exited = new Promise((r) => c.once('exit', r));
-      c.kill('SIGTERM');
-      const timer = setTimeout(() => c.kill('SIGKILL'), 30_000);
-      await exited;
-      clearTimeout(timer);
-    }),
-  );
 }

@@ -1,28 +1,14 @@
 /** `exactlyonce generate`: the original TestMessageGenerator, plus counts, rates, mixes and bad records. */
 import { Command, Option } from 'commander';
-import { BAD_KINDS, generate, parseHealthMix, totalEvents, type GeneratorOptions } from '../app/generator.js';
-import { intOption } from '../config.js';
-import { ExactlyOnceError } from '../errors.js';
-import { Producer, type OutgoingRecord } from '../kafka/producer.js';
-import { action, connection, withConnection } from './common.js';
+import { BAD_KINDS, generate, totalEvents, type GeneratorOptions } from '../app/generator.js';
+import { intOption, ratioOption } from '../config.js';
+import { producePaced } from '../harness/paced-producer.js';
+import { Producer } from '../kafka/producer.js';
+import { action, connection, healthMixOption, withConnection } from './common.js';
 import { Progress } from './progress.js';
 
 const CHUNK = 500;
 const IN_FLIGHT = 4;
-
-function ratio(value: string, flag: string): number {
-  const n = Number(value);
-  if (!/^\d*\.?\d+$/.test(value) || n < 0 || n > 1) {
-    throw new ExactlyOnceError('EO_CONFIG_INVALID', `${flag}: expected a number from 0 to 1 (got '${value}')`);
-  }
-  return n;
-}
-
-function mix(value: string): [number, number, number] {
-  const m = parseHealthMix(value);
-  if (m === undefined) throw new ExactlyOnceError('EO_CONFIG_INVALID', `--health-mix: expected HEALTH:WEIGHT pairs like 0:70,1:20,2:10 (got '${value}')`);
-  return m;
-}
 
 export function generateCommand(): Command {
   return withConnection(
@@ -32,13 +18,13 @@ export function generateCommand(): Command {
       .addOption(new Option('--count <n>', 'total events (overrides --events-per-key)').argParser(intOption('--count', 1, 1e10)))
       .addOption(new Option('--rate <n>', 'events per second (no 500 ms pauses then)').argParser(intOption('--rate', 1, 1e7)))
       .option('--no-delay', 'skip the 500 ms pause every ten rounds')
-      .addOption(new Option('--health-mix <mix>', 'weights of health 0,1,2, e.g. 0:70,1:20,2:10').default([0, 0, 1], '2:100').argParser(mix))
+      .addOption(new Option('--health-mix <mix>', 'weights of health 0,1,2, e.g. 0:70,1:20,2:10').default([0, 0, 1], '2:100').argParser(healthMixOption))
       .addOption(new Option('--sources <n>', 'distinct sources').default(1).argParser(intOption('--sources', 1, 1e6)))
       .addOption(new Option('--clients <n>', 'distinct clients (the keys)').default(3).argParser(intOption('--clients', 1, 1e6)))
       .addOption(new Option('--seed <n>', 'seed for a reproducible stream of ids, healths and bad records').argParser(intOption('--seed', 0, 2 ** 32 - 1)))
-      .addOption(new Option('--late-ratio <r>', 'fraction of events sent late (ts in the past)').default(0).argParser((v) => ratio(v, '--late-ratio')))
+      .addOption(new Option('--late-ratio <r>', 'fraction of events sent late (ts in the past)').default(0).argParser(ratioOption('--late-ratio')))
       .addOption(new Option('--late-by-ms <ms>', 'how late: ts is this far (± half) in the past').default(120_000).argParser(intOption('--late-by-ms', 1, 1e12)))
-      .addOption(new Option('--bad-ratio <r>', `fraction of malformed records (${BAD_KINDS.join(', ')})`).default(0).argParser((v) => ratio(v, '--bad-ratio'))),
+      .addOption(new Option('--bad-ratio <r>', `fraction of malformed records (${BAD_KINDS.join(', ')})`).default(0).argParser(ratioOption('--bad-ratio'))),
     ['brokers', 'topic', 'kafkaConfig'],
   ).action(
     action(async (opts: Record<string, unknown>) => {
@@ -56,61 +42,35 @@ export function generateCommand(): Command {
       };
       const rate = opts['rate'] as number | undefined;
       const pauseEveryTen = opts['delay'] !== false && rate === undefined;
-      const total = totalEvents(o);
       const producer = new Producer(config);
       await producer.connect();
-      const progress = new Progress('generate', total);
+      const progress = new Progress('generate', totalEvents(o));
       const started = Date.now();
-      const inFlight = new Set<Promise<void>>();
-      let failure: unknown;
-      let sent = 0;
       let bad = 0;
-      let chunk: OutgoingRecord[] = [];
-      const flush = async () => {
-        const records = chunk;
-        chunk = [];
-        const p = producer.send(config.topic, records).then(
-          () => {
-            sent += records.length;
-            progress.update(sent);
-          },
-          (e: unknown) => {
-            failure ??= e;
+      let sent: number;
+      try {
+        sent = await producePaced(
+          producer,
+          (function* () {
+            for (const r of generate(o)) {
+              if (r.kind !== 'valid') bad++;
+              yield { key: r.key, value: r.value };
+            }
+          })(),
+          {
+            topic: config.topic,
+            rate,
+            chunk: CHUNK,
+            inFlight: IN_FLIGHT,
+            // The original generator pauses 500 ms after every ten rounds (one event per client each).
+            pauseAfter: (i) => (pauseEveryTen && i % (o.clients * 10) === 0 ? 500 : 0),
+            onAcked: (n) => progress.update(n),
           },
         );
-        inFlight.add(p);
-        void p.finally(() => inFlight.delete(p));
-        if (inFlight.size >= IN_FLIGHT) await Promise.race(inFlight);
-      };
-      let i = 0;
-      const roundSize = o.clients;
-      try {
-        for (const r of generate(o)) {
-          if (failure !== undefined) break;
-          if (r.kind !== 'valid') bad++;
-          chunk.push({ key: r.key, value: r.value });
-          i++;
-          if (rate !== undefined) {
-            const due = started + (i / rate) * 1000;
-            if (due - Date.now() > 5) {
-              await flush();
-              await new Promise((res) => setTimeout(res, due - Date.now()));
-            }
-          }
-          if (pauseEveryTen && i % (roundSize * 10) === 0) {
-            await flush();
-            await new Promise((res) => setTimeout(res, 500));
-          } else if (chunk.length >= CHUNK) {
-            await flush();
-          }
-        }
-        if (chunk.length > 0) await flush();
-        await Promise.all(inFlight);
       } finally {
         await producer.close();
         progress.done();
       }
-      if (failure !== undefined) throw failure;
       const secs = (Date.now() - started) / 1000;
       process.stdout.write(
         `sent ${sent} events (${bad} malformed) to ${config.topic} in ${secs.toFixed(1)}s, seed ${o.seed}\n` +

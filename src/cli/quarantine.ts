@@ -3,7 +3,8 @@ import { Command, Option } from 'commander';
 import { connect } from '../cassandra/session.js';
 import { intOption } from '../config.js';
 import { Quarantine } from '../engine/quarantine.js';
-import { action, connection, formatTable, withConnection } from './common.js';
+import { formatTable } from '../format/table.js';
+import { action, connection, withConnection } from './common.js';
 
 export function quarantineCommand(): Command {
   const q = new Command('quarantine').description('records that could not be decoded');

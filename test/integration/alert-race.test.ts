@@ -8,6 +8,7 @@ import type { Event } from '../../src/app/event.js';
 import type { DecodedRecord, JobContext } from '../../src/engine/job.js';
 import { Producer } from '../../src/kafka/producer.js';
 import { freshKeyspace, freshTopic, testConfig, waitFor } from '../helpers.js';
+import { sleep } from '../pipeline.js';
 import { alertsTable, alertsTopicLatest } from '../alerts-check.js';
 
 /** An AlertWriter whose store waits for a gate: it holds its (stale) count back until released. */
@@ -46,7 +47,7 @@ test('a stale, smaller recount landing last never lowers the alert, in the table
     while (watching) {
       const r = await session.execute(`SELECT event_count FROM ${config.keyspace}.alerts WHERE source = 'router'`);
       if (r.rowLength > 0) seen.push(r.first()['event_count'] as number);
-      await new Promise((res) => setTimeout(res, 2));
+      await sleep(2);
     }
   })();
 

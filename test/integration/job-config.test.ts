@@ -14,7 +14,7 @@ import { Producer } from '../../src/kafka/producer.js';
 import { readTopic } from '../../src/kafka/log-reader.js';
 import { alertsTable, recomputeAlerts } from '../alerts-check.js';
 import { freshKeyspace, freshTopic, runCli, testConfig, waitFor } from '../helpers.js';
-import { checkpoints, connectionArgs, startServedWorker, startWorker, stopWorkers, waitDrained, waitStarted } from '../pipeline.js';
+import { checkpoints, connectionArgs, sleep, startServedWorker, startWorker, stopWorkers, waitDrained, waitStarted } from '../pipeline.js';
 
 /** Event time of the test's windows: a multiple of 10 s, so 5 s and 10 s windows both start there. */
 const T = 1_700_000_000_000;
@@ -324,7 +324,7 @@ test("the job's settings changed under a running worker (not registered, so `ale
   if (lines[0]!.msg !== expected) assert.match(lines[0]!.msg, marked);
   // Records produced now are not stored by the stopped worker: its checkpoints stay.
   await produce(config, burst('router', T + 5000, 6));
-  await new Promise((r) => setTimeout(r, 3000));
+  await sleep(3000);
   assert.deepEqual(await checkpoints(session, config), drained);
   await stopWorkers([worker]);
   // A worker started afresh runs with the stored rule and drains.

@@ -9,7 +9,7 @@ import { Producer, type OutgoingRecord } from '../../src/kafka/producer.js';
 import type { Logger } from '../../src/log.js';
 import { parsePrometheus, select, type Sample } from '../../src/dashboard/prometheus.js';
 import { freshKeyspace, freshTopic, testConfig, waitFor } from '../helpers.js';
-import { startWorker, waitStarted } from '../pipeline.js';
+import { sleep, startWorker, waitStarted } from '../pipeline.js';
 
 async function freePort(): Promise<number> {
   const s = createServer().listen(0, '127.0.0.1');
@@ -174,7 +174,7 @@ test('lag between batches, stall and recovery: one log line each, from the log e
     high = 25n; // records arrive; the worker does not move
     await waitFor(async () => (await gauge('lag_records')) === 15, { timeoutMs: 5_000, message: 'lag follows the log end' });
     await waitFor(async () => (await gauge('partition_stalled')) === 1, { timeoutMs: 5_000, message: 'stalled after 100 ms' });
-    await new Promise((r) => setTimeout(r, 200));
+    await sleep(200);
     metrics.checkpointed(4, 25n);
     await waitFor(async () => (await gauge('partition_stalled')) === 0, { timeoutMs: 5_000, message: 'moving again' });
     assert.equal(await gauge('lag_records'), 0);

@@ -8,7 +8,7 @@ import type { Client } from '../../src/cassandra/session.js';
 import type { ConnectionConfig } from '../../src/config.js';
 import { KafkaAdmin } from '../../src/kafka/admin.js';
 import { freshKeyspace, freshTopic, runCli, testConfig, waitFor } from '../helpers.js';
-import { checkpoints, connectionArgs, generate, startServedWorker, waitDrained, type Worker } from '../pipeline.js';
+import { checkpoints, connectionArgs, generate, sleep, startServedWorker, waitDrained, type Worker } from '../pipeline.js';
 
 /** The worker's error-level log lines (pino level 50) carrying `code`, as {partition, msg}. */
 function coded(worker: Worker, code: string): Array<{ partition: number | undefined; msg: string }> {
@@ -88,7 +88,7 @@ test('a topic deleted and re-created with more records than the checkpoints: sto
   assert.deepEqual(await metric(again, 'exactlyonce_partition_stops_total'), ['exactlyonce_partition_stops_total{code="EO_TOPIC_RECREATED"} 2']);
   assert.deepEqual((await metric(again, 'exactlyonce_partition_stopped')).sort(), ['exactlyonce_partition_stopped{partition="0"} 1', 'exactlyonce_partition_stopped{partition="1"} 1']);
   // Nothing of the new topic was stored over the old rows, and no checkpoint moved.
-  await new Promise((r) => setTimeout(r, 3000));
+  await sleep(3000);
   assert.deepEqual(await checkpoints(session, config), ends);
   assert.deepEqual([await eventCount(session, config, 0), await eventCount(session, config, 1)], stored);
   await stop(again);
@@ -102,7 +102,7 @@ test('a topic re-created under a running worker: its partitions stop, no checkpo
   await recreateTopic(admin, config, 1);
   await generate(config, ['--count', '2000', '--rate', '100000', '--clients', '6', '--seed', '9']);
   await waitFor(() => coded(worker, 'EO_TOPIC_RECREATED').length === 1, { timeoutMs: 120_000, message: 'the partition stops with EO_TOPIC_RECREATED' });
-  await new Promise((r) => setTimeout(r, 3000));
+  await sleep(3000);
   assert.deepEqual(await checkpoints(session, config), ends);
   assert.equal(await eventCount(session, config, 0), 300);
   assert.deepEqual(await metric(worker, 'exactlyonce_partition_stops_total'), ['exactlyonce_partition_stops_total{code="EO_TOPIC_RECREATED"} 1']);
@@ -125,7 +125,7 @@ test("records deleted under a running worker before it read them: the partition 
   const stoppedAt = (await checkpoints(session, config)).get(0)!;
   assert.ok(stoppedAt < 60000n, `stopped below the new log start (${stoppedAt})`);
   assert.equal(BigInt(await eventCount(session, config, 0)), stoppedAt, 'every offset below the checkpoint is stored, none above');
-  await new Promise((r) => setTimeout(r, 3000));
+  await sleep(3000);
   assert.equal((await checkpoints(session, config)).get(0), stoppedAt, 'the checkpoint never jumps to the new log start');
   assert.deepEqual(await metric(worker, 'exactlyonce_partition_stops_total'), ['exactlyonce_partition_stops_total{code="EO_POSITION_OUT_OF_RANGE"} 1']);
   await stop(worker);
@@ -139,7 +139,7 @@ test('a permanent Cassandra error (a column dropped under a running worker) stop
   await session.execute(`ALTER TABLE ${config.keyspace}.events DROP client`);
   await generate(config, ['--count', '200', '--rate', '100000', '--clients', '6', '--seed', '11']);
   await waitFor(() => coded(worker, 'EO_PERMANENT_ERROR').length > 0, { timeoutMs: 120_000, message: 'the partition stops with EO_PERMANENT_ERROR' });
-  await new Promise((r) => setTimeout(r, 3000));
+  await sleep(3000);
   const lines = coded(worker, 'EO_PERMANENT_ERROR');
   assert.equal(lines.length, 1, 'one line, not one per redelivery');
   assert.equal(lines[0]!.partition, 0);
@@ -175,7 +175,7 @@ test('planning an assignment fails for good (the checkpoints table is gone): the
   const lines = coded(worker, 'EO_ASSIGNMENT_FAILED');
   assert.deepEqual(lines.map((l) => l.partition).sort(), [0, 1]);
   assert.match(lines[0]!.msg, /^partitions 0,1: planning where they resume failed \(.*checkpoints.*\); they are stopped, not read from a default position/);
-  await new Promise((r) => setTimeout(r, 3000));
+  await sleep(3000);
   assert.deepEqual([await eventCount(session, config, 0), await eventCount(session, config, 1)], [0, 0], 'nothing was read');
   assert.deepEqual(await metric(worker, 'exactlyonce_partition_stops_total'), ['exactlyonce_partition_stops_total{code="EO_ASSIGNMENT_FAILED"} 2']);
   await stop(worker);

@@ -1,0 +1,76 @@
+/**
+ * One audit of the pipeline (src/app/audit) under the job's settings, recorded in audit_runs: what
+ * `exactlyonce verify` and `exactlyonce chaos` run.
+ */
+import type { AlertRule } from './alert-rule.js';
+import { recordAuditRun } from './audit/audit-runs.js';
+import { Auditor } from './audit/auditor.js';
+import type { AuditReport } from './audit/report.js';
+import { checkNoRuleChange, EVENT_JOB_NAME, parseSettings, readJob, resolveSettings, storedSettings, type EventJobSettings } from './event-job.js';
+import { connect } from '../cassandra/session.js';
+import type { ConnectionConfig } from '../config.js';
+import { checkSame } from '../engine/job-binding.js';
+
+export interface VerifyRun {
+  report: AuditReport;
+  /** The settings the audit used, and whether they are the job's stored ones (else: the flags; no worker ran yet). */
+  settings: EventJobSettings & { from: 'job' | 'flags' };
+  /** The audit_runs row, or why it could not be written. */
+  recorded: { id: string } | { error: string } | null;
+}
+
+/**
+ * Runs one audit and records it in audit_runs (unless `record` is false). Used by `verify` and `chaos`.
+ * The audit uses the job's settings stored in the keyspace (the workers' own): `rule` and
+ * `maxRecordBytes` only where the job is not set up yet, or where named in `explicit` (default: all of
+ * them, as `chaos` passes what its workers were started with) — then they must equal the job's, and
+ * so must the topic and alerts topic: EO_JOB_CONFIG_MISMATCH / EO_TOPIC_MISMATCH otherwise.
+ */
+export async function verify(
+  config: ConnectionConfig,
+  o: {
+    rule: AlertRule;
+    checkAlerts: boolean;
+    maxRecordBytes: number;
+    explicit?: ReadonlySet<string>;
+    record: boolean;
+    /** Records checked so far, of `total` (for a progress bar). */
+    onProgress?: (done: number, total: number) => void;
+  },
+): Promise<VerifyRun> {
+  const session = await connect(config);
+  try {
+    const job = await readJob(session, config.keyspace);
+    checkNoRuleChange(job, config.keyspace, 'verify');
+    const flags = storedSettings({ maxRecordBytes: o.maxRecordBytes, rule: o.rule });
+    const settings = parseSettings(
+      resolveSettings(job?.settings ?? null, flags, o.explicit ?? new Set(Object.keys(flags))),
+      job === null ? '' : `; the job stored in keyspace ${config.keyspace} or this flag`,
+    );
+    if (job !== null) {
+      checkSame(
+        job,
+        // With --skip-alerts the alerts topic is not read, so any --alerts-topic will do.
+        { name: EVENT_JOB_NAME, inputTopic: config.topic, outputTopics: o.checkAlerts ? [config.alertsTopic] : job.outputTopics, settings: storedSettings(settings) },
+        config.keyspace,
+        'verify',
+      );
+    }
+    const report = await new Auditor(config, session, {
+      rule: settings.rule,
+      checkAlerts: o.checkAlerts,
+      maxRecordBytes: settings.maxRecordBytes,
+      onProgress: o.onProgress,
+    }).run();
+    let recorded: VerifyRun['recorded'] = null;
+    if (o.record) {
+      recorded = await recordAuditRun(session, config.keyspace, report).then(
+        (id) => ({ id }),
+        (e: unknown) => ({ error: `${(e as Error).message.split('\n')[0]} (run \`exactlyonce schema apply\` to create ${config.keyspace}.audit_runs)` }),
+      );
+    }
+    return { report, recorded, settings: { ...settings, from: job === null ? 'flags' : 'job' } };
+  } finally {
+    await session.shutdown();
+  }
+}

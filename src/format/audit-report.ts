@@ -1,0 +1,66 @@
+/** The human summary of an audit (`verify`, `chaos`), and the error a failed one ends with. */
+import type { AuditReport } from '../app/audit/report.js';
+import { ExactlyOnceError } from '../errors.js';
+import { formatTable } from './table.js';
+
+const n = (x: number | string) => (typeof x === 'number' ? x.toLocaleString('en-US') : BigInt(x).toLocaleString('en-US'));
+
+/** The human summary: one line per partition, the alerts, the explained gaps, the first violations. */
+export function formatReport(r: AuditReport, listed = 20): string {
+  const out: string[] = [];
+  out.push(`verify: topic ${r.topic} against keyspace ${r.keyspace}, from the log start up to the stored checkpoints`);
+  const row = (p: { partition: number | string; logStart: string; checkpoint: string | null; logEnd: string; lag: string; records: number; stored: number; quarantined: number; missing: number; extra: number; mismatched: number; gapOffsets: number }) => [
+    p.partition, p.logStart, p.checkpoint ?? '-', p.logEnd, n(p.lag), n(p.records), n(p.stored), n(p.quarantined), n(p.missing), n(p.extra), n(p.mismatched), n(p.gapOffsets),
+  ];
+  const rows = r.partitions.map((p) => row({ ...p, gapOffsets: p.gaps.offsets }));
+  for (const u of r.unknownPartitions) rows.push([`${u.partition}?`, '-', u.checkpoint ?? '-', '-', '-', '0', '0', '0', '0', n(u.events + u.quarantine), '0', '0']);
+  const t = r.totals;
+  rows.push(['total', '', '', '', n(t.lag), n(t.records), n(t.stored), n(t.quarantined), n(t.missing), n(t.extra), n(t.mismatched), n(t.gapOffsets)]);
+  out.push(formatTable(['partition', 'log start', 'checkpoint', 'log end', 'lag', 'records', 'stored', 'quarantined', 'missing', 'extra', 'mismatched', 'gaps'], rows));
+  for (const u of r.unknownPartitions) out.push(`partition ${u.partition}?: not a partition of the topic, yet has ${u.events} events rows, ${u.quarantine} quarantine rows${u.checkpoint === null ? '' : `, checkpoint ${u.checkpoint}`}`);
+  for (const p of r.partitions) {
+    if (p.gaps.offsets > 0) {
+      out.push(
+        `partition ${p.partition}: ${n(p.gaps.offsets)} offset(s) in ${p.gaps.ranges} gap(s) the broker does not return (transaction markers, aborted transactions, compaction) — not a loss; e.g. ${p.gaps.examples.join(', ')}`,
+      );
+    }
+    if (BigInt(p.logStart) > 0n) {
+      out.push(`partition ${p.partition}: offsets 0..${BigInt(p.logStart) - 1n} were deleted by retention; ${n(p.belowLogStart)} row(s) stored for them are kept and not checked`);
+    }
+    if (p.aheadOfCheckpoint > 0) out.push(`partition ${p.partition}: ${n(p.aheadOfCheckpoint)} row(s) beyond the checkpoint (batches in flight; checked once checkpointed)`);
+  }
+  const a = r.alerts;
+  if (a === null) {
+    out.push('alerts: not checked (--skip-alerts)');
+  } else {
+    const side = (s: typeof a.table) =>
+      s.exists ? `found ${n(s.found)}${s.messages === undefined ? '' : ` (latest of ${n(s.messages)} messages)`}, wrong ${n(s.missing + s.extra + s.count + s.malformed)} (missing ${s.missing}, extra ${s.extra}, count ${s.count}${s.malformed > 0 ? `, malformed ${s.malformed}` : ''})` : 'topic does not exist';
+    out.push(
+      `alerts (window ${a.rule.windowMs} ms, slide ${a.rule.slideMs} ms, threshold ${a.rule.threshold}, health ${a.rule.health}): expected ${n(a.expected)}`,
+      `  table ${a.table.name}: ${side(a.table)}`,
+      `  topic ${a.topic.name}: ${side(a.topic)}`,
+    );
+    if (!a.settled) {
+      out.push(
+        `  not settled: the pipeline has lag or batches in flight, so alerts may still change; ${n(a.unsettled)} difference(s) not counted as violations (run verify again once drained)`,
+      );
+    }
+  }
+  if (r.violationTotal > 0) {
+    const kinds = Object.entries(r.violationCounts).filter(([, c]) => c > 0).map(([k, c]) => `${k} ${n(c)}`).join(', ');
+    out.push(`VIOLATIONS: ${n(r.violationTotal)} (${kinds})`);
+    for (const v of r.violations.slice(0, listed)) out.push(`  ${v.message}`);
+    if (r.violationTotal > listed) out.push(`  … and ${n(r.violationTotal - listed)} more (--json lists the first ${r.violations.length})`);
+  } else {
+    out.push(
+      `OK: every offset up to the checkpoints is stored exactly once with the record's values${a === null ? '' : a.settled ? '; the alerts equal their recomputation' : ''}`,
+    );
+  }
+  out.push(`checked ${n(r.totals.records)} records in ${(r.durationMs / 1000).toFixed(1)} s (${n(r.recordsPerSecond)} records/s, peak RSS ${r.peakRssMb} MiB)`);
+  return out.join('\n');
+}
+
+export function verifyFailed(r: AuditReport, extra = ''): ExactlyOnceError {
+  const kinds = Object.entries(r.violationCounts).filter(([, c]) => c > 0).map(([k, c]) => `${k} ${c}`).join(', ');
+  return new ExactlyOnceError('EO_VERIFY_FAILED', `${r.violationTotal} violation(s) of exactly-once (${kinds}); first: ${r.violations[0]?.message ?? '?'}${extra}`);
+}

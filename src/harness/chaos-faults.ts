@@ -1,0 +1,163 @@
+/**
+ * Applies the faults of a chaos schedule (src/app/audit/chaos-schedule.ts) to a worker fleet and the
+ * local stack, and counts what was done. A fault that takes time (a restart, a zombie, a delayed
+ * replacement) runs as an episode in the background; server restarts and zombies run one at a time,
+ * in schedule order. A fault that fails is a problem of the run, not a crash of the harness.
+ */
+import { statSync, readFileSync } from 'node:fs';
+import { malformedRecords, type Fault, type ServerName } from '../app/audit/chaos-schedule.js';
+import type { Producer } from '../kafka/producer.js';
+import { startServer, stopServer, type StackOptions } from '../stack/index.js';
+import { sleep } from './sleep.js';
+import type { FleetWorker, WorkerFleet } from './worker-fleet.js';
+
+export interface FaultContext {
+  fleet: WorkerFleet;
+  stack: StackOptions;
+  producer: Producer;
+  topic: string;
+  seed: number;
+  problems: string[];
+  say: (line: string) => void;
+  aborted: () => boolean;
+}
+
+export class FaultRunner {
+  readonly done: Record<Fault['kind'] | 'skipped', number> = { kill: 0, 'add-worker': 0, 'remove-worker': 0, zombie: 0, restart: 0, inject: 0, skipped: 0 };
+  readonly restarted: Record<ServerName, number> = { kafka: 0, cassandra: 0 };
+  /** Zombies whose log said, after waking, that they had lost their partitions. */
+  zombiesLost = 0;
+  injected = 0;
+  /** Servers down right now (brought back by `bringBack`, whatever happened). */
+  private readonly stopped = new Set<ServerName>();
+  private readonly episodes = new Set<Promise<void>>();
+  /** Server restarts and zombies run one at a time, in schedule order. */
+  private steady: Promise<void> = Promise.resolve();
+
+  constructor(private readonly c: FaultContext) {}
+
+  private episode(p: Promise<void>): void {
+    const e = p.catch((err: unknown) => void this.c.problems.push(`fault failed: ${(err as Error).message}`)).finally(() => this.episodes.delete(e));
+    this.episodes.add(e);
+  }
+
+  private inTurn(run: () => Promise<void>): void {
+    const p = this.steady.then(run);
+    this.steady = p.catch(() => undefined);
+    this.episode(p);
+  }
+
+  apply(f: Fault): void {
+    const { fleet, say } = this.c;
+    switch (f.kind) {
+      // The schedule leaves a kill a running worker and a removal two (planChaos); should the fleet
+      // be short at the moment all the same (timers drift, a zombie is frozen), the fault waits for
+      // the workers on their way back rather than being skipped.
+      case 'kill':
+        return this.onWorkers(1, 'no running worker to kill yet; waiting for one to come back', 'no running worker to kill; skipped', () => {
+          const w = fleet.pick(f.pick)!;
+          fleet.kill(w);
+          say(`SIGKILL worker#${w.id} (pid ${w.child.pid})`);
+          this.done.kill++;
+          this.episode(fleet.startAfter(f.restartAfterMs, this.c.aborted));
+        });
+      case 'add-worker':
+        fleet.start();
+        this.done['add-worker']++;
+        return;
+      case 'remove-worker':
+        return this.onWorkers(2, 'only one worker running; the remove waits for another to come back', 'only one worker running; remove skipped', () => {
+          const w = fleet.pick(f.pick, true)!;
+          say(`SIGTERM worker#${w.id} (a clean leave)`);
+          this.done['remove-worker']++;
+          this.episode(fleet.stop(w));
+        });
+      case 'zombie':
+        this.done.zombie++;
+        // A zombie proves something only if it owns partitions when it freezes (so wait for such a
+        // worker) and if the broker is up to expire its session (so never during a server restart).
+        return this.inTurn(async () => {
+          const w = await fleet.pickOwner(f.pick, 60_000);
+          if (w === undefined) {
+            this.done.zombie--;
+            this.done.skipped++;
+            say('no worker owns partitions; zombie skipped');
+            return;
+          }
+          await this.zombie(w, f.pauseMs);
+        });
+      case 'restart':
+        this.done.restart++;
+        return this.inTurn(async () => {
+          say(`stopping ${f.server}`);
+          this.stopped.add(f.server);
+          if (!(await stopServer(this.c.stack, f.server))) throw new Error(`${f.server} was not running in the stack at ${this.c.stack.dir}`);
+          say(`${f.server} stopped; down for ${(f.downMs / 1000).toFixed(1)} s`);
+          await sleep(f.downMs);
+          await startServer(this.c.stack, f.server);
+          this.stopped.delete(f.server);
+          this.restarted[f.server]++;
+          say(`${f.server} is back`);
+        });
+      case 'inject': {
+        const records = malformedRecords(f.count, this.c.seed + f.atMs);
+        this.done.inject++;
+        return this.episode(
+          (async () => {
+            await this.c.producer.connect();
+            await this.c.producer.send(this.c.topic, records);
+            this.injected += records.length;
+            say(`injected ${records.length} malformed records`);
+          })(),
+        );
+      }
+    }
+  }
+
+  /** Runs `act` now if `n` workers run, else once they are back (or counts it skipped). */
+  private onWorkers(n: number, waiting: string, skipped: string, act: () => void): void {
+    if (this.c.fleet.running().length >= n) return act();
+    this.c.say(waiting);
+    this.episode(
+      this.c.fleet.awaitRunning(n, 120_000).then((ok) => {
+        if (ok && !this.c.aborted()) return act();
+        this.done.skipped++;
+        this.c.say(skipped);
+      }),
+    );
+  }
+
+  private async zombie(w: FleetWorker, pauseMs: number): Promise<void> {
+    const { fleet, say } = this.c;
+    const logFrom = statSync(w.logFile).size;
+    fleet.freeze(w);
+    say(`SIGSTOP worker#${w.id} for ${(pauseMs / 1000).toFixed(1)} s (a zombie)`);
+    await sleep(pauseMs);
+    if (w.state !== 'paused') return;
+    fleet.thaw(w);
+    say(`SIGCONT worker#${w.id}: it wakes with batches in flight for partitions it lost`);
+    // Left alone (no kill, no SIGTERM) until it noticed; its log must say it lost them.
+    const deadline = Date.now() + 30_000;
+    const waking = () => w.state === 'waking';
+    let lost = false;
+    while (!lost && Date.now() < deadline && waking()) {
+      await sleep(500);
+      lost = /"msg":"(lost|revoked) partitions/.test(readFileSync(w.logFile).subarray(logFrom).toString('utf8'));
+    }
+    if (lost) this.zombiesLost++;
+    else this.c.problems.push(`zombie worker#${w.id} did not report losing its partitions within 30 s of waking; see ${w.logFile}`);
+    say(`worker#${w.id} ${lost ? 'found its partitions gone' : 'did NOT report losing its partitions'}`);
+    fleet.settle(w);
+  }
+
+  /** Waits for every episode, including those that episodes start. */
+  async settled(): Promise<void> {
+    while (this.episodes.size > 0) await Promise.all([...this.episodes]);
+  }
+
+  /** Never leave the shared stack down, whatever happened. */
+  async bringBack(): Promise<void> {
+    await Promise.all([...this.episodes]).catch(() => undefined);
+    for (const s of this.stopped) await startServer(this.c.stack, s).catch((e: unknown) => this.c.say(`could not start ${s} again: ${(e as Error).message}`));
+  }
+}

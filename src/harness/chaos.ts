@@ -1,0 +1,176 @@
+/**
+ * One chaos run (`exactlyonce chaos`): on a fresh topic and keyspace, the seeded generator and W real
+ * worker processes under a schedule of faults (src/harness/chaos-faults.ts), a live watch that no
+ * checkpoint moves backwards, the wait for the workers to drain, and the auditor. What it finds is
+ * returned for the command to print; what it made is removed only after a clean run (unless `keep`).
+ */
+import { randomBytes } from 'node:crypto';
+import { mkdtempSync, rmSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import type { AlertRule } from '../app/alert-rule.js';
+import type { ChaosPlanOptions, Fault } from '../app/audit/chaos-schedule.js';
+import { DEFAULT_MAX_RECORD_BYTES } from '../app/event.js';
+import { generate } from '../app/generator.js';
+import { verify, type VerifyRun } from '../app/verify.js';
+import { applySchema } from '../cassandra/migrate.js';
+import { connect } from '../cassandra/session.js';
+import type { ConnectionConfig } from '../config.js';
+import { CheckpointStore } from '../engine/checkpoint-store.js';
+import { ExactlyOnceError } from '../errors.js';
+import { KafkaAdmin } from '../kafka/admin.js';
+import { Producer } from '../kafka/producer.js';
+import { stackStatus, type StackOptions } from '../stack/index.js';
+import { FaultRunner } from './chaos-faults.js';
+import { connectionArgs, ruleArgs } from './cli-process.js';
+import { CheckpointWatch, waitDrained } from './drain.js';
+import { producePaced } from './paced-producer.js';
+import { sleep } from './sleep.js';
+import { WorkerFleet } from './worker-fleet.js';
+
+/** The schedule's counts (seed, duration, workers, faults) and what the run itself needs. */
+export interface ChaosOptions extends ChaosPlanOptions {
+  events: number;
+  partitions: number;
+  badRatio: number;
+  lateRatio: number;
+  drainTimeoutMs: number;
+  keep: boolean;
+  rule: AlertRule;
+}
+
+export interface ChaosOutcome extends VerifyRun {
+  generated: number;
+  faults: FaultRunner;
+  checkpoints: { polls: number; regressions: readonly string[] };
+  /** What makes the run unclean although nothing was violated (a worker that died, a fault that failed, …). */
+  problems: string[];
+  /** Worth fixing, but about shutdown, not what was stored: they do not fail the run. */
+  warnings: string[];
+  runDir: string;
+  /** True when nothing was violated and the run was clean (what it made is then removed, unless kept). */
+  clean: boolean;
+}
+
+/** The base connection with a fresh keyspace, topics and group of the run's own. */
+export function chaosConfig(base: ConnectionConfig): ConnectionConfig {
+  const s = randomBytes(4).toString('hex');
+  return Object.freeze({ ...base, keyspace: `eo_chaos_${s}`, topic: `eo-chaos-${s}`, alertsTopic: `eo-chaos-${s}.alerts`, group: `eo-chaos-${s}` });
+}
+
+/** Events per second that spread the events over the run. */
+export function chaosRate(o: Pick<ChaosOptions, 'events' | 'durationMs'>): number {
+  return Math.max(1, Math.ceil(o.events / (o.durationMs / 1000)));
+}
+
+/** Runs `plan` from `t0` (faults fall at t0 + atMs); `say` gets the progress lines; `signal` interrupts it. */
+export async function runChaos(
+  config: ConnectionConfig,
+  o: ChaosOptions,
+  plan: readonly Fault[],
+  stack: StackOptions,
+  run: { t0: number; say: (line: string) => void; signal: AbortSignal },
+): Promise<ChaosOutcome> {
+  const { t0, say, signal } = run;
+  const aborted = () => signal.aborted;
+  if (o.cassandraRestarts + o.kafkaRestarts > 0) {
+    const down = (await stackStatus(stack)).filter((s) => !s.running || !s.ready);
+    if (down.length > 0) {
+      throw new ExactlyOnceError('EO_USAGE', `chaos restarts the servers of the local stack at ${stack.dir}, but ${down.map((s) => s.name).join(' and ')} is not running there; run \`exactlyonce stack up\`, or pass --cassandra-restarts 0 --kafka-restarts 0`);
+    }
+  }
+
+  const runDir = mkdtempSync(path.join(os.tmpdir(), `exactlyonce-chaos-${o.seed}-`));
+  const session = await connect(config);
+  const admin = new KafkaAdmin(config);
+  await applySchema(session, config.keyspace, { class: 'SimpleStrategy', replicationFactor: 1 });
+  await admin.ensureTopic({ topic: config.topic, partitions: o.partitions, replicationFactor: 1 });
+  await admin.ensureTopic({ topic: config.alertsTopic, partitions: o.partitions, replicationFactor: 1, configs: { 'cleanup.policy': 'compact' } });
+  // Admin clients live only as long as one step: none is left connected across the broker restarts.
+  await admin.close();
+  say(`created keyspace ${config.keyspace}, topics ${config.topic} and ${config.alertsTopic}; logs in ${runDir}`);
+
+  const store = new CheckpointStore(session, config.keyspace, config.topic);
+  const watch = new CheckpointWatch(() => store.readAll(), 250);
+  const problems: string[] = [];
+  const fleet: WorkerFleet = new WorkerFleet({
+    args: [...connectionArgs(config), '--session-timeout-ms', String(o.sessionTimeoutMs), '--max-batch', '500', ...ruleArgs(o.rule)],
+    logFile: (id) => path.join(runDir, `worker-${id}.log`),
+    say,
+    // A worker must survive every fault we inject; one that dies by itself is a finding.
+    onUnexpectedExit: (w, how) => {
+      say(`worker#${w.id} exited by itself (${how}); starting a replacement — see ${w.logFile}`);
+      void fleet.startAfter(1000);
+    },
+  });
+  // No delivery timeout short of 10 minutes: records wait through broker restarts.
+  const producer = new Producer(config, { 'message.timeout.ms': 600_000 });
+  const faults = new FaultRunner({ fleet, stack, producer, topic: config.topic, seed: o.seed, problems, say, aborted });
+  let clean = false;
+  try {
+    for (let i = 0; i < o.workers; i++) fleet.start();
+    await producer.connect();
+    let generated = 0;
+    // The generator's seeded stream, produced in-process rather than by `exactlyonce generate` so that
+    // a record waits through a long broker restart (over a minute on a 2-core machine) instead of
+    // timing out after 60 s. The producer is idempotent, so its retries add no duplicates.
+    const records = generate({ eventsPerKey: 0, count: o.events, clients: 12, sources: 3, healthMix: [50, 20, 30], badRatio: o.badRatio, lateRatio: o.lateRatio, lateByMs: 20_000, seed: o.seed });
+    const producing = producePaced(producer, records, { topic: config.topic, rate: chaosRate(o), chunk: 500, inFlight: 8, signal }).then(
+      (n) => {
+        generated = n;
+        say(`generator finished: ${n} events acknowledged`);
+      },
+      (e: unknown) => {
+        problems.push(`the generator failed: ${(e as Error).message}`);
+        say(`generator failed: ${(e as Error).message}`);
+      },
+    );
+
+    for (const f of plan) {
+      await sleep(t0 + f.atMs - Date.now(), signal);
+      if (aborted()) break;
+      faults.apply(f);
+    }
+    await producing;
+    await faults.settled();
+    await producer.close();
+
+    if (!aborted()) {
+      if (fleet.running().length === 0) fleet.start();
+      say('faults done; waiting for the workers to drain');
+      const admin = new KafkaAdmin(config);
+      const drained = await waitDrained(() => admin.watermarks(config.topic), () => store.readAll(), { timeoutMs: o.drainTimeoutMs, intervalMs: 1000 }).finally(() => admin.close());
+      if (drained === undefined) problems.push(`the workers did not drain within ${o.drainTimeoutMs / 1000} s (verify reports the lag)`);
+      else say('drained: every checkpoint is at its log end');
+    }
+    await fleet.close(aborted());
+    await watch.stop();
+    if (aborted()) throw new ExactlyOnceError('EO_USAGE', `chaos interrupted (seed ${o.seed}); keyspace ${config.keyspace} and topic ${config.topic} kept`);
+
+    say('running verify');
+    const audit = await verify(config, { rule: o.rule, checkAlerts: true, maxRecordBytes: DEFAULT_MAX_RECORD_BYTES, record: true });
+    if (audit.recorded !== null && 'error' in audit.recorded) problems.push(`the audit run was not recorded: ${audit.recorded.error}`);
+    const produced = generated + faults.injected;
+    if (audit.report.totals.records !== produced) {
+      problems.push(`the topic holds ${audit.report.totals.records} records below the checkpoints, ${produced} were produced`);
+    }
+    problems.push(...fleet.unexpectedExits);
+    const checkpoints = { polls: watch.polls, regressions: watch.regressions };
+    clean = audit.report.ok && watch.regressions.length === 0 && problems.length === 0;
+    return { ...audit, generated, faults, checkpoints, problems, warnings: [...fleet.badStops], runDir, clean };
+  } finally {
+    await fleet.close(true);
+    await watch.stop();
+    await faults.bringBack();
+    await producer.close().catch(() => undefined);
+    if (clean && !o.keep) {
+      await session.execute(`DROP KEYSPACE IF EXISTS ${config.keyspace}`).catch(() => undefined);
+      const cleanup = new KafkaAdmin(config);
+      await cleanup.deleteTopic(config.topic).catch(() => undefined);
+      await cleanup.deleteTopic(config.alertsTopic).catch(() => undefined);
+      await cleanup.close();
+      rmSync(runDir, { recursive: true, force: true });
+    }
+    await session.shutdown().catch(() => undefined);
+  }
+}

@@ -1,0 +1,51 @@
+/**
+ * `bin/exactlyonce` as a child process: its path, the flags that carry a connection and an alert rule
+ * (built here only), and one command run to completion.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import path from 'node:path';
+import type { AlertRule } from '../app/alert-rule.js';
+import type { ConnectionConfig } from '../config.js';
+import { repoRoot } from '../stack/repo-root.js';
+
+export const cliPath = path.join(repoRoot(), 'bin', 'exactlyonce');
+
+/** The connection flags that give a child command the same connection as `config`. */
+export function connectionArgs(config: ConnectionConfig): string[] {
+  const args = ['--brokers', config.brokers.join(','), '--cassandra', config.cassandra.join(','), '--datacenter', config.datacenter];
+  args.push('--keyspace', config.keyspace, '--topic', config.topic, '--alerts-topic', config.alertsTopic, '--group', config.group);
+  if (config.cassandraUsername !== undefined) args.push('--cassandra-username', config.cassandraUsername);
+  if (config.cassandraPassword !== undefined) args.push('--cassandra-password', config.cassandraPassword);
+  for (const [k, v] of Object.entries(config.kafkaConfig)) args.push('--kafka-config', `${k}=${v}`);
+  return args;
+}
+
+/** The flags of an alert rule (`run`, `verify`, `chaos`). */
+export function ruleArgs(r: AlertRule): string[] {
+  return ['--window-ms', String(r.windows.sizeMs), '--slide-ms', String(r.windows.slideMs), '--threshold', String(r.threshold), '--alert-health', String(r.health)];
+}
+
+export interface CliRun {
+  readonly child: ChildProcess;
+  /** Its exit code and what it wrote on stdout (and stderr, unless inherited). */
+  readonly result: Promise<{ code: number | null; output: string }>;
+}
+
+/** SIGTERM to a child still running, then SIGKILL if it has not exited after `graceMs`; resolves once it has exited. */
+export async function terminate(child: ChildProcess, graceMs = 30_000): Promise<void> {
+  if (child.exitCode !== null || child.signalCode !== null) return;
+  const exited = new Promise((resolve) => child.once('exit', resolve));
+  child.kill('SIGTERM');
+  const timer = setTimeout(() => child.kill('SIGKILL'), graceMs);
+  await exited;
+  clearTimeout(timer);
+}
+
+/** Starts `bin/exactlyonce args…` in its own process group (Ctrl-C reaches only the caller, which stops it). */
+export function startCli(args: string[], o: { inheritStderr?: boolean } = {}): CliRun {
+  const child = spawn(cliPath, args, { stdio: ['ignore', 'pipe', o.inheritStderr === true ? 'inherit' : 'pipe'], detached: true });
+  let output = '';
+  child.stdout!.on('data', (d) => (output += d));
+  child.stderr?.on('data', (d) => (output += d));
+  return { child, result: new Promise((resolve) => child.on('exit', (code) => resolve({ code, output }))) };
+}

@@ -1,0 +1,70 @@
+/**
+ * Watching a pipeline's checkpoints from outside: until every partition is drained (its checkpoint at
+ * its log end), and, live, that no checkpoint ever moves backwards (DESIGN.md §4, invariant 2).
+ */
+import type { Watermarks } from '../kafka/admin.js';
+import { sleep } from './sleep.js';
+
+/** Each partition's checkpoint (next offset to read); a partition without one is absent. */
+export type ReadCheckpoints = () => Promise<ReadonlyMap<number, bigint>>;
+
+/** Every partition's checkpoint is at its log end (a partition with an empty log needs none). */
+export function isDrained(marks: readonly Watermarks[], checkpoints: ReadonlyMap<number, bigint>): boolean {
+  return marks.every((w) => (checkpoints.get(w.partition) ?? w.low) >= w.high);
+}
+
+/**
+ * Polls the log ends and the checkpoints until drained; resolves with the log ends then, or with
+ * undefined at the deadline or when `signal` aborts. A read that fails (a server coming back) is retried.
+ */
+export async function waitDrained(
+  logEnds: () => Promise<readonly Watermarks[]>,
+  checkpoints: ReadCheckpoints,
+  o: { timeoutMs?: number; intervalMs: number; signal?: AbortSignal },
+): Promise<readonly Watermarks[] | undefined> {
+  const deadline = Date.now() + (o.timeoutMs ?? Infinity);
+  while (Date.now() < deadline && o.signal?.aborted !== true) {
+    try {
+      const marks = await logEnds();
+      if (isDrained(marks, await checkpoints())) return marks;
+    } catch {
+      // a server still coming back
+    }
+    await sleep(o.intervalMs, o.signal);
+  }
+  return undefined;
+}
+
+/** Polls the checkpoints until stopped and records every move backwards. */
+export class CheckpointWatch {
+  /** The highest checkpoint seen per partition. */
+  readonly highest = new Map<number, bigint>();
+  readonly regressions: string[] = [];
+  polls = 0;
+  private running = true;
+  private readonly loop: Promise<void>;
+
+  constructor(read: ReadCheckpoints, intervalMs: number) {
+    this.loop = (async () => {
+      while (this.running) {
+        try {
+          for (const [p, o] of await read()) {
+            const prev = this.highest.get(p);
+            if (prev !== undefined && o < prev) this.regressions.push(`partition ${p}: checkpoint ${prev} -> ${o}`);
+            if (prev === undefined || o > prev) this.highest.set(p, o);
+          }
+          this.polls++;
+        } catch {
+          // Cassandra may be restarting.
+        }
+        await sleep(intervalMs);
+      }
+    })();
+  }
+
+  /** Idempotent. */
+  async stop(): Promise<void> {
+    this.running = false;
+    await this.loop;
+  }
+}

@@ -1,0 +1,60 @@
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { CheckpointWatch, isDrained, waitDrained } from '../../src/harness/drain.js';
+
+const marks = [
+  { partition: 0, low: 0n, high: 10n },
+  { partition: 1, low: 5n, high: 5n },
+  { partition: 2, low: 3n, high: 8n },
+];
+
+test('drained: every checkpoint at its log end; an empty log needs no checkpoint', () => {
+  assert.equal(isDrained(marks, new Map([[0, 10n], [2, 8n]])), true);
+  assert.equal(isDrained(marks, new Map([[0, 10n], [1, 5n], [2, 8n]])), true);
+  assert.equal(isDrained(marks, new Map([[0, 9n], [2, 8n]])), false);
+  assert.equal(isDrained(marks, new Map([[0, 10n]])), false, 'partition 2 has records and no checkpoint');
+  assert.equal(isDrained([], new Map()), true);
+});
+
+test('waitDrained polls until drained, through failing reads, and returns the log ends', async () => {
+  const cps = [new Map([[0, 3n]]), 'fail', new Map([[0, 10n], [2, 7n]]), new Map([[0, 10n], [2, 8n]])] as const;
+  let reads = 0;
+  const r = await waitDrained(
+    async () => marks,
+    async () => {
+      const c = cps[Math.min(reads++, cps.length - 1)]!;
+      if (c === 'fail') throw new Error('Cassandra restarting');
+      return c;
+    },
+    { intervalMs: 1, timeoutMs: 5000 },
+  );
+  assert.deepEqual(r, marks);
+  assert.equal(reads, 4);
+});
+
+test('waitDrained gives up at the deadline, and at once when aborted', async () => {
+  const never = async () => new Map<number, bigint>();
+  assert.equal(await waitDrained(async () => marks, never, { intervalMs: 5, timeoutMs: 30 }), undefined);
+  const abort = new AbortController();
+  setTimeout(() => abort.abort(), 20);
+  const started = Date.now();
+  assert.equal(await waitDrained(async () => marks, never, { intervalMs: 10_000, signal: abort.signal }), undefined);
+  assert.ok(Date.now() - started < 1000);
+});
+
+test('the checkpoint watch records every move backwards and keeps the highest', async () => {
+  const seq = [new Map([[0, 5n]]), new Map([[0, 7n], [1, 2n]]), new Map([[0, 6n], [1, 1n]]), new Map([[0, 8n], [1, 2n]])];
+  let i = 0;
+  let done!: () => void;
+  const seen = new Promise<void>((r) => (done = r));
+  const watch = new CheckpointWatch(async () => {
+    if (i === seq.length) done();
+    return seq[Math.min(i++, seq.length - 1)]!;
+  }, 1);
+  await seen;
+  await watch.stop();
+  await watch.stop();
+  assert.deepEqual(watch.regressions, ['partition 0: checkpoint 7 -> 6', 'partition 1: checkpoint 2 -> 1']);
+  assert.deepEqual([...watch.highest], [[0, 8n], [1, 2n]]);
+  assert.ok(watch.polls >= seq.length);
+});
