@@ -4,7 +4,7 @@
  * PartitionTask, and shuts down cleanly. It knows partitions, offsets and checkpoints, nothing about
  * what the records mean: that is the Job's.
  */
-import { connect, isRetriableCassandraError, type Client } from '../cassandra/session.js';
+import { connect, type Client } from '../cassandra/session.js';
 import type { ConnectionConfig } from '../config.js';
 import { ExactlyOnceError, isExactlyOnceError } from '../errors.js';
 import { KafkaAdmin } from '../kafka/admin.js';
@@ -18,7 +18,7 @@ import { JobBinding, settingDifferences, topicRecreated } from './job-binding.js
 import { EngineMetrics } from './metrics.js';
 import { outOfRange, PartitionTask, type TaskContext } from './partition-task.js';
 import { DEFAULT_MAX_RAW_BYTES, Quarantine } from './quarantine.js';
-import { AbortedError, failingServers, retry } from './retry.js';
+import { AbortedError, failingServers, isRetriable, retry } from './retry.js';
 
 /** librdkafka's wording when it cannot reach the brokers (ERR__ALL_BROKERS_DOWN, ERR__TRANSPORT). */
 const KAFKA_DOWN = /all broker connections are down|connection refused|broker transport failure/i;
@@ -97,10 +97,7 @@ export class Runner {
       signal: this.abort.signal,
       log: this.log,
       deadlineMs,
-      isRetriable: (e) =>
-        server === 'Cassandra'
-          ? isRetriableCassandraError(e) || isExactlyOnceError(e, 'EO_CASSANDRA_UNAVAILABLE')
-          : isExactlyOnceError(e, 'EO_KAFKA_UNAVAILABLE') || isExactlyOnceError(e, 'EO_PRODUCE_FAILED'),
+      isRetriable,
       onRetry: (e) => this.metrics.retried(server, e),
     });
   }
