@@ -1,24 +1,27 @@
 /**
- * The Runner owns a worker's loop: it joins the consumer group, reads each newly assigned partition's
- * checkpoint back from Cassandra before anything is fetched, hands each batch to that partition's
- * PartitionTask, and shuts down cleanly. It knows partitions, offsets and checkpoints, nothing about
- * what the records mean: that is the Job's.
+ * The Runner owns a worker's poll loop (Kafka Streams' StreamThread): it joins the consumer group,
+ * lets the TaskManager plan each newly assigned partition from its checkpoint before anything is
+ * fetched, hands each batch to it, watches that the log still is the one the checkpoints describe, and
+ * shuts down cleanly. It knows partitions, offsets and checkpoints, nothing about what the records
+ * mean: that is the Job's.
  */
 import { connect, type Client } from '../cassandra/session.js';
 import type { ConnectionConfig } from '../config.js';
 import { ExactlyOnceError, isExactlyOnceError } from '../errors.js';
 import { KafkaAdmin } from '../kafka/admin.js';
 import { kafkaUnavailable } from '../kafka/client.js';
-import { GroupConsumer, type StartOffset } from '../kafka/consumer.js';
+import { GroupConsumer } from '../kafka/consumer.js';
 import { Producer } from '../kafka/producer.js';
 import type { Logger } from '../log.js';
+import { AssignmentPlanner } from './assignment-planner.js';
 import { CheckpointStore } from './checkpoint-store.js';
 import type { Job } from './job.js';
 import { JobBinding, settingDifferences, topicRecreated } from './job-binding.js';
 import { EngineMetrics } from './metrics.js';
-import { outOfRange, PartitionTask, type TaskContext } from './partition-task.js';
+import type { PartitionTask, TaskContext } from './partition-task.js';
 import { DEFAULT_MAX_RAW_BYTES, Quarantine } from './quarantine.js';
-import { AbortedError, failingServers, isRetriable, retry } from './retry.js';
+import { failingServers, isRetriable, retry } from './retry.js';
+import { TaskManager } from './task-manager.js';
 
 /** librdkafka's wording when it cannot reach the brokers (ERR__ALL_BROKERS_DOWN, ERR__TRANSPORT). */
 const KAFKA_DOWN = /all broker connections are down|connection refused|broker transport failure/i;
@@ -55,7 +58,8 @@ export const defaultRunnerOptions: RunnerOptions = {
 
 export class Runner {
   readonly metrics: EngineMetrics;
-  private readonly tasks = new Map<number, PartitionTask>();
+  /** Which task owns which partition (set once started). */
+  private taskManager: TaskManager | undefined;
   private readonly abort = new AbortController();
   private session: Client | undefined;
   private admin: KafkaAdmin | undefined;
@@ -89,6 +93,10 @@ export class Runner {
   /** Partitions owned now, with their state and next offset (for status output and tests). */
   partitions(): Array<{ partition: number; state: string; next: bigint | null }> {
     return [...this.tasks.values()].map((t) => ({ partition: t.partition, ...t.status }));
+  }
+
+  private get tasks(): ReadonlyMap<number, PartitionTask> {
+    return this.taskManager?.tasks ?? new Map();
   }
 
   private retrying<T>(server: 'Cassandra' | 'Kafka', fn: () => Promise<T>, deadlineMs?: number): Promise<T> {
@@ -181,53 +189,23 @@ export class Runner {
         }
       },
     });
+    const planner = new AssignmentPlanner({
+      topic: config.topic,
+      checkpoints,
+      admin,
+      binding: () => ({ topicId: this.boundTopicId, settingsChanged: this.settingsChanged }),
+      retrying: (server, fn) => this.retrying(server, fn),
+    });
+    const tasks = new TaskManager(ctx, planner, checkpoints, this.metrics, this.log);
+    this.taskManager = tasks;
     const startConsumer = (consumer: GroupConsumer) => consumer.start(
-      {
-        onAssign: async (assigned) => {
-          this.metrics.rebalanced('assign');
-          if (assigned.length === 0) return new Map<number, StartOffset>();
-          const starts = await this.planAssignment(assigned, ctx, checkpoints);
-          this.recordOwnership(checkpoints, starts);
-          this.metrics.assignments.inc(assigned.length);
-          this.metrics.assigned.set(this.tasks.size);
-          this.log.info(
-            { assigned: Object.fromEntries([...starts].map(([p, s]) => [p, String(s)])) },
-            `assigned partitions ${assigned.join(',')}; resuming from the stored checkpoints`,
-          );
-          return starts;
-        },
-        onRevoke: (revoked, lost) => {
-          this.metrics.rebalanced(lost ? 'lost' : 'revoke');
-          for (const p of revoked) {
-            this.tasks.get(p)?.revoke();
-            this.tasks.delete(p);
-            this.metrics.partitionRevoked(p);
-          }
-          void checkpoints.clearOwner(revoked).catch(() => undefined);
-          this.metrics.revocations.inc(revoked.length);
-          this.metrics.assigned.set(this.tasks.size);
-          this.log.info({ revoked, lost }, `${lost ? 'lost' : 'revoked'} partitions ${revoked.join(',')}`);
-        },
-      },
+      { onAssign: (assigned) => tasks.assign(assigned), onRevoke: (revoked, lost) => tasks.revoke(revoked, lost) },
       async (partition, records) => {
         if (this.kafkaDownSince !== undefined) {
           this.log.info({ server: 'Kafka', downMs: Date.now() - this.kafkaDownSince }, 'Kafka answers again');
           this.kafkaDownSince = undefined;
         }
-        const task = this.tasks.get(partition);
-        if (task === undefined) return; // not ours any more; nothing is checkpointed
-        try {
-          await task.process(records);
-        } catch (e) {
-          // On shutdown a batch still retrying rejects with AbortedError: it is abandoned before its
-          // checkpoint, so the next owner reads it again.
-          if (e instanceof AbortedError) return;
-          // Anything else is an error retrying cannot fix (transient ones are retried inside): stop
-          // the partition where its checkpoint is, visibly, instead of letting the client redeliver
-          // the batch in a loop.
-          task.stop(permanentError(partition, e));
-        }
-        if (task.status.state === 'stopped') this.consumer?.pause([partition]);
+        if (await tasks.process(partition, records)) this.consumer?.pause([partition]);
       },
     );
     // Joining needs the brokers: retried like every other Kafka call, each attempt with a new client
@@ -248,65 +226,9 @@ export class Runner {
     );
     this.metrics.watchLogEnds(() => admin.watermarks(config.topic), this.log);
     this.watchTopicIdentity(admin);
-    this.watchResets(admin, ctx, checkpoints);
+    this.watchResets(planner, tasks, checkpoints);
     this.metrics.stallCause = (p) => this.stallCause(p);
     this.log.info({ topic: config.topic, group: config.group, partitions }, 'worker started');
-  }
-
-  /**
-   * Where each newly assigned partition resumes, or why it must not be read: its checkpoint, checked
-   * against the topic's identity and its log start and end. Never throws: a failure while planning
-   * (other than shutdown) stops the partitions visibly, because the client would otherwise fall back to
-   * its default assignment and read from a position nobody chose.
-   */
-  private async planAssignment(assigned: number[], ctx: TaskContext, checkpoints: CheckpointStore): Promise<Map<number, StartOffset>> {
-    const { config } = this;
-    const starts = new Map<number, StartOffset>();
-    const stopAll = (error: ExactlyOnceError | null) => {
-      for (const p of assigned) {
-        const task = new PartitionTask(p, null, ctx);
-        this.tasks.set(p, task);
-        if (error !== null) task.stop(error);
-        else task.revoke();
-        starts.set(p, 'stopped');
-      }
-      return starts;
-    };
-    try {
-      // Read back where each partition stands; retried until the servers answer, because proceeding
-      // without the checkpoint could only replay from the start or skip.
-      const stored = await this.retrying('Cassandra', () => checkpoints.readStored());
-      const [marks, topicId] = await this.retrying('Kafka', () => Promise.all([this.admin!.watermarks(config.topic), this.admin!.topicId(config.topic)]));
-      const recreated = topicId !== null && this.boundTopicId !== undefined && topicId !== this.boundTopicId;
-      for (const p of assigned) {
-        const checkpoint = stored.get(p)?.next ?? null;
-        const w = marks.find((m) => m.partition === p);
-        const task = new PartitionTask(p, checkpoint, ctx, stored.get(p)?.epoch ?? 0);
-        this.tasks.set(p, task);
-        if (this.settingsChanged !== undefined) {
-          task.stop(this.settingsChanged);
-        } else if (recreated) {
-          task.stop(topicRecreated(config.topic, this.boundTopicId!, topicId));
-        } else if (checkpoint !== null && w !== undefined && checkpoint > w.high) {
-          task.stop(outOfRange(p, checkpoint, 'beyond', w.high));
-        } else if (checkpoint !== null && w !== undefined && checkpoint < w.low) {
-          task.stop(outOfRange(p, checkpoint, 'below', w.low));
-        } else if (checkpoint !== null && checkpoint > BigInt(Number.MAX_SAFE_INTEGER)) {
-          task.stop(new ExactlyOnceError('EO_CHECKPOINT_OUT_OF_RANGE', `partition ${p}: checkpoint ${checkpoint} is beyond 2^53, which the Kafka client cannot seek to; the partition is stopped`));
-        }
-        starts.set(p, task.status.state === 'stopped' ? 'stopped' : (checkpoint ?? 'beginning'));
-        this.metrics.partitionAssigned(p, checkpoint, w);
-      }
-      return starts;
-    } catch (e) {
-      if (e instanceof AbortedError) return stopAll(null); // shutting down: nothing is read
-      const error = new ExactlyOnceError(
-        'EO_ASSIGNMENT_FAILED',
-        `partitions ${assigned.join(',')}: planning where they resume failed (${e instanceof Error ? e.message.split('\n')[0] : String(e)}); they are stopped, not read from a default position. Restart the worker once the cause is fixed`,
-        { cause: e },
-      );
-      return stopAll(error);
-    }
   }
 
   /** Why a partition's checkpoint may not be moving, in words, for the stall warning. */
@@ -384,7 +306,7 @@ export class Runner {
    * followed too: the partitions it had stopped are planned again. Each tick also says which
    * partitions this worker owns (for `checkpoints list`).
    */
-  private watchResets(admin: KafkaAdmin, ctx: TaskContext, checkpoints: CheckpointStore, intervalMs = 2000): void {
+  private watchResets(planner: AssignmentPlanner, tasks: TaskManager, checkpoints: CheckpointStore, intervalMs = 2000): void {
     let busy = false;
     // Tasks created without an epoch (their checkpoint could not be read): the epoch first seen.
     const seen = new Map<number, number>();
@@ -403,9 +325,7 @@ export class Runner {
             `the job's settings stored in keyspace ${this.config.keyspace} changed under this worker: ${diffs.join('; ')}. ` +
               'Its partitions are stopped at their checkpoints; restart the worker (without the flags, it runs with the stored settings)',
           );
-          const stopped = [...this.tasks.values()].filter((t) => t.status.state !== 'stopped');
-          for (const t of stopped) t.stop(this.settingsChanged);
-          this.consumer?.pause(stopped.map((t) => t.partition));
+          this.consumer?.pause(tasks.stopAll(this.settingsChanged));
           return;
         }
       }
@@ -425,38 +345,23 @@ export class Runner {
         if ((known !== undefined && c.epoch > known) || (rebound && task.status.state === 'stopped')) reset.set(p, task);
       }
       if (reset.size === 0) return;
-      const [marks, topicId] = await Promise.all([admin.watermarks(this.config.topic), admin.topicId(this.config.topic)]);
+      const plans = await planner.planResets(new Map([...reset.keys()].map((p) => [p, stored.get(p)!])));
       // From here on synchronous: a rebalance cannot slip in between the checks and the seek, and the
       // seek is queued before the client hands over another batch of these partitions.
-      for (const [p, old] of reset) {
-        if (this.tasks.get(p) !== old) continue; // revoked or re-assigned meanwhile (that read the checkpoint afresh)
-        const c = stored.get(p)!;
-        const w = marks.find((m) => m.partition === p);
-        const task = new PartitionTask(p, c.next, ctx, c.epoch);
-        old.revoke();
-        this.tasks.set(p, task);
+      for (const plan of plans) {
+        const p = plan.partition;
+        if (this.tasks.get(p) !== reset.get(p)) continue; // revoked or re-assigned meanwhile (that read the checkpoint afresh)
+        tasks.replace(plan);
         seen.delete(p);
-        const error =
-          topicId !== null && topicId !== this.boundTopicId
-            ? topicRecreated(this.config.topic, this.boundTopicId!, topicId)
-            : w !== undefined && c.next > w.high
-              ? outOfRange(p, c.next, 'beyond', w.high)
-              : w !== undefined && c.next < w.low
-                ? outOfRange(p, c.next, 'below', w.low)
-                : c.next > BigInt(Number.MAX_SAFE_INTEGER)
-                  ? new ExactlyOnceError('EO_CHECKPOINT_OUT_OF_RANGE', `partition ${p}: checkpoint ${c.next} is beyond 2^53, which the Kafka client cannot seek to; the partition is stopped`)
-                  : null;
-        this.metrics.partitionAssigned(p, c.next, w);
-        if (error !== null) {
-          task.stop(error);
+        if (plan.stop !== null) {
           this.consumer?.pause([p]);
           continue;
         }
-        this.consumer?.restartAt(p, c.next);
+        this.consumer?.restartAt(p, plan.checkpoint!);
         void checkpoints.clearStop([p]).catch(() => undefined);
         this.log.warn(
-          { partition: p, checkpoint: String(c.next), epoch: c.epoch },
-          `partition ${p} was reset to ${c.next} (epoch ${c.epoch}, \`checkpoints reset\`); resuming there`,
+          { partition: p, checkpoint: String(plan.checkpoint), epoch: plan.epoch },
+          `partition ${p} was reset to ${plan.checkpoint} (epoch ${plan.epoch}, \`checkpoints reset\`); resuming there`,
         );
       }
     };
@@ -468,12 +373,6 @@ export class Runner {
         .finally(() => (busy = false));
     }, intervalMs);
     this.resetTimer.unref();
-  }
-
-  /** Says who owns the partitions just assigned, and forgets the old stop records of those readable now. */
-  private recordOwnership(checkpoints: CheckpointStore, starts: ReadonlyMap<number, StartOffset>): void {
-    void checkpoints.recordOwner([...starts.keys()], this.metrics.workerId).catch(() => undefined);
-    void checkpoints.clearStop([...starts].filter(([, s]) => s !== 'stopped').map(([p]) => p)).catch(() => undefined);
   }
 
   /**
@@ -502,19 +401,5 @@ function positionOutOfRange(partition: number, next: bigint, low: bigint, high: 
     `partition ${partition}: offset ${next} is outside the log [${low}, ${high}]${clientSaid === undefined ? '' : ` (the Kafka client: ${clientSaid})`}: ` +
       `the log was ${next > high ? 'truncated or re-created' : 'deleted (retention, delete-records) before these records were read'} under the worker. ` +
       `The partition is stopped at its checkpoint and nothing is skipped; see \`exactlyonce checkpoints list\`, then \`exactlyonce checkpoints reset --partition ${partition} --to …\``,
-  );
-}
-
-/** An error no retry can fix, as the coded error that stops a partition (with the server's own words). */
-export function permanentError(partition: number, e: unknown): ExactlyOnceError {
-  if (isExactlyOnceError(e) && !e.retriable) return e;
-  let what = e instanceof Error ? `${e.name}: ${e.message.split('\n')[0]}` : String(e);
-  // The driver re-prepares a statement the server forgot; when that fails too, the server's answer
-  // is the bare "Prepared query … not found" (0x2500): say what it means.
-  if (/Prepared query with ID \w+ not found/.test(what)) what = 'a statement no longer prepares: a table or column it uses was altered or dropped';
-  return new ExactlyOnceError(
-    'EO_PERMANENT_ERROR',
-    `partition ${partition}: a write failed for good (${what}); retrying cannot fix it. The partition is stopped at its checkpoint and nothing is skipped; fix the cause (schema, permissions, sizes), then restart the worker`,
-    { cause: e },
   );
 }
