@@ -17,6 +17,7 @@ import { AssignmentPlanner } from './assignment-planner.js';
 import { CheckpointStore } from './checkpoint-store.js';
 import type { Job } from './job.js';
 import { JobBinding, settingDifferences, topicRecreated } from './job-binding.js';
+import { LagWatcher } from './lag-watcher.js';
 import { EngineMetrics } from './metrics.js';
 import type { PartitionTask, TaskContext } from './partition-task.js';
 import { DEFAULT_MAX_RAW_BYTES, Quarantine } from './quarantine.js';
@@ -58,6 +59,8 @@ export const defaultRunnerOptions: RunnerOptions = {
 
 export class Runner {
   readonly metrics: EngineMetrics;
+  /** The per-partition checkpoint, log end and lag gauges, and the stall warnings. */
+  private readonly lag: LagWatcher;
   /** Which task owns which partition (set once started). */
   private taskManager: TaskManager | undefined;
   private readonly abort = new AbortController();
@@ -88,6 +91,7 @@ export class Runner {
     metrics?: EngineMetrics,
   ) {
     this.metrics = metrics ?? new EngineMetrics();
+    this.lag = new LagWatcher(this.metrics);
   }
 
   /** Partitions owned now, with their state and next offset (for status output and tests). */
@@ -106,7 +110,10 @@ export class Runner {
       log: this.log,
       deadlineMs,
       isRetriable,
-      onRetry: (e) => this.metrics.retried(server, e),
+      onRetry: (e) => {
+        this.metrics.retries.inc({ server });
+        this.metrics.health.failed(server, e);
+      },
     });
   }
 
@@ -156,6 +163,7 @@ export class Runner {
       checkpoints,
       quarantine: new Quarantine(session, config.keyspace, options.maxQuarantineBytes),
       metrics: this.metrics,
+      lag: this.lag,
       log: this.log,
       withRetry: (fn) => this.retrying('Cassandra', fn),
       logStart: async (p) => (await admin.watermarks(config.topic)).find((w) => w.partition === p)?.low ?? 0n,
@@ -224,10 +232,10 @@ export class Runner {
       },
       options.startupTimeoutMs,
     );
-    this.metrics.watchLogEnds(() => admin.watermarks(config.topic), this.log);
+    this.lag.watch(() => admin.watermarks(config.topic), this.log);
     this.watchTopicIdentity(admin);
     this.watchResets(planner, tasks, checkpoints);
-    this.metrics.stallCause = (p) => this.stallCause(p);
+    this.lag.stallCause = (p) => this.stallCause(p);
     this.log.info({ topic: config.topic, group: config.group, partitions }, 'worker started');
   }
 
@@ -382,7 +390,7 @@ export class Runner {
   stop(): Promise<void> {
     this.closing ??= (async () => {
       this.abort.abort();
-      this.metrics.close();
+      this.lag.close();
       clearInterval(this.identityTimer);
       clearInterval(this.resetTimer);
       await this.consumer?.stop();

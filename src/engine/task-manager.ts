@@ -42,7 +42,8 @@ export class TaskManager {
    * when planning failed, never a default position.
    */
   async assign(assigned: number[]): Promise<Map<number, StartOffset>> {
-    this.metrics.rebalanced('assign');
+    this.metrics.rebalances.inc({ kind: 'assign' });
+    this.metrics.health.joinedGroup();
     const starts = new Map<number, StartOffset>();
     if (assigned.length === 0) return starts;
     const plan = await this.planner.plan(assigned);
@@ -73,11 +74,11 @@ export class TaskManager {
 
   /** Partitions were revoked (or lost): their tasks finish what is in flight, but start nothing new. */
   revoke(revoked: number[], lost: boolean): void {
-    this.metrics.rebalanced(lost ? 'lost' : 'revoke');
+    this.metrics.rebalances.inc({ kind: lost ? 'lost' : 'revoke' });
     for (const p of revoked) {
       this.byPartition.get(p)?.revoke();
       this.byPartition.delete(p);
-      this.metrics.partitionRevoked(p);
+      this.ctx.lag.partitionRevoked(p);
     }
     void this.ownership.clearOwner(revoked).catch(() => undefined);
     this.metrics.revocations.inc(revoked.length);
@@ -127,7 +128,7 @@ export class TaskManager {
     const task = new PartitionTask(plan.partition, plan.checkpoint, this.ctx, plan.epoch);
     this.byPartition.set(plan.partition, task);
     if (plan.stop !== null) task.stop(plan.stop);
-    this.metrics.partitionAssigned(plan.partition, plan.checkpoint, plan.marks);
+    this.ctx.lag.partitionAssigned(plan.partition, plan.checkpoint, plan.marks);
     return task;
   }
 

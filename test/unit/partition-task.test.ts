@@ -5,6 +5,7 @@ import { test } from 'node:test';
 import { pino } from 'pino';
 import type { CheckpointStore } from '../../src/engine/checkpoint-store.js';
 import type { Job, SourceRecord } from '../../src/engine/job.js';
+import { LagWatcher } from '../../src/engine/lag-watcher.js';
 import { EngineMetrics } from '../../src/engine/metrics.js';
 import { PartitionTask } from '../../src/engine/partition-task.js';
 import type { Quarantine, QuarantineEntry } from '../../src/engine/quarantine.js';
@@ -19,11 +20,13 @@ function harness(logStart = 0n) {
     open: async () => undefined,
     write: async (_p, records) => void written.push(...records.map((r) => r.record.offset)),
   };
+  const metrics = new EngineMetrics();
   const ctx = {
     job: job as Job<unknown>,
     checkpoints: { write: async (_p: number, next: bigint) => void checkpoints.push(next) } as unknown as CheckpointStore,
     quarantine: { write: async (e: readonly QuarantineEntry[]) => void quarantined.push(...e.map((x) => x.record.offset)) } as unknown as Quarantine,
-    metrics: new EngineMetrics(),
+    metrics,
+    lag: new LagWatcher(metrics),
     log: pino({ level: 'silent' }),
     withRetry: <T>(fn: () => Promise<T>) => fn(),
     logStart: async () => logStart,
