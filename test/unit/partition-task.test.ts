@@ -93,3 +93,22 @@ test('the checkpoint is written only after the records are stored', async () => 
   await new PartitionTask(0, null, h.ctx).process([rec(0n)]);
   assert.deepEqual(order, ['rows', 'checkpoint']);
 });
+
+test('the checkpoint is written only once the rows and the quarantine rows are stored, not while they are in flight', async () => {
+  // Fakes that complete later and record completion: a checkpoint written concurrently with the rows
+  // (called before they finish) shows up here, which a fake recording only calls cannot show.
+  const order: string[] = [];
+  const later = (name: string, ms: number) => async () => {
+    order.push(`${name} called`);
+    await new Promise((r) => setTimeout(r, ms));
+    order.push(`${name} done`);
+  };
+  const h = harness();
+  h.ctx.job = { ...h.ctx.job, write: later('rows', 30) } as Job<unknown>;
+  h.ctx.quarantine = { write: later('quarantine', 10) } as unknown as Quarantine;
+  h.ctx.checkpoints = { write: later('checkpoint', 1) } as unknown as CheckpointStore;
+  const task = new PartitionTask(0, null, h.ctx);
+  await task.process([rec(0n), rec(1n, 'bad')]);
+  assert.deepEqual(order, ['rows called', 'quarantine called', 'quarantine done', 'rows done', 'checkpoint called', 'checkpoint done']);
+  assert.equal(task.status.next, 2n, 'the task moves on once the checkpoint is durable');
+});
