@@ -1,9 +1,11 @@
 /**
- * The Runner owns a worker's poll loop (Kafka Streams' StreamThread): it joins the consumer group,
- * lets the TaskManager plan each newly assigned partition from its checkpoint before anything is
- * fetched, hands each batch to it, watches that the log still is the one the checkpoints describe, and
- * shuts down cleanly. It knows partitions, offsets and checkpoints, nothing about what the records
- * mean: that is the Job's.
+ * The Runner owns a worker's poll loop (Kafka Streams' StreamThread): it connects, binds the job,
+ * joins the consumer group, and wires the roles that do the work — the TaskManager (which task owns
+ * which partition, planned from its checkpoint by the AssignmentPlanner before anything is fetched),
+ * the PartitionTasks it hands each batch to, the Publisher, the PositionWatcher and ResetWatcher (is
+ * the log still the one the checkpoints describe; was a partition reset) and the LagWatcher — then
+ * shuts them down cleanly. It knows partitions, offsets and checkpoints, nothing about what the
+ * records mean: that is the Job's.
  */
 import { connect, type Client } from '../cassandra/session.js';
 import type { ConnectionConfig } from '../config.js';
@@ -11,17 +13,19 @@ import { ExactlyOnceError, isExactlyOnceError } from '../errors.js';
 import { KafkaAdmin } from '../kafka/admin.js';
 import { kafkaUnavailable } from '../kafka/client.js';
 import { GroupConsumer } from '../kafka/consumer.js';
-import { Producer } from '../kafka/producer.js';
 import type { Logger } from '../log.js';
-import { AssignmentPlanner } from './assignment-planner.js';
+import { AssignmentPlanner, type Binding } from './assignment-planner.js';
 import { CheckpointStore } from './checkpoint-store.js';
 import type { Job } from './job.js';
-import { JobBinding, settingDifferences, topicRecreated } from './job-binding.js';
+import { JobBinding, topicRecreated } from './job-binding.js';
 import { LagWatcher } from './lag-watcher.js';
 import { EngineMetrics } from './metrics.js';
 import type { PartitionTask, TaskContext } from './partition-task.js';
+import { PositionWatcher, type PartitionControl } from './position-watcher.js';
+import { Publisher } from './publisher.js';
 import { DEFAULT_MAX_RAW_BYTES, Quarantine } from './quarantine.js';
 import { failingServers, isRetriable, retry } from './retry.js';
+import { ResetWatcher } from './reset-watcher.js';
 import { TaskManager } from './task-manager.js';
 
 /** librdkafka's wording when it cannot reach the brokers (ERR__ALL_BROKERS_DOWN, ERR__TRANSPORT). */
@@ -67,19 +71,16 @@ export class Runner {
   private session: Client | undefined;
   private admin: KafkaAdmin | undefined;
   private consumer: GroupConsumer | undefined;
-  private producer: Producer | undefined;
+  private publisher: Publisher | undefined;
   private closing: Promise<void> | undefined;
   /** When the Kafka client last reported all brokers unreachable (cleared by the next batch). */
   private kafkaDownSince: number | undefined;
-  /** The input topic's ID the job is bound to (its checkpoints describe that topic, no other). */
-  private boundTopicId: string | undefined;
-  /** Set once the job's stored settings no longer match this worker's: every partition stops with it. */
-  private settingsChanged: ExactlyOnceError | undefined;
-  private identityTimer: NodeJS.Timeout | undefined;
-  /** Picks up `checkpoints reset` and says which partitions this worker owns (see watchResets). */
-  private resetTimer: NodeJS.Timeout | undefined;
-  /** Checks the topic's identity and each owned partition's position now (see watchTopicIdentity). */
-  private checkPositions: ((clientSaid?: string) => Promise<void>) | undefined;
+  /** The input topic's ID the job is bound to (its checkpoints describe that topic, no other), and whether its settings changed. */
+  private readonly binding: Binding = { topicId: undefined, settingsChanged: undefined };
+  /** Checks the topic's identity and each owned partition's position (set once running). */
+  private positions: PositionWatcher | undefined;
+  /** Picks up `checkpoints reset` and says which partitions this worker owns (set once running). */
+  private resets: ResetWatcher | undefined;
   /** The Kafka client's last error log line, and when (named by stall warnings while recent). */
   private lastClientError: { message: string; at: number } | undefined;
 
@@ -134,14 +135,12 @@ export class Runner {
     const partitions = counts[0]!;
     this.session = await this.retrying('Cassandra', () => connect(config, { keyspace: config.keyspace }), options.startupTimeoutMs);
     const session = this.session;
+    const publisher = new Publisher(config, (fn) => this.retrying('Kafka', fn));
+    this.publisher = publisher;
     await this.job.open({
       session,
       keyspace: config.keyspace,
-      publish: (topic, records) => {
-        this.producer ??= new Producer(config);
-        const producer = this.producer;
-        return this.retrying('Kafka', () => producer.send(topic, records));
-      },
+      publish: (topic, records) => publisher.publish(topic, records),
     });
     // What this keyspace serves: bound on the first run, checked on every later one (one input topic,
     // its identity, the output topics, the job's settings).
@@ -155,7 +154,7 @@ export class Runner {
       ),
       options.startupTimeoutMs,
     );
-    this.boundTopicId = bound.inputTopicId;
+    this.binding.topicId = bound.inputTopicId;
     if (bound.inputTopicId !== topicId) this.log.error({ code: 'EO_TOPIC_RECREATED' }, topicRecreated(config.topic, bound.inputTopicId, topicId).message);
     const checkpoints = new CheckpointStore(session, config.keyspace, config.topic);
     const ctx: TaskContext = {
@@ -182,7 +181,7 @@ export class Runner {
       metadataRefreshMs: options.metadataRefreshMs,
       onPositionOutOfRange: (message) => {
         this.lastClientError = { message, at: Date.now() };
-        void this.checkPositions?.(message);
+        void this.positions?.check(message);
       },
       onClientLog: (level, message) => {
         if (level === 'error') {
@@ -201,7 +200,7 @@ export class Runner {
       topic: config.topic,
       checkpoints,
       admin,
-      binding: () => ({ topicId: this.boundTopicId, settingsChanged: this.settingsChanged }),
+      binding: () => this.binding,
       retrying: (server, fn) => this.retrying(server, fn),
     });
     const tasks = new TaskManager(ctx, planner, checkpoints, this.metrics, this.log);
@@ -233,8 +232,26 @@ export class Runner {
       options.startupTimeoutMs,
     );
     this.lag.watch(() => admin.watermarks(config.topic), this.log);
-    this.watchTopicIdentity(admin);
-    this.watchResets(planner, tasks, checkpoints);
+    const consumer: PartitionControl = {
+      pause: (ps) => this.consumer?.pause(ps),
+      restartAt: (p, offset) => this.consumer?.restartAt(p, offset),
+    };
+    this.positions = new PositionWatcher({ topic: config.topic, admin, tasks: () => tasks.tasks, binding: this.binding, consumer });
+    this.positions.start();
+    this.resets = new ResetWatcher({
+      topic: config.topic,
+      keyspace: config.keyspace,
+      settings: this.job.settings ?? {},
+      readJob: () => new JobBinding(session, config.keyspace).read(this.job.name),
+      checkpoints,
+      planner,
+      tasks,
+      binding: this.binding,
+      consumer,
+      log: this.log,
+      workerId: this.metrics.workerId,
+    });
+    this.resets.start();
     this.lag.stallCause = (p) => this.stallCause(p);
     this.log.info({ topic: config.topic, group: config.group, partitions }, 'worker started');
   }
@@ -252,138 +269,6 @@ export class Runner {
   }
 
   /**
-   * Checks every few seconds, while running, that what the worker reads is still the log its
-   * checkpoints describe; the Kafka client's out-of-range error triggers a check at once.
-   * - The topic's identity: a topic deleted and re-created under the worker stops every owned
-   *   partition (its offsets restarted). A topic that is gone for now is left to the group, which
-   *   revokes its partitions.
-   * - Each owned partition's position: a next offset beyond the log end (the log was truncated), or
-   *   below the log start while the partition stands still (records deleted before they were read;
-   *   with auto.offset.reset=error the client stops fetching there) stops the partition. Offsets are
-   *   read before the watermarks, so a batch stored meanwhile can never look beyond the end.
-   */
-  private watchTopicIdentity(admin: KafkaAdmin, intervalMs = 2000): void {
-    let busy = false;
-    const previous = new Map<number, bigint | null>();
-    this.checkPositions = async (clientSaid?: string) => {
-      if (busy || this.boundTopicId === undefined || this.tasks.size === 0) return;
-      busy = true;
-      try {
-        const before = new Map([...this.tasks.values()].filter((t) => t.status.state === 'running').map((t) => [t.partition, t.status.next]));
-        const [now, marks] = await Promise.all([admin.topicId(this.config.topic), admin.watermarks(this.config.topic)]);
-        const stopped: number[] = [];
-        for (const [p, next] of before) {
-          const task = this.tasks.get(p);
-          if (task === undefined || task.status.state !== 'running') continue;
-          const w = marks.find((m) => m.partition === p);
-          let error: ExactlyOnceError | undefined;
-          if (now !== null && now !== this.boundTopicId) {
-            error = topicRecreated(this.config.topic, this.boundTopicId!, now);
-          } else if (w !== undefined && next !== null && next > w.high) {
-            error = positionOutOfRange(p, next, w.low, w.high, clientSaid);
-          } else if (w !== undefined && next !== null && next < w.low && previous.get(p) === next && task.status.next === next && failingServers().length === 0) {
-            // (Standing still while a server is failing is the retry's doing: the records may wait
-            // in the client's prefetch; PartitionTask's own gap check then judges the next batch.)
-            error = positionOutOfRange(p, next, w.low, w.high, clientSaid);
-          }
-          if (error !== undefined) {
-            task.stop(error);
-            stopped.push(p);
-          }
-        }
-        previous.clear();
-        for (const [p, next] of before) previous.set(p, next);
-        this.consumer?.pause(stopped);
-      } catch {
-        // Kafka down: the Runner already says so; checked again next time.
-      } finally {
-        busy = false;
-      }
-    };
-    this.identityTimer = setInterval(() => void this.checkPositions?.(), intervalMs);
-    this.identityTimer.unref();
-  }
-
-  /**
-   * Picks up `exactlyonce checkpoints reset` while running. Every few seconds it reads the checkpoints
-   * (one Cassandra partition) and the job's binding. An owned partition whose stored reset epoch is
-   * above its task's was reset: its task is dropped (what it has in flight finishes, and its checkpoint
-   * write loses to the reset's, src/engine/checkpoint-store.ts), a new task starts at the stored offset
-   * and epoch after the same checks as an assignment, and the consumer is moved there (resumed if the
-   * partition was stopped). A job bound to a re-created topic's new ID (`reset --all --rebind`) is
-   * followed too: the partitions it had stopped are planned again. Each tick also says which
-   * partitions this worker owns (for `checkpoints list`).
-   */
-  private watchResets(planner: AssignmentPlanner, tasks: TaskManager, checkpoints: CheckpointStore, intervalMs = 2000): void {
-    let busy = false;
-    // Tasks created without an epoch (their checkpoint could not be read): the epoch first seen.
-    const seen = new Map<number, number>();
-    const tick = async () => {
-      const owned = [...this.tasks.keys()];
-      if (owned.length === 0 || this.session === undefined) return;
-      void checkpoints.recordOwner(owned, this.metrics.workerId).catch(() => undefined);
-      const [stored, bound] = await Promise.all([checkpoints.readStored(), new JobBinding(this.session, this.config.keyspace).read(this.job.name)]);
-      if (bound !== null && this.settingsChanged === undefined) {
-        // The job's settings changed under this worker (`alerts rule` run while it was not
-        // registered): what it computes would no longer be the job's. Every partition stops, once.
-        const diffs = settingDifferences(bound.settings, this.job.settings ?? {});
-        if (diffs.length > 0) {
-          this.settingsChanged = new ExactlyOnceError(
-            'EO_JOB_CONFIG_MISMATCH',
-            `the job's settings stored in keyspace ${this.config.keyspace} changed under this worker: ${diffs.join('; ')}. ` +
-              'Its partitions are stopped at their checkpoints; restart the worker (without the flags, it runs with the stored settings)',
-          );
-          this.consumer?.pause(tasks.stopAll(this.settingsChanged));
-          return;
-        }
-      }
-      if (this.settingsChanged !== undefined) return;
-      let rebound = false;
-      if (bound !== null && this.boundTopicId !== undefined && bound.inputTopicId !== this.boundTopicId) {
-        this.log.info({ topic: this.config.topic, was: this.boundTopicId, now: bound.inputTopicId }, `the job was bound to topic ID ${bound.inputTopicId} of ${this.config.topic} (\`checkpoints reset --rebind\`)`);
-        this.boundTopicId = bound.inputTopicId;
-        rebound = true;
-      }
-      const reset = new Map<number, PartitionTask>();
-      for (const [p, task] of this.tasks) {
-        const c = stored.get(p);
-        if (c === undefined) continue;
-        const known = task.epoch ?? seen.get(p);
-        if (known === undefined) seen.set(p, c.epoch);
-        if ((known !== undefined && c.epoch > known) || (rebound && task.status.state === 'stopped')) reset.set(p, task);
-      }
-      if (reset.size === 0) return;
-      const plans = await planner.planResets(new Map([...reset.keys()].map((p) => [p, stored.get(p)!])));
-      // From here on synchronous: a rebalance cannot slip in between the checks and the seek, and the
-      // seek is queued before the client hands over another batch of these partitions.
-      for (const plan of plans) {
-        const p = plan.partition;
-        if (this.tasks.get(p) !== reset.get(p)) continue; // revoked or re-assigned meanwhile (that read the checkpoint afresh)
-        tasks.replace(plan);
-        seen.delete(p);
-        if (plan.stop !== null) {
-          this.consumer?.pause([p]);
-          continue;
-        }
-        this.consumer?.restartAt(p, plan.checkpoint!);
-        void checkpoints.clearStop([p]).catch(() => undefined);
-        this.log.warn(
-          { partition: p, checkpoint: String(plan.checkpoint), epoch: plan.epoch },
-          `partition ${p} was reset to ${plan.checkpoint} (epoch ${plan.epoch}, \`checkpoints reset\`); resuming there`,
-        );
-      }
-    };
-    this.resetTimer = setInterval(() => {
-      if (busy) return;
-      busy = true;
-      tick()
-        .catch((e: unknown) => this.log.debug({ err: e instanceof Error ? e.message : String(e) }, 'reset check failed; checked again next time'))
-        .finally(() => (busy = false));
-    }, intervalMs);
-    this.resetTimer.unref();
-  }
-
-  /**
    * Stops fetching, abandons batches still retrying (their checkpoints are not written, so they are
    * simply read again by the next owner), leaves the group and closes the sessions. Idempotent.
    */
@@ -391,23 +276,14 @@ export class Runner {
     this.closing ??= (async () => {
       this.abort.abort();
       this.lag.close();
-      clearInterval(this.identityTimer);
-      clearInterval(this.resetTimer);
+      this.positions?.close();
+      this.resets?.close();
       await this.consumer?.stop();
-      await this.producer?.close();
+      await this.publisher?.close();
       await this.admin?.close();
       await this.session?.shutdown().catch(() => undefined);
       this.log.info('worker stopped');
     })();
     return this.closing;
   }
-}
-
-function positionOutOfRange(partition: number, next: bigint, low: bigint, high: bigint, clientSaid: string | undefined): ExactlyOnceError {
-  return new ExactlyOnceError(
-    'EO_POSITION_OUT_OF_RANGE',
-    `partition ${partition}: offset ${next} is outside the log [${low}, ${high}]${clientSaid === undefined ? '' : ` (the Kafka client: ${clientSaid})`}: ` +
-      `the log was ${next > high ? 'truncated or re-created' : 'deleted (retention, delete-records) before these records were read'} under the worker. ` +
-      `The partition is stopped at its checkpoint and nothing is skipped; see \`exactlyonce checkpoints list\`, then \`exactlyonce checkpoints reset --partition ${partition} --to …\``,
-  );
 }
