@@ -1,7 +1,7 @@
 // In-memory stand-ins for the engine's ports (checkpoint store, Kafka admin, job, quarantine), for the
 // unit tests of the AssignmentPlanner, the TaskManager and the PartitionTask. No servers.
 import { pino } from 'pino';
-import { AssignmentPlanner, type LogAdmin } from '../../src/engine/assignment-planner.js';
+import { AssignmentPlanner, type Binding, type LogAdmin } from '../../src/engine/assignment-planner.js';
 import type { CheckpointStore, StoredCheckpoint } from '../../src/engine/checkpoint-store.js';
 import type { DecodedRecord, Job, SourceRecord } from '../../src/engine/job.js';
 import { LagWatcher } from '../../src/engine/lag-watcher.js';
@@ -103,15 +103,10 @@ export function fakeEngine(world: Partial<FakeWorld> = {}, opts: { bound?: strin
     logStart: async (p) => w.marks.find((m) => m.partition === p)?.low ?? 0n,
     onStop: (p, _epoch, error) => void w.events.push(`stop ${p}:${error.code}`),
   };
-  const planner = new AssignmentPlanner({
-    topic: 't',
-    checkpoints: store,
-    admin,
-    binding: () => ({ topicId: opts.bound ?? 'topic-A', settingsChanged: opts.settingsChanged }),
-    retrying,
-  });
+  const binding: Binding = { topicId: opts.bound ?? 'topic-A', settingsChanged: opts.settingsChanged };
+  const planner = new AssignmentPlanner({ topic: 't', checkpoints: store, admin, binding: () => binding, retrying });
   const tasks = new TaskManager(ctx, planner, store, metrics, log);
-  return { world: w, tasks, planner, metrics, ctx };
+  return { world: w, tasks, planner, metrics, ctx, store, admin, binding, log };
 }
 
 /** The samples of one metric as `name{labels} value` lines, for exact comparison. */
