@@ -3,14 +3,14 @@ import { Command, Option } from 'commander';
 import { checkNoRuleChange, EventJob, parseSettings, readJob, resolveSettings, storedSettings } from '../app/event-job.js';
 import { alertMetrics } from '../app/metrics.js';
 import { settingFlags, settingOption, withAlertRule } from './alert-flags.js';
-import { connect, isRetriableCassandraError } from '../cassandra/session.js';
+import { connect } from '../cassandra/session.js';
 import { intOption, type ConnectionConfig } from '../config.js';
-import { ExactlyOnceError, isExactlyOnceError } from '../errors.js';
+import { ExactlyOnceError } from '../errors.js';
 import type { BoundJob } from '../engine/job-binding.js';
 import { EngineMetrics } from '../engine/metrics.js';
 import { serveMetrics } from '../engine/metrics-server.js';
 import { defaultRunnerOptions, Runner } from '../engine/runner.js';
-import { AbortedError, retry } from '../engine/retry.js';
+import { AbortedError, isRetriable, retry } from '../engine/retry.js';
 import { createLogger, type Logger } from '../log.js';
 import { announceWorker } from '../dashboard/worker-registry.js';
 import { action, connection, withConnection } from './common.js';
@@ -26,7 +26,7 @@ function storedJob(config: ConnectionConfig, log: Logger, deadlineMs: number): P
         await session.shutdown();
       }
     },
-    { server: 'Cassandra', log, deadlineMs, isRetriable: (e) => isRetriableCassandraError(e) || isExactlyOnceError(e, 'EO_CASSANDRA_UNAVAILABLE') },
+    { server: 'Cassandra', log, deadlineMs, isRetriable },
   );
 }
 

@@ -1,7 +1,7 @@
 /**
  * Serves a worker's /metrics (Prometheus text format), /healthz (the process is alive and its event
  * loop answers) and /readyz (running, has been through a group assignment, and neither Kafka nor
- * Cassandra is known to be down; see EngineMetrics.readiness).
+ * Cassandra is known to be down; see ServerHealth.readiness).
  *
  * Binds 127.0.0.1 unless EXACTLYONCE_METRICS_HOST says otherwise (e.g. 0.0.0.0 so that Prometheus or
  * the dashboard on another host can scrape it).
@@ -24,7 +24,7 @@ export async function serveMetrics(metrics: EngineMetrics, port: number, running
     } else if (path === '/healthz') {
       res.writeHead(200, { 'content-type': 'text/plain' }).end('ok\n');
     } else if (path === '/readyz') {
-      const r = running() ? metrics.readiness() : { ready: false, detail: 'not ready: starting' };
+      const r = running() ? metrics.health.readiness() : { ready: false, detail: 'not ready: starting' };
       res.writeHead(r.ready ? 200 : 503, { 'content-type': 'text/plain' }).end(`${r.detail}\n`);
     } else if (path === '/') {
       res.writeHead(200, { 'content-type': 'text/plain' }).end(`exactlyonce worker ${metrics.workerId}: /metrics /healthz /readyz\n`);

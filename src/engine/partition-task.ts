@@ -7,6 +7,7 @@ import { ExactlyOnceError } from '../errors.js';
 import type { Logger } from '../log.js';
 import type { CheckpointStore } from './checkpoint-store.js';
 import type { DecodedRecord, Job, SourceRecord } from './job.js';
+import type { LagWatcher } from './lag-watcher.js';
 import type { EngineMetrics } from './metrics.js';
 import type { Quarantine, QuarantineEntry } from './quarantine.js';
 
@@ -15,6 +16,8 @@ export interface TaskContext {
   checkpoints: CheckpointStore;
   quarantine: Quarantine;
   metrics: EngineMetrics;
+  /** The per-partition checkpoint and lag gauges (told when the task stops and when it checkpoints). */
+  lag: LagWatcher;
   log: Logger;
   /** Runs a Cassandra operation with retries until it succeeds or the worker shuts down. */
   withRetry: <T>(fn: () => Promise<T>) => Promise<T>;
@@ -54,7 +57,7 @@ export class PartitionTask {
   stop(error: ExactlyOnceError): void {
     this.state = 'stopped';
     this.error = error;
-    this.ctx.metrics.partitionStopped(this.partition, error.code);
+    this.ctx.lag.partitionStopped(this.partition, error.code);
     this.ctx.log.error({ partition: this.partition, code: error.code }, error.message);
     this.ctx.onStop?.(this.partition, this.epoch ?? null, error);
   }
@@ -117,7 +120,7 @@ export class PartitionTask {
     if (this.next === null || nextOffset > this.next) this.next = nextOffset;
     this.ctx.metrics.stored.inc({ partition: p }, decoded.length);
     this.ctx.metrics.batches.inc({ partition: p });
-    this.ctx.metrics.checkpointed(this.partition, nextOffset);
+    this.ctx.lag.checkpointed(this.partition, nextOffset);
     this.ctx.metrics.batchRecords.observe(fresh.length);
     this.ctx.metrics.batchSeconds.observe((performance.now() - started) / 1000);
   }

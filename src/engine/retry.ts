@@ -3,14 +3,36 @@
  * jitter, forever or until aborted (shutdown). It logs one line when the server starts failing and
  * one when it answers again, never one per attempt.
  */
+import { isRetriableCassandraError } from '../cassandra/session.js';
 import { ExactlyOnceError } from '../errors.js';
 import type { Logger } from '../log.js';
+
+/**
+ * The one retry classification, read from the error itself (as kafkajs's retrier reads
+ * `error.retriable`, src/retry/index.js), never from its message or a list of codes at the call site:
+ * - our errors carry `retriable` from their code (src/errors.ts);
+ * - the Kafka client's errors (KafkaJSError and its subclasses) carry librdkafka's own verdict in
+ *   `retriable`;
+ * - the Cassandra driver's errors carry none: they are judged by name and server code
+ *   (isRetriableCassandraError, src/cassandra/session.ts).
+ * Anything else (a bug, a TypeError) is not retriable: retrying it forever would hide it.
+ */
+export function isRetriable(e: unknown): boolean {
+  if (e instanceof ExactlyOnceError) return e.retriable;
+  if (isKafkaClientError(e)) return e.retriable;
+  return isRetriableCassandraError(e);
+}
+
+/** An error of the Kafka client (told by shape: loading the client here would load its native addon). */
+function isKafkaClientError(e: unknown): e is Error & { retriable: boolean } {
+  return e instanceof Error && e.name.startsWith('KafkaJS') && typeof (e as { retriable?: unknown }).retriable === 'boolean';
+}
 
 export interface RetryOptions {
   /** What is being retried, for the log ("Cassandra", "Kafka"). */
   server: string;
-  /** Decides from the error (its code or type), never from its message text. */
-  isRetriable: (e: unknown) => boolean;
+  /** Decides from the error (its class or code), never from its message text; default: isRetriable. */
+  isRetriable?: (e: unknown) => boolean;
   signal?: AbortSignal | undefined;
   log?: Logger | undefined;
   initialDelayMs?: number;
@@ -70,7 +92,7 @@ export async function retry<T>(fn: () => Promise<T>, o: RetryOptions): Promise<T
       }
       return result;
     } catch (e) {
-      if (!o.isRetriable(e)) throw e;
+      if (!(o.isRetriable ?? isRetriable)(e)) throw e;
       o.onRetry?.(e);
       lastError.set(o.server, describeShort(e));
       if (!down.has(o.server)) {

@@ -1,24 +1,32 @@
 /**
- * The Runner owns a worker's loop: it joins the consumer group, reads each newly assigned partition's
- * checkpoint back from Cassandra before anything is fetched, hands each batch to that partition's
- * PartitionTask, and shuts down cleanly. It knows partitions, offsets and checkpoints, nothing about
- * what the records mean: that is the Job's.
+ * The Runner owns a worker's poll loop (Kafka Streams' StreamThread): it connects, binds the job,
+ * joins the consumer group, and wires the roles that do the work — the TaskManager (which task owns
+ * which partition, planned from its checkpoint by the AssignmentPlanner before anything is fetched),
+ * the PartitionTasks it hands each batch to, the Publisher, the PositionWatcher and ResetWatcher (is
+ * the log still the one the checkpoints describe; was a partition reset) and the LagWatcher — then
+ * shuts them down cleanly. It knows partitions, offsets and checkpoints, nothing about what the
+ * records mean: that is the Job's.
  */
-import { connect, isRetriableCassandraError, type Client } from '../cassandra/session.js';
+import { connect, type Client } from '../cassandra/session.js';
 import type { ConnectionConfig } from '../config.js';
 import { ExactlyOnceError, isExactlyOnceError } from '../errors.js';
 import { KafkaAdmin } from '../kafka/admin.js';
 import { kafkaUnavailable } from '../kafka/client.js';
-import { GroupConsumer, type StartOffset } from '../kafka/consumer.js';
-import { Producer } from '../kafka/producer.js';
+import { GroupConsumer } from '../kafka/consumer.js';
 import type { Logger } from '../log.js';
+import { AssignmentPlanner, type Binding } from './assignment-planner.js';
 import { CheckpointStore } from './checkpoint-store.js';
 import type { Job } from './job.js';
-import { JobBinding, settingDifferences, topicRecreated } from './job-binding.js';
+import { JobBinding, topicRecreated } from './job-binding.js';
+import { LagWatcher } from './lag-watcher.js';
 import { EngineMetrics } from './metrics.js';
-import { outOfRange, PartitionTask, type TaskContext } from './partition-task.js';
+import type { PartitionTask, TaskContext } from './partition-task.js';
+import { PositionWatcher, type PartitionControl } from './position-watcher.js';
+import { Publisher } from './publisher.js';
 import { DEFAULT_MAX_RAW_BYTES, Quarantine } from './quarantine.js';
-import { AbortedError, failingServers, retry } from './retry.js';
+import { failingServers, isRetriable, retry } from './retry.js';
+import { ResetWatcher } from './reset-watcher.js';
+import { TaskManager } from './task-manager.js';
 
 /** librdkafka's wording when it cannot reach the brokers (ERR__ALL_BROKERS_DOWN, ERR__TRANSPORT). */
 const KAFKA_DOWN = /all broker connections are down|connection refused|broker transport failure/i;
@@ -55,24 +63,24 @@ export const defaultRunnerOptions: RunnerOptions = {
 
 export class Runner {
   readonly metrics: EngineMetrics;
-  private readonly tasks = new Map<number, PartitionTask>();
+  /** The per-partition checkpoint, log end and lag gauges, and the stall warnings. */
+  private readonly lag: LagWatcher;
+  /** Which task owns which partition (set once started). */
+  private taskManager: TaskManager | undefined;
   private readonly abort = new AbortController();
   private session: Client | undefined;
   private admin: KafkaAdmin | undefined;
   private consumer: GroupConsumer | undefined;
-  private producer: Producer | undefined;
+  private publisher: Publisher | undefined;
   private closing: Promise<void> | undefined;
   /** When the Kafka client last reported all brokers unreachable (cleared by the next batch). */
   private kafkaDownSince: number | undefined;
-  /** The input topic's ID the job is bound to (its checkpoints describe that topic, no other). */
-  private boundTopicId: string | undefined;
-  /** Set once the job's stored settings no longer match this worker's: every partition stops with it. */
-  private settingsChanged: ExactlyOnceError | undefined;
-  private identityTimer: NodeJS.Timeout | undefined;
-  /** Picks up `checkpoints reset` and says which partitions this worker owns (see watchResets). */
-  private resetTimer: NodeJS.Timeout | undefined;
-  /** Checks the topic's identity and each owned partition's position now (see watchTopicIdentity). */
-  private checkPositions: ((clientSaid?: string) => Promise<void>) | undefined;
+  /** The input topic's ID the job is bound to (its checkpoints describe that topic, no other), and whether its settings changed. */
+  private readonly binding: Binding = { topicId: undefined, settingsChanged: undefined };
+  /** Checks the topic's identity and each owned partition's position (set once running). */
+  private positions: PositionWatcher | undefined;
+  /** Picks up `checkpoints reset` and says which partitions this worker owns (set once running). */
+  private resets: ResetWatcher | undefined;
   /** The Kafka client's last error log line, and when (named by stall warnings while recent). */
   private lastClientError: { message: string; at: number } | undefined;
 
@@ -84,11 +92,16 @@ export class Runner {
     metrics?: EngineMetrics,
   ) {
     this.metrics = metrics ?? new EngineMetrics();
+    this.lag = new LagWatcher(this.metrics);
   }
 
   /** Partitions owned now, with their state and next offset (for status output and tests). */
   partitions(): Array<{ partition: number; state: string; next: bigint | null }> {
     return [...this.tasks.values()].map((t) => ({ partition: t.partition, ...t.status }));
+  }
+
+  private get tasks(): ReadonlyMap<number, PartitionTask> {
+    return this.taskManager?.tasks ?? new Map();
   }
 
   private retrying<T>(server: 'Cassandra' | 'Kafka', fn: () => Promise<T>, deadlineMs?: number): Promise<T> {
@@ -97,11 +110,11 @@ export class Runner {
       signal: this.abort.signal,
       log: this.log,
       deadlineMs,
-      isRetriable: (e) =>
-        server === 'Cassandra'
-          ? isRetriableCassandraError(e) || isExactlyOnceError(e, 'EO_CASSANDRA_UNAVAILABLE')
-          : isExactlyOnceError(e, 'EO_KAFKA_UNAVAILABLE') || isExactlyOnceError(e, 'EO_PRODUCE_FAILED'),
-      onRetry: (e) => this.metrics.retried(server, e),
+      isRetriable,
+      onRetry: (e) => {
+        this.metrics.retries.inc({ server });
+        this.metrics.health.failed(server, e);
+      },
     });
   }
 
@@ -122,14 +135,12 @@ export class Runner {
     const partitions = counts[0]!;
     this.session = await this.retrying('Cassandra', () => connect(config, { keyspace: config.keyspace }), options.startupTimeoutMs);
     const session = this.session;
+    const publisher = new Publisher(config, (fn) => this.retrying('Kafka', fn));
+    this.publisher = publisher;
     await this.job.open({
       session,
       keyspace: config.keyspace,
-      publish: (topic, records) => {
-        this.producer ??= new Producer(config);
-        const producer = this.producer;
-        return this.retrying('Kafka', () => producer.send(topic, records));
-      },
+      publish: (topic, records) => publisher.publish(topic, records),
     });
     // What this keyspace serves: bound on the first run, checked on every later one (one input topic,
     // its identity, the output topics, the job's settings).
@@ -143,7 +154,7 @@ export class Runner {
       ),
       options.startupTimeoutMs,
     );
-    this.boundTopicId = bound.inputTopicId;
+    this.binding.topicId = bound.inputTopicId;
     if (bound.inputTopicId !== topicId) this.log.error({ code: 'EO_TOPIC_RECREATED' }, topicRecreated(config.topic, bound.inputTopicId, topicId).message);
     const checkpoints = new CheckpointStore(session, config.keyspace, config.topic);
     const ctx: TaskContext = {
@@ -151,6 +162,7 @@ export class Runner {
       checkpoints,
       quarantine: new Quarantine(session, config.keyspace, options.maxQuarantineBytes),
       metrics: this.metrics,
+      lag: this.lag,
       log: this.log,
       withRetry: (fn) => this.retrying('Cassandra', fn),
       logStart: async (p) => (await admin.watermarks(config.topic)).find((w) => w.partition === p)?.low ?? 0n,
@@ -169,7 +181,7 @@ export class Runner {
       metadataRefreshMs: options.metadataRefreshMs,
       onPositionOutOfRange: (message) => {
         this.lastClientError = { message, at: Date.now() };
-        void this.checkPositions?.(message);
+        void this.positions?.check(message);
       },
       onClientLog: (level, message) => {
         if (level === 'error') {
@@ -184,53 +196,23 @@ export class Runner {
         }
       },
     });
+    const planner = new AssignmentPlanner({
+      topic: config.topic,
+      checkpoints,
+      admin,
+      binding: () => this.binding,
+      retrying: (server, fn) => this.retrying(server, fn),
+    });
+    const tasks = new TaskManager(ctx, planner, checkpoints, this.metrics, this.log);
+    this.taskManager = tasks;
     const startConsumer = (consumer: GroupConsumer) => consumer.start(
-      {
-        onAssign: async (assigned) => {
-          this.metrics.rebalanced('assign');
-          if (assigned.length === 0) return new Map<number, StartOffset>();
-          const starts = await this.planAssignment(assigned, ctx, checkpoints);
-          this.recordOwnership(checkpoints, starts);
-          this.metrics.assignments.inc(assigned.length);
-          this.metrics.assigned.set(this.tasks.size);
-          this.log.info(
-            { assigned: Object.fromEntries([...starts].map(([p, s]) => [p, String(s)])) },
-            `assigned partitions ${assigned.join(',')}; resuming from the stored checkpoints`,
-          );
-          return starts;
-        },
-        onRevoke: (revoked, lost) => {
-          this.metrics.rebalanced(lost ? 'lost' : 'revoke');
-          for (const p of revoked) {
-            this.tasks.get(p)?.revoke();
-            this.tasks.delete(p);
-            this.metrics.partitionRevoked(p);
-          }
-          void checkpoints.clearOwner(revoked).catch(() => undefined);
-          this.metrics.revocations.inc(revoked.length);
-          this.metrics.assigned.set(this.tasks.size);
-          this.log.info({ revoked, lost }, `${lost ? 'lost' : 'revoked'} partitions ${revoked.join(',')}`);
-        },
-      },
+      { onAssign: (assigned) => tasks.assign(assigned), onRevoke: (revoked, lost) => tasks.revoke(revoked, lost) },
       async (partition, records) => {
         if (this.kafkaDownSince !== undefined) {
           this.log.info({ server: 'Kafka', downMs: Date.now() - this.kafkaDownSince }, 'Kafka answers again');
           this.kafkaDownSince = undefined;
         }
-        const task = this.tasks.get(partition);
-        if (task === undefined) return; // not ours any more; nothing is checkpointed
-        try {
-          await task.process(records);
-        } catch (e) {
-          // On shutdown a batch still retrying rejects with AbortedError: it is abandoned before its
-          // checkpoint, so the next owner reads it again.
-          if (e instanceof AbortedError) return;
-          // Anything else is an error retrying cannot fix (transient ones are retried inside): stop
-          // the partition where its checkpoint is, visibly, instead of letting the client redeliver
-          // the batch in a loop.
-          task.stop(permanentError(partition, e));
-        }
-        if (task.status.state === 'stopped') this.consumer?.pause([partition]);
+        if (await tasks.process(partition, records)) this.consumer?.pause([partition]);
       },
     );
     // Joining needs the brokers: retried like every other Kafka call, each attempt with a new client
@@ -249,67 +231,29 @@ export class Runner {
       },
       options.startupTimeoutMs,
     );
-    this.metrics.watchLogEnds(() => admin.watermarks(config.topic), this.log);
-    this.watchTopicIdentity(admin);
-    this.watchResets(admin, ctx, checkpoints);
-    this.metrics.stallCause = (p) => this.stallCause(p);
-    this.log.info({ topic: config.topic, group: config.group, partitions }, 'worker started');
-  }
-
-  /**
-   * Where each newly assigned partition resumes, or why it must not be read: its checkpoint, checked
-   * against the topic's identity and its log start and end. Never throws: a failure while planning
-   * (other than shutdown) stops the partitions visibly, because the client would otherwise fall back to
-   * its default assignment and read from a position nobody chose.
-   */
-  private async planAssignment(assigned: number[], ctx: TaskContext, checkpoints: CheckpointStore): Promise<Map<number, StartOffset>> {
-    const { config } = this;
-    const starts = new Map<number, StartOffset>();
-    const stopAll = (error: ExactlyOnceError | null) => {
-      for (const p of assigned) {
-        const task = new PartitionTask(p, null, ctx);
-        this.tasks.set(p, task);
-        if (error !== null) task.stop(error);
-        else task.revoke();
-        starts.set(p, 'stopped');
-      }
-      return starts;
+    this.lag.watch(() => admin.watermarks(config.topic), this.log);
+    const consumer: PartitionControl = {
+      pause: (ps) => this.consumer?.pause(ps),
+      restartAt: (p, offset) => this.consumer?.restartAt(p, offset),
     };
-    try {
-      // Read back where each partition stands; retried until the servers answer, because proceeding
-      // without the checkpoint could only replay from the start or skip.
-      const stored = await this.retrying('Cassandra', () => checkpoints.readStored());
-      const [marks, topicId] = await this.retrying('Kafka', () => Promise.all([this.admin!.watermarks(config.topic), this.admin!.topicId(config.topic)]));
-      const recreated = topicId !== null && this.boundTopicId !== undefined && topicId !== this.boundTopicId;
-      for (const p of assigned) {
-        const checkpoint = stored.get(p)?.next ?? null;
-        const w = marks.find((m) => m.partition === p);
-        const task = new PartitionTask(p, checkpoint, ctx, stored.get(p)?.epoch ?? 0);
-        this.tasks.set(p, task);
-        if (this.settingsChanged !== undefined) {
-          task.stop(this.settingsChanged);
-        } else if (recreated) {
-          task.stop(topicRecreated(config.topic, this.boundTopicId!, topicId));
-        } else if (checkpoint !== null && w !== undefined && checkpoint > w.high) {
-          task.stop(outOfRange(p, checkpoint, 'beyond', w.high));
-        } else if (checkpoint !== null && w !== undefined && checkpoint < w.low) {
-          task.stop(outOfRange(p, checkpoint, 'below', w.low));
-        } else if (checkpoint !== null && checkpoint > BigInt(Number.MAX_SAFE_INTEGER)) {
-          task.stop(new ExactlyOnceError('EO_CHECKPOINT_OUT_OF_RANGE', `partition ${p}: checkpoint ${checkpoint} is beyond 2^53, which the Kafka client cannot seek to; the partition is stopped`));
-        }
-        starts.set(p, task.status.state === 'stopped' ? 'stopped' : (checkpoint ?? 'beginning'));
-        this.metrics.partitionAssigned(p, checkpoint, w);
-      }
-      return starts;
-    } catch (e) {
-      if (e instanceof AbortedError) return stopAll(null); // shutting down: nothing is read
-      const error = new ExactlyOnceError(
-        'EO_ASSIGNMENT_FAILED',
-        `partitions ${assigned.join(',')}: planning where they resume failed (${e instanceof Error ? e.message.split('\n')[0] : String(e)}); they are stopped, not read from a default position. Restart the worker once the cause is fixed`,
-        { cause: e },
-      );
-      return stopAll(error);
-    }
+    this.positions = new PositionWatcher({ topic: config.topic, admin, tasks: () => tasks.tasks, binding: this.binding, consumer });
+    this.positions.start();
+    this.resets = new ResetWatcher({
+      topic: config.topic,
+      keyspace: config.keyspace,
+      settings: this.job.settings ?? {},
+      readJob: () => new JobBinding(session, config.keyspace).read(this.job.name),
+      checkpoints,
+      planner,
+      tasks,
+      binding: this.binding,
+      consumer,
+      log: this.log,
+      workerId: this.metrics.workerId,
+    });
+    this.resets.start();
+    this.lag.stallCause = (p) => this.stallCause(p);
+    this.log.info({ topic: config.topic, group: config.group, partitions }, 'worker started');
   }
 
   /** Why a partition's checkpoint may not be moving, in words, for the stall warning. */
@@ -325,199 +269,21 @@ export class Runner {
   }
 
   /**
-   * Checks every few seconds, while running, that what the worker reads is still the log its
-   * checkpoints describe; the Kafka client's out-of-range error triggers a check at once.
-   * - The topic's identity: a topic deleted and re-created under the worker stops every owned
-   *   partition (its offsets restarted). A topic that is gone for now is left to the group, which
-   *   revokes its partitions.
-   * - Each owned partition's position: a next offset beyond the log end (the log was truncated), or
-   *   below the log start while the partition stands still (records deleted before they were read;
-   *   with auto.offset.reset=error the client stops fetching there) stops the partition. Offsets are
-   *   read before the watermarks, so a batch stored meanwhile can never look beyond the end.
-   */
-  private watchTopicIdentity(admin: KafkaAdmin, intervalMs = 2000): void {
-    let busy = false;
-    const previous = new Map<number, bigint | null>();
-    this.checkPositions = async (clientSaid?: string) => {
-      if (busy || this.boundTopicId === undefined || this.tasks.size === 0) return;
-      busy = true;
-      try {
-        const before = new Map([...this.tasks.values()].filter((t) => t.status.state === 'running').map((t) => [t.partition, t.status.next]));
-        const [now, marks] = await Promise.all([admin.topicId(this.config.topic), admin.watermarks(this.config.topic)]);
-        const stopped: number[] = [];
-        for (const [p, next] of before) {
-          const task = this.tasks.get(p);
-          if (task === undefined || task.status.state !== 'running') continue;
-          const w = marks.find((m) => m.partition === p);
-          let error: ExactlyOnceError | undefined;
-          if (now !== null && now !== this.boundTopicId) {
-            error = topicRecreated(this.config.topic, this.boundTopicId!, now);
-          } else if (w !== undefined && next !== null && next > w.high) {
-            error = positionOutOfRange(p, next, w.low, w.high, clientSaid);
-          } else if (w !== undefined && next !== null && next < w.low && previous.get(p) === next && task.status.next === next && failingServers().length === 0) {
-            // (Standing still while a server is failing is the retry's doing: the records may wait
-            // in the client's prefetch; PartitionTask's own gap check then judges the next batch.)
-            error = positionOutOfRange(p, next, w.low, w.high, clientSaid);
-          }
-          if (error !== undefined) {
-            task.stop(error);
-            stopped.push(p);
-          }
-        }
-        previous.clear();
-        for (const [p, next] of before) previous.set(p, next);
-        this.consumer?.pause(stopped);
-      } catch {
-        // Kafka down: the Runner already says so; checked again next time.
-      } finally {
-        busy = false;
-      }
-    };
-    this.identityTimer = setInterval(() => void this.checkPositions?.(), intervalMs);
-    this.identityTimer.unref();
-  }
-
-  /**
-   * Picks up `exactlyonce checkpoints reset` while running. Every few seconds it reads the checkpoints
-   * (one Cassandra partition) and the job's binding. An owned partition whose stored reset epoch is
-   * above its task's was reset: its task is dropped (what it has in flight finishes, and its checkpoint
-   * write loses to the reset's, src/engine/checkpoint-store.ts), a new task starts at the stored offset
-   * and epoch after the same checks as an assignment, and the consumer is moved there (resumed if the
-   * partition was stopped). A job bound to a re-created topic's new ID (`reset --all --rebind`) is
-   * followed too: the partitions it had stopped are planned again. Each tick also says which
-   * partitions this worker owns (for `checkpoints list`).
-   */
-  private watchResets(admin: KafkaAdmin, ctx: TaskContext, checkpoints: CheckpointStore, intervalMs = 2000): void {
-    let busy = false;
-    // Tasks created without an epoch (their checkpoint could not be read): the epoch first seen.
-    const seen = new Map<number, number>();
-    const tick = async () => {
-      const owned = [...this.tasks.keys()];
-      if (owned.length === 0 || this.session === undefined) return;
-      void checkpoints.recordOwner(owned, this.metrics.workerId).catch(() => undefined);
-      const [stored, bound] = await Promise.all([checkpoints.readStored(), new JobBinding(this.session, this.config.keyspace).read(this.job.name)]);
-      if (bound !== null && this.settingsChanged === undefined) {
-        // The job's settings changed under this worker (`alerts rule` run while it was not
-        // registered): what it computes would no longer be the job's. Every partition stops, once.
-        const diffs = settingDifferences(bound.settings, this.job.settings ?? {});
-        if (diffs.length > 0) {
-          this.settingsChanged = new ExactlyOnceError(
-            'EO_JOB_CONFIG_MISMATCH',
-            `the job's settings stored in keyspace ${this.config.keyspace} changed under this worker: ${diffs.join('; ')}. ` +
-              'Its partitions are stopped at their checkpoints; restart the worker (without the flags, it runs with the stored settings)',
-          );
-          const stopped = [...this.tasks.values()].filter((t) => t.status.state !== 'stopped');
-          for (const t of stopped) t.stop(this.settingsChanged);
-          this.consumer?.pause(stopped.map((t) => t.partition));
-          return;
-        }
-      }
-      if (this.settingsChanged !== undefined) return;
-      let rebound = false;
-      if (bound !== null && this.boundTopicId !== undefined && bound.inputTopicId !== this.boundTopicId) {
-        this.log.info({ topic: this.config.topic, was: this.boundTopicId, now: bound.inputTopicId }, `the job was bound to topic ID ${bound.inputTopicId} of ${this.config.topic} (\`checkpoints reset --rebind\`)`);
-        this.boundTopicId = bound.inputTopicId;
-        rebound = true;
-      }
-      const reset = new Map<number, PartitionTask>();
-      for (const [p, task] of this.tasks) {
-        const c = stored.get(p);
-        if (c === undefined) continue;
-        const known = task.epoch ?? seen.get(p);
-        if (known === undefined) seen.set(p, c.epoch);
-        if ((known !== undefined && c.epoch > known) || (rebound && task.status.state === 'stopped')) reset.set(p, task);
-      }
-      if (reset.size === 0) return;
-      const [marks, topicId] = await Promise.all([admin.watermarks(this.config.topic), admin.topicId(this.config.topic)]);
-      // From here on synchronous: a rebalance cannot slip in between the checks and the seek, and the
-      // seek is queued before the client hands over another batch of these partitions.
-      for (const [p, old] of reset) {
-        if (this.tasks.get(p) !== old) continue; // revoked or re-assigned meanwhile (that read the checkpoint afresh)
-        const c = stored.get(p)!;
-        const w = marks.find((m) => m.partition === p);
-        const task = new PartitionTask(p, c.next, ctx, c.epoch);
-        old.revoke();
-        this.tasks.set(p, task);
-        seen.delete(p);
-        const error =
-          topicId !== null && topicId !== this.boundTopicId
-            ? topicRecreated(this.config.topic, this.boundTopicId!, topicId)
-            : w !== undefined && c.next > w.high
-              ? outOfRange(p, c.next, 'beyond', w.high)
-              : w !== undefined && c.next < w.low
-                ? outOfRange(p, c.next, 'below', w.low)
-                : c.next > BigInt(Number.MAX_SAFE_INTEGER)
-                  ? new ExactlyOnceError('EO_CHECKPOINT_OUT_OF_RANGE', `partition ${p}: checkpoint ${c.next} is beyond 2^53, which the Kafka client cannot seek to; the partition is stopped`)
-                  : null;
-        this.metrics.partitionAssigned(p, c.next, w);
-        if (error !== null) {
-          task.stop(error);
-          this.consumer?.pause([p]);
-          continue;
-        }
-        this.consumer?.restartAt(p, c.next);
-        void checkpoints.clearStop([p]).catch(() => undefined);
-        this.log.warn(
-          { partition: p, checkpoint: String(c.next), epoch: c.epoch },
-          `partition ${p} was reset to ${c.next} (epoch ${c.epoch}, \`checkpoints reset\`); resuming there`,
-        );
-      }
-    };
-    this.resetTimer = setInterval(() => {
-      if (busy) return;
-      busy = true;
-      tick()
-        .catch((e: unknown) => this.log.debug({ err: e instanceof Error ? e.message : String(e) }, 'reset check failed; checked again next time'))
-        .finally(() => (busy = false));
-    }, intervalMs);
-    this.resetTimer.unref();
-  }
-
-  /** Says who owns the partitions just assigned, and forgets the old stop records of those readable now. */
-  private recordOwnership(checkpoints: CheckpointStore, starts: ReadonlyMap<number, StartOffset>): void {
-    void checkpoints.recordOwner([...starts.keys()], this.metrics.workerId).catch(() => undefined);
-    void checkpoints.clearStop([...starts].filter(([, s]) => s !== 'stopped').map(([p]) => p)).catch(() => undefined);
-  }
-
-  /**
    * Stops fetching, abandons batches still retrying (their checkpoints are not written, so they are
    * simply read again by the next owner), leaves the group and closes the sessions. Idempotent.
    */
   stop(): Promise<void> {
     this.closing ??= (async () => {
       this.abort.abort();
-      this.metrics.close();
-      clearInterval(this.identityTimer);
-      clearInterval(this.resetTimer);
+      this.lag.close();
+      this.positions?.close();
+      this.resets?.close();
       await this.consumer?.stop();
-      await this.producer?.close();
+      await this.publisher?.close();
       await this.admin?.close();
       await this.session?.shutdown().catch(() => undefined);
       this.log.info('worker stopped');
     })();
     return this.closing;
   }
-}
-
-function positionOutOfRange(partition: number, next: bigint, low: bigint, high: bigint, clientSaid: string | undefined): ExactlyOnceError {
-  return new ExactlyOnceError(
-    'EO_POSITION_OUT_OF_RANGE',
-    `partition ${partition}: offset ${next} is outside the log [${low}, ${high}]${clientSaid === undefined ? '' : ` (the Kafka client: ${clientSaid})`}: ` +
-      `the log was ${next > high ? 'truncated or re-created' : 'deleted (retention, delete-records) before these records were read'} under the worker. ` +
-      `The partition is stopped at its checkpoint and nothing is skipped; see \`exactlyonce checkpoints list\`, then \`exactlyonce checkpoints reset --partition ${partition} --to …\``,
-  );
-}
-
-/** An error no retry can fix, as the coded error that stops a partition (with the server's own words). */
-export function permanentError(partition: number, e: unknown): ExactlyOnceError {
-  if (isExactlyOnceError(e) && !e.retriable) return e;
-  let what = e instanceof Error ? `${e.name}: ${e.message.split('\n')[0]}` : String(e);
-  // The driver re-prepares a statement the server forgot; when that fails too, the server's answer
-  // is the bare "Prepared query … not found" (0x2500): say what it means.
-  if (/Prepared query with ID \w+ not found/.test(what)) what = 'a statement no longer prepares: a table or column it uses was altered or dropped';
-  return new ExactlyOnceError(
-    'EO_PERMANENT_ERROR',
-    `partition ${partition}: a write failed for good (${what}); retrying cannot fix it. The partition is stopped at its checkpoint and nothing is skipped; fix the cause (schema, permissions, sizes), then restart the worker`,
-    { cause: e },
-  );
 }

@@ -4,12 +4,10 @@ import { createServer } from 'node:net';
 import { test } from 'node:test';
 import { encodeEvent } from '../../src/app/event.js';
 import { toLong } from '../../src/cassandra/session.js';
-import { EngineMetrics } from '../../src/engine/metrics.js';
 import { Producer, type OutgoingRecord } from '../../src/kafka/producer.js';
-import type { Logger } from '../../src/log.js';
 import { parsePrometheus, select, type Sample } from '../../src/dashboard/prometheus.js';
 import { freshKeyspace, freshTopic, testConfig, waitFor } from '../helpers.js';
-import { sleep, startWorker, waitStarted } from '../pipeline.js';
+import { startWorker, waitStarted } from '../pipeline.js';
 
 async function freePort(): Promise<number> {
   const s = createServer().listen(0, '127.0.0.1');
@@ -155,38 +153,4 @@ test("a worker's /metrics: exact per-partition counts, checkpoints, lag refreshe
   );
   const ownLines = lines.filter((l) => l.server === undefined && !l.msg.startsWith('quarantined '));
   assert.ok(ownLines.length <= 10, `a handful of lines for 507 records (${ownLines.length}):\n${msgs.join('\n')}`);
-});
-
-test('lag between batches, stall and recovery: one log line each, from the log end refresh', async () => {
-  const metrics = new EngineMetrics();
-  const logged: Array<{ level: string; msg: string }> = [];
-  const log = {
-    info: (_o: unknown, msg: string) => logged.push({ level: 'info', msg }),
-    warn: (_o: unknown, msg: string) => logged.push({ level: 'warn', msg }),
-    debug: () => undefined,
-  } as unknown as Logger;
-  let high = 10n;
-  metrics.partitionAssigned(4, 10n, { low: 0n, high: 10n });
-  metrics.watchLogEnds(async () => [{ partition: 4, low: 0n, high }], log, 20, 100);
-  try {
-    const gauge = async (name: string) => select(parsePrometheus(await metrics.registry.metrics()), `exactlyonce_${name}`, { partition: '4' })[0]?.value;
-    assert.equal(await gauge('lag_records'), 0);
-    high = 25n; // records arrive; the worker does not move
-    await waitFor(async () => (await gauge('lag_records')) === 15, { timeoutMs: 5_000, message: 'lag follows the log end' });
-    await waitFor(async () => (await gauge('partition_stalled')) === 1, { timeoutMs: 5_000, message: 'stalled after 100 ms' });
-    await sleep(200);
-    metrics.checkpointed(4, 25n);
-    await waitFor(async () => (await gauge('partition_stalled')) === 0, { timeoutMs: 5_000, message: 'moving again' });
-    assert.equal(await gauge('lag_records'), 0);
-    assert.deepEqual(logged.map((l) => l.level), ['warn', 'info']);
-    // The stall warning says where, how far behind, for how long, and why (no cause known: this
-    // metrics object has no runner to name a failing server).
-    assert.match(logged[0]!.msg, /^partition 4: checkpoint stalled at 10 with 15 records behind for \d+ s; cause: no cause known$/);
-    assert.equal(logged[1]!.msg, 'partition 4: checkpoint moving again');
-    metrics.partitionRevoked(4);
-    assert.equal(await gauge('lag_records'), undefined, "a revoked partition's gauges leave /metrics");
-    assert.deepEqual(metrics.readiness(), { ready: true, detail: 'ready: owns no partition' });
-  } finally {
-    metrics.close();
-  }
 });

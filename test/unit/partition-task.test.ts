@@ -5,6 +5,7 @@ import { test } from 'node:test';
 import { pino } from 'pino';
 import type { CheckpointStore } from '../../src/engine/checkpoint-store.js';
 import type { Job, SourceRecord } from '../../src/engine/job.js';
+import { LagWatcher } from '../../src/engine/lag-watcher.js';
 import { EngineMetrics } from '../../src/engine/metrics.js';
 import { PartitionTask } from '../../src/engine/partition-task.js';
 import type { Quarantine, QuarantineEntry } from '../../src/engine/quarantine.js';
@@ -19,11 +20,13 @@ function harness(logStart = 0n) {
     open: async () => undefined,
     write: async (_p, records) => void written.push(...records.map((r) => r.record.offset)),
   };
+  const metrics = new EngineMetrics();
   const ctx = {
     job: job as Job<unknown>,
     checkpoints: { write: async (_p: number, next: bigint) => void checkpoints.push(next) } as unknown as CheckpointStore,
     quarantine: { write: async (e: readonly QuarantineEntry[]) => void quarantined.push(...e.map((x) => x.record.offset)) } as unknown as Quarantine,
-    metrics: new EngineMetrics(),
+    metrics,
+    lag: new LagWatcher(metrics),
     log: pino({ level: 'silent' }),
     withRetry: <T>(fn: () => Promise<T>) => fn(),
     logStart: async () => logStart,
@@ -89,4 +92,23 @@ test('the checkpoint is written only after the records are stored', async () => 
   h.ctx.checkpoints = { write: async () => void order.push('checkpoint') } as unknown as CheckpointStore;
   await new PartitionTask(0, null, h.ctx).process([rec(0n)]);
   assert.deepEqual(order, ['rows', 'checkpoint']);
+});
+
+test('the checkpoint is written only once the rows and the quarantine rows are stored, not while they are in flight', async () => {
+  // Fakes that complete later and record completion: a checkpoint written concurrently with the rows
+  // (called before they finish) shows up here, which a fake recording only calls cannot show.
+  const order: string[] = [];
+  const later = (name: string, ms: number) => async () => {
+    order.push(`${name} called`);
+    await new Promise((r) => setTimeout(r, ms));
+    order.push(`${name} done`);
+  };
+  const h = harness();
+  h.ctx.job = { ...h.ctx.job, write: later('rows', 30) } as Job<unknown>;
+  h.ctx.quarantine = { write: later('quarantine', 10) } as unknown as Quarantine;
+  h.ctx.checkpoints = { write: later('checkpoint', 1) } as unknown as CheckpointStore;
+  const task = new PartitionTask(0, null, h.ctx);
+  await task.process([rec(0n), rec(1n, 'bad')]);
+  assert.deepEqual(order, ['rows called', 'quarantine called', 'quarantine done', 'rows done', 'checkpoint called', 'checkpoint done']);
+  assert.equal(task.status.next, 2n, 'the task moves on once the checkpoint is durable');
 });

@@ -1,0 +1,142 @@
+/**
+ * The assignment planner: where each partition given to this worker resumes, or why it must not be
+ * read. Its stored checkpoint is checked against the topic's identity and the partition's log start and
+ * end (as Kafka Streams' TaskManager reads a task's committed offsets before the task runs). The same
+ * checks serve a new assignment and a `checkpoints reset` picked up while running, so they are written
+ * once (startError).
+ */
+import { ExactlyOnceError } from '../errors.js';
+import type { Watermarks } from '../kafka/admin.js';
+import type { StoredCheckpoint } from './checkpoint-store.js';
+import { topicRecreated } from './job-binding.js';
+import { outOfRange } from './partition-task.js';
+import { AbortedError } from './retry.js';
+
+/** Reads the stored checkpoints (CheckpointStore). */
+export interface CheckpointReader {
+  readStored(): Promise<ReadonlyMap<number, StoredCheckpoint>>;
+}
+
+/** What the planner asks Kafka (KafkaAdmin). */
+export interface LogAdmin {
+  watermarks(topic: string): Promise<Watermarks[]>;
+  /** The topic's ID, or null when it does not exist. */
+  topicId(topic: string): Promise<string | null>;
+}
+
+/** What the job is bound to now (read at each plan: a rebind or a settings change moves it). */
+export interface Binding {
+  /** The input topic's ID the checkpoints describe (undefined before the job is bound). */
+  topicId: string | undefined;
+  /** Set once the job's stored settings no longer match this worker's: every partition stops with it. */
+  settingsChanged: ExactlyOnceError | undefined;
+}
+
+/** One partition's verdict. */
+export interface PartitionPlan {
+  partition: number;
+  /** The stored checkpoint: the next offset to read (null: never checkpointed, start at the log start). */
+  checkpoint: bigint | null;
+  /** The checkpoint's reset epoch (0 when never checkpointed). */
+  epoch: number;
+  /** The partition's log start and end, when Kafka reported them. */
+  marks: Watermarks | undefined;
+  /** Why the partition must not be read (null: resume at the checkpoint). */
+  stop: ExactlyOnceError | null;
+}
+
+/**
+ * planned: one verdict per partition; failed: planning itself failed, every partition must stop with
+ * `error`; aborted: the worker is shutting down, nothing is read.
+ */
+export type AssignmentPlan =
+  | { kind: 'planned'; partitions: PartitionPlan[] }
+  | { kind: 'failed'; error: ExactlyOnceError }
+  | { kind: 'aborted' };
+
+export interface PlannerDeps {
+  topic: string;
+  checkpoints: CheckpointReader;
+  admin: LogAdmin;
+  binding: () => Binding;
+  /** Runs a call with retries until the server answers (AbortedError on shutdown). */
+  retrying: <T>(server: 'Cassandra' | 'Kafka', fn: () => Promise<T>) => Promise<T>;
+}
+
+/** Kafka clients take offsets as JS numbers: a checkpoint beyond 2^53 cannot be sought to. */
+const MAX_SEEKABLE = BigInt(Number.MAX_SAFE_INTEGER);
+
+/**
+ * Why a partition must not be read from `checkpoint`, or null when it may. Pure. A topic re-created
+ * under the job (a new topic ID) stops every partition; a checkpoint beyond the log end (the log was
+ * truncated or re-created) or below the log start (records deleted before they were read) stops its
+ * partition, as does one the client cannot seek to. A partition never checkpointed starts at the log
+ * start, whatever it is.
+ */
+export function startError(
+  partition: number,
+  checkpoint: bigint | null,
+  marks: Watermarks | undefined,
+  topic: { name: string; bound: string | undefined; now: string | null },
+): ExactlyOnceError | null {
+  if (topic.now !== null && topic.bound !== undefined && topic.now !== topic.bound) return topicRecreated(topic.name, topic.bound, topic.now);
+  if (checkpoint === null) return null;
+  if (marks !== undefined && checkpoint > marks.high) return outOfRange(partition, checkpoint, 'beyond', marks.high);
+  if (marks !== undefined && checkpoint < marks.low) return outOfRange(partition, checkpoint, 'below', marks.low);
+  if (checkpoint > MAX_SEEKABLE) {
+    return new ExactlyOnceError('EO_CHECKPOINT_OUT_OF_RANGE', `partition ${partition}: checkpoint ${checkpoint} is beyond 2^53, which the Kafka client cannot seek to; the partition is stopped`);
+  }
+  return null;
+}
+
+export class AssignmentPlanner {
+  constructor(private readonly deps: PlannerDeps) {}
+
+  /**
+   * Where each newly assigned partition resumes. Never throws: a failure while planning (other than
+   * shutdown) is returned as `failed`, so that the partitions are stopped visibly — the client would
+   * otherwise fall back to its default assignment and read from a position nobody chose.
+   */
+  async plan(assigned: readonly number[]): Promise<AssignmentPlan> {
+    const { topic, checkpoints, admin, retrying } = this.deps;
+    try {
+      // Read back where each partition stands; retried until the servers answer, because proceeding
+      // without the checkpoint could only replay from the start or skip.
+      const stored = await retrying('Cassandra', () => checkpoints.readStored());
+      const [marks, topicId] = await retrying('Kafka', () => Promise.all([admin.watermarks(topic), admin.topicId(topic)]));
+      const { topicId: bound, settingsChanged } = this.deps.binding();
+      return {
+        kind: 'planned',
+        partitions: assigned.map((p) => {
+          const c = stored.get(p);
+          const w = marks.find((m) => m.partition === p);
+          const checkpoint = c?.next ?? null;
+          return { partition: p, checkpoint, epoch: c?.epoch ?? 0, marks: w, stop: settingsChanged ?? startError(p, checkpoint, w, { name: topic, bound, now: topicId }) };
+        }),
+      };
+    } catch (e) {
+      if (e instanceof AbortedError) return { kind: 'aborted' }; // shutting down: nothing is read
+      const error = new ExactlyOnceError(
+        'EO_ASSIGNMENT_FAILED',
+        `partitions ${assigned.join(',')}: planning where they resume failed (${e instanceof Error ? e.message.split('\n')[0] : String(e)}); they are stopped, not read from a default position. Restart the worker once the cause is fixed`,
+        { cause: e },
+      );
+      return { kind: 'failed', error };
+    }
+  }
+
+  /**
+   * The partitions reset while running (`checkpoints reset`), from their newly stored checkpoints,
+   * checked like an assignment. Not retried: it throws when Kafka does not answer, and the reset is
+   * picked up again next time.
+   */
+  async planResets(reset: ReadonlyMap<number, StoredCheckpoint>): Promise<PartitionPlan[]> {
+    const { topic, admin } = this.deps;
+    const [marks, topicId] = await Promise.all([admin.watermarks(topic), admin.topicId(topic)]);
+    const bound = this.deps.binding().topicId;
+    return [...reset].map(([p, c]) => {
+      const w = marks.find((m) => m.partition === p);
+      return { partition: p, checkpoint: c.next, epoch: c.epoch, marks: w, stop: startError(p, c.next, w, { name: topic, bound, now: topicId }) };
+    });
+  }
+}

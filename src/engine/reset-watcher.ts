@@ -1,0 +1,120 @@
+/**
+ * Picks up `exactlyonce checkpoints reset` while running. Every few seconds it reads the checkpoints
+ * (one Cassandra partition) and the job's binding. An owned partition whose stored reset epoch is
+ * above its task's was reset: its task is dropped (what it has in flight finishes, and its checkpoint
+ * write loses to the reset's, src/engine/checkpoint-store.ts), a new task starts at the stored offset
+ * and epoch after the same checks as an assignment (AssignmentPlanner), and the consumer is moved
+ * there (resumed if the partition was stopped). A job bound to a re-created topic's new ID
+ * (`reset --all --rebind`) is followed too: the partitions it had stopped are planned again. A change
+ * of the job's stored settings stops every partition, once. Each tick also says which partitions this
+ * worker owns (for `checkpoints list`).
+ */
+import { ExactlyOnceError } from '../errors.js';
+import type { Logger } from '../log.js';
+import type { AssignmentPlanner, Binding } from './assignment-planner.js';
+import type { CheckpointStore } from './checkpoint-store.js';
+import { settingDifferences, type BoundJob, type Settings } from './job-binding.js';
+import type { PartitionTask } from './partition-task.js';
+import type { PartitionControl } from './position-watcher.js';
+import type { TaskManager } from './task-manager.js';
+
+export interface ResetWatcherDeps {
+  topic: string;
+  keyspace: string;
+  /** The job's settings as this worker runs them. */
+  settings: Settings;
+  /** The job as stored in the keyspace (JobBinding.read). */
+  readJob: () => Promise<BoundJob | null>;
+  checkpoints: Pick<CheckpointStore, 'readStored' | 'recordOwner' | 'clearStop'>;
+  planner: AssignmentPlanner;
+  tasks: TaskManager;
+  /** What the job is bound to; this watcher moves it on a rebind or a settings change. */
+  binding: Binding;
+  consumer: PartitionControl;
+  log: Logger;
+  workerId: string;
+}
+
+export class ResetWatcher {
+  /** Tasks created without an epoch (their checkpoint could not be read): the epoch first seen. */
+  private readonly seen = new Map<number, number>();
+  private timer: NodeJS.Timeout | undefined;
+
+  constructor(private readonly deps: ResetWatcherDeps) {}
+
+  /** One check. Throws when a server does not answer (checked again next time). */
+  async tick(): Promise<void> {
+    const { checkpoints, binding, tasks, consumer, log } = this.deps;
+    const owned = [...tasks.tasks.keys()];
+    if (owned.length === 0) return;
+    void checkpoints.recordOwner(owned, this.deps.workerId).catch(() => undefined);
+    const [stored, bound] = await Promise.all([checkpoints.readStored(), this.deps.readJob()]);
+    if (bound !== null && binding.settingsChanged === undefined) {
+      // The job's settings changed under this worker (`alerts rule` run while it was not
+      // registered): what it computes would no longer be the job's. Every partition stops, once.
+      const diffs = settingDifferences(bound.settings, this.deps.settings);
+      if (diffs.length > 0) {
+        binding.settingsChanged = new ExactlyOnceError(
+          'EO_JOB_CONFIG_MISMATCH',
+          `the job's settings stored in keyspace ${this.deps.keyspace} changed under this worker: ${diffs.join('; ')}. ` +
+            'Its partitions are stopped at their checkpoints; restart the worker (without the flags, it runs with the stored settings)',
+        );
+        consumer.pause(tasks.stopAll(binding.settingsChanged));
+        return;
+      }
+    }
+    if (binding.settingsChanged !== undefined) return;
+    let rebound = false;
+    if (bound !== null && binding.topicId !== undefined && bound.inputTopicId !== binding.topicId) {
+      log.info({ topic: this.deps.topic, was: binding.topicId, now: bound.inputTopicId }, `the job was bound to topic ID ${bound.inputTopicId} of ${this.deps.topic} (\`checkpoints reset --rebind\`)`);
+      binding.topicId = bound.inputTopicId;
+      rebound = true;
+    }
+    const reset = new Map<number, PartitionTask>();
+    for (const [p, task] of tasks.tasks) {
+      const c = stored.get(p);
+      if (c === undefined) continue;
+      const known = task.epoch ?? this.seen.get(p);
+      if (known === undefined) this.seen.set(p, c.epoch);
+      if ((known !== undefined && c.epoch > known) || (rebound && task.status.state === 'stopped')) reset.set(p, task);
+    }
+    if (reset.size === 0) return;
+    const plans = await this.deps.planner.planResets(new Map([...reset.keys()].map((p) => [p, stored.get(p)!])));
+    // From here on synchronous: a rebalance cannot slip in between the checks and the seek, and the
+    // seek is queued before the client hands over another batch of these partitions.
+    for (const plan of plans) {
+      const p = plan.partition;
+      if (tasks.tasks.get(p) !== reset.get(p)) continue; // revoked or re-assigned meanwhile (that read the checkpoint afresh)
+      tasks.replace(plan);
+      this.seen.delete(p);
+      if (plan.stop !== null) {
+        consumer.pause([p]);
+        continue;
+      }
+      consumer.restartAt(p, plan.checkpoint!);
+      void checkpoints.clearStop([p]).catch(() => undefined);
+      log.warn(
+        { partition: p, checkpoint: String(plan.checkpoint), epoch: plan.epoch },
+        `partition ${p} was reset to ${plan.checkpoint} (epoch ${plan.epoch}, \`checkpoints reset\`); resuming there`,
+      );
+    }
+  }
+
+  /** Checks every `intervalMs`, one check at a time; the timer does not keep the process alive. */
+  start(intervalMs = 2000): void {
+    let busy = false;
+    this.timer = setInterval(() => {
+      if (busy) return;
+      busy = true;
+      this.tick()
+        .catch((e: unknown) => this.deps.log.debug({ err: e instanceof Error ? e.message : String(e) }, 'reset check failed; checked again next time'))
+        .finally(() => (busy = false));
+    }, intervalMs);
+    this.timer.unref();
+  }
+
+  /** Idempotent. */
+  close(): void {
+    clearInterval(this.timer);
+  }
+}

@@ -1,0 +1,154 @@
+/**
+ * The TaskManager (after Kafka Streams'): which PartitionTask owns which partition. On assignment it
+ * asks the AssignmentPlanner where each partition resumes and creates the tasks; on revocation it drops
+ * them; it hands each batch the poll loop receives to its partition's task. It knows no consumer: what
+ * to fetch from where is returned to the poll loop (the Runner).
+ */
+import { ExactlyOnceError, isExactlyOnceError } from '../errors.js';
+import type { StartOffset } from '../kafka/consumer.js';
+import type { Logger } from '../log.js';
+import type { AssignmentPlanner, PartitionPlan } from './assignment-planner.js';
+import type { SourceRecord } from './job.js';
+import type { EngineMetrics } from './metrics.js';
+import { PartitionTask, type TaskContext } from './partition-task.js';
+import { AbortedError } from './retry.js';
+
+/** Who owns which partition and why one stopped, for `checkpoints list` (CheckpointStore). */
+export interface OwnershipRecorder {
+  recordOwner(partitions: readonly number[], owner: string): Promise<void>;
+  clearOwner(partitions: readonly number[]): Promise<void>;
+  clearStop(partitions: readonly number[]): Promise<void>;
+}
+
+export class TaskManager {
+  private readonly byPartition = new Map<number, PartitionTask>();
+
+  constructor(
+    private readonly ctx: TaskContext,
+    private readonly planner: AssignmentPlanner,
+    private readonly ownership: OwnershipRecorder,
+    private readonly metrics: EngineMetrics,
+    private readonly log: Logger,
+  ) {}
+
+  /** The tasks of the partitions owned now. */
+  get tasks(): ReadonlyMap<number, PartitionTask> {
+    return this.byPartition;
+  }
+
+  /**
+   * Partitions were assigned: plans where each resumes and creates its task. Returns each partition's
+   * start offset for the consumer, 'stopped' for those that must not be read — also every one of them
+   * when planning failed, never a default position.
+   */
+  async assign(assigned: number[]): Promise<Map<number, StartOffset>> {
+    this.metrics.rebalances.inc({ kind: 'assign' });
+    this.metrics.health.joinedGroup();
+    const starts = new Map<number, StartOffset>();
+    if (assigned.length === 0) return starts;
+    const plan = await this.planner.plan(assigned);
+    if (plan.kind === 'planned') {
+      for (const p of plan.partitions) {
+        const task = this.create(p);
+        starts.set(p.partition, task.status.state === 'stopped' ? 'stopped' : (p.checkpoint ?? 'beginning'));
+      }
+    } else {
+      for (const p of assigned) {
+        // Created without an epoch: it never writes a checkpoint.
+        const task = new PartitionTask(p, null, this.ctx);
+        this.byPartition.set(p, task);
+        if (plan.kind === 'failed') task.stop(plan.error);
+        else task.revoke();
+        starts.set(p, 'stopped');
+      }
+    }
+    this.recordOwnership(starts);
+    this.metrics.assignments.inc(assigned.length);
+    this.metrics.assigned.set(this.byPartition.size);
+    this.log.info(
+      { assigned: Object.fromEntries([...starts].map(([p, s]) => [p, String(s)])) },
+      `assigned partitions ${assigned.join(',')}; resuming from the stored checkpoints`,
+    );
+    return starts;
+  }
+
+  /** Partitions were revoked (or lost): their tasks finish what is in flight, but start nothing new. */
+  revoke(revoked: number[], lost: boolean): void {
+    this.metrics.rebalances.inc({ kind: lost ? 'lost' : 'revoke' });
+    for (const p of revoked) {
+      this.byPartition.get(p)?.revoke();
+      this.byPartition.delete(p);
+      this.ctx.lag.partitionRevoked(p);
+    }
+    void this.ownership.clearOwner(revoked).catch(() => undefined);
+    this.metrics.revocations.inc(revoked.length);
+    this.metrics.assigned.set(this.byPartition.size);
+    this.log.info({ revoked, lost }, `${lost ? 'lost' : 'revoked'} partitions ${revoked.join(',')}`);
+  }
+
+  /**
+   * Hands a batch to its partition's task. Resolves true when the partition is stopped (the poll loop
+   * pauses it). A batch of a partition no longer owned is dropped: nothing is checkpointed.
+   */
+  async process(partition: number, records: readonly SourceRecord[]): Promise<boolean> {
+    const task = this.byPartition.get(partition);
+    if (task === undefined) return false; // not ours any more; nothing is checkpointed
+    try {
+      await task.process(records);
+    } catch (e) {
+      // On shutdown a batch still retrying rejects with AbortedError: it is abandoned before its
+      // checkpoint, so the next owner reads it again.
+      if (e instanceof AbortedError) return false;
+      // Anything else is an error retrying cannot fix (transient ones are retried inside): stop
+      // the partition where its checkpoint is, visibly, instead of letting the client redeliver
+      // the batch in a loop.
+      task.stop(permanentError(partition, e));
+    }
+    return task.status.state === 'stopped';
+  }
+
+  /**
+   * Replaces a partition's task by one planned afresh (a reset picked up while running): the old task
+   * finishes what it has in flight (its checkpoint write loses to the reset's, see
+   * src/engine/checkpoint-store.ts) and starts nothing new.
+   */
+  replace(plan: PartitionPlan): PartitionTask {
+    this.byPartition.get(plan.partition)?.revoke();
+    return this.create(plan);
+  }
+
+  /** Stops every partition not stopped yet on `error`; returns those it stopped. */
+  stopAll(error: ExactlyOnceError): number[] {
+    const stopped = [...this.byPartition.values()].filter((t) => t.status.state !== 'stopped');
+    for (const t of stopped) t.stop(error);
+    return stopped.map((t) => t.partition);
+  }
+
+  private create(plan: PartitionPlan): PartitionTask {
+    const task = new PartitionTask(plan.partition, plan.checkpoint, this.ctx, plan.epoch);
+    this.byPartition.set(plan.partition, task);
+    if (plan.stop !== null) task.stop(plan.stop);
+    this.ctx.lag.partitionAssigned(plan.partition, plan.checkpoint, plan.marks);
+    return task;
+  }
+
+  /** Says who owns the partitions just assigned, and forgets the old stop records of those readable now. */
+  private recordOwnership(starts: ReadonlyMap<number, StartOffset>): void {
+    void this.ownership.recordOwner([...starts.keys()], this.metrics.workerId).catch(() => undefined);
+    void this.ownership.clearStop([...starts].filter(([, s]) => s !== 'stopped').map(([p]) => p)).catch(() => undefined);
+  }
+}
+
+/** An error no retry can fix, as the coded error that stops a partition (with the server's own words). */
+export function permanentError(partition: number, e: unknown): ExactlyOnceError {
+  if (isExactlyOnceError(e) && !e.retriable) return e;
+  let what = e instanceof Error ? `${e.name}: ${e.message.split('\n')[0]}` : String(e);
+  // The driver re-prepares a statement the server forgot; when that fails too, the server's answer
+  // is the bare "Prepared query … not found" (0x2500): say what it means.
+  if (/Prepared query with ID \w+ not found/.test(what)) what = 'a statement no longer prepares: a table or column it uses was altered or dropped';
+  return new ExactlyOnceError(
+    'EO_PERMANENT_ERROR',
+    `partition ${partition}: a write failed for good (${what}); retrying cannot fix it. The partition is stopped at its checkpoint and nothing is skipped; fix the cause (schema, permissions, sizes), then restart the worker`,
+    { cause: e },
+  );
+}

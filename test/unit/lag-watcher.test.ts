@@ -1,0 +1,44 @@
+// The lag and stall watching of src/engine/lag-watcher.ts with a fake log end source (no servers):
+// lag grows between batches, a stall is logged once and its recovery once.
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { parsePrometheus, select } from '../../src/dashboard/prometheus.js';
+import { LagWatcher } from '../../src/engine/lag-watcher.js';
+import { EngineMetrics } from '../../src/engine/metrics.js';
+import type { Logger } from '../../src/log.js';
+import { waitFor } from '../helpers.js';
+
+test('lag between batches, stall and recovery: one log line each, from the log end refresh', async () => {
+  const metrics = new EngineMetrics();
+  const lag = new LagWatcher(metrics);
+  const logged: Array<{ level: string; msg: string }> = [];
+  const log = {
+    info: (_o: unknown, msg: string) => logged.push({ level: 'info', msg }),
+    warn: (_o: unknown, msg: string) => logged.push({ level: 'warn', msg }),
+    debug: () => undefined,
+  } as unknown as Logger;
+  let high = 10n;
+  lag.partitionAssigned(4, 10n, { low: 0n, high: 10n });
+  lag.watch(async () => [{ partition: 4, low: 0n, high }], log, 20, 100);
+  try {
+    const gauge = async (name: string) => select(parsePrometheus(await metrics.registry.metrics()), `exactlyonce_${name}`, { partition: '4' })[0]?.value;
+    assert.equal(await gauge('lag_records'), 0);
+    high = 25n; // records arrive; the worker does not move
+    await waitFor(async () => (await gauge('lag_records')) === 15, { timeoutMs: 5_000, message: 'lag follows the log end' });
+    await waitFor(async () => (await gauge('partition_stalled')) === 1, { timeoutMs: 5_000, message: 'stalled after 100 ms' });
+    await new Promise((r) => setTimeout(r, 200));
+    lag.checkpointed(4, 25n);
+    await waitFor(async () => (await gauge('partition_stalled')) === 0, { timeoutMs: 5_000, message: 'moving again' });
+    assert.equal(await gauge('lag_records'), 0);
+    assert.deepEqual(logged.map((l) => l.level), ['warn', 'info']);
+    // The stall warning says where, how far behind, for how long, and why (no cause known: this
+    // metrics object has no runner to name a failing server).
+    assert.match(logged[0]!.msg, /^partition 4: checkpoint stalled at 10 with 15 records behind for \d+ s; cause: no cause known$/);
+    assert.equal(logged[1]!.msg, 'partition 4: checkpoint moving again');
+    lag.partitionRevoked(4);
+    assert.equal(await gauge('lag_records'), undefined, "a revoked partition's gauges leave /metrics");
+    assert.deepEqual(metrics.health.readiness(), { ready: true, detail: 'ready: owns no partition' });
+  } finally {
+    lag.close();
+  }
+});
