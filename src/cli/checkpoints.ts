@@ -3,7 +3,7 @@
  * moving a checkpoint on purpose (a stopped partition, a re-created topic, a replay), safely while
  * workers — and zombies — run: a reset writes the next reset epoch, whose write timestamps are above
  * every one an old owner can still send (src/engine/checkpoint-store.ts), and the running owner moves
- * to it within a few seconds (src/engine/runner.ts, watchResets).
+ * to it within a few seconds (src/engine/reset-watcher.ts).
  */
 import { Command, Option } from 'commander';
 import { readJob } from '../app/event-job.js';

@@ -43,6 +43,9 @@ export class LagWatcher {
       stalled: false,
     });
     this.metrics.owned.set({ partition: String(partition) }, 1);
+    // A new task for a partition that was stopped (`checkpoints reset` picked up while running) is not
+    // stopped any more: its mark goes, and a stall is reported again.
+    if (this.stopped.delete(partition)) this.metrics.stoppedPartitions.set({ partition: String(partition) }, 0);
     this.publish(partition);
   }
 

@@ -127,8 +127,9 @@ export class TaskManager {
   private create(plan: PartitionPlan): PartitionTask {
     const task = new PartitionTask(plan.partition, plan.checkpoint, this.ctx, plan.epoch);
     this.byPartition.set(plan.partition, task);
-    if (plan.stop !== null) task.stop(plan.stop);
+    // Assigned first: a task that replaces a stopped one (a reset) starts unstopped unless its plan stops it.
     this.ctx.lag.partitionAssigned(plan.partition, plan.checkpoint, plan.marks);
+    if (plan.stop !== null) task.stop(plan.stop);
     return task;
   }
 

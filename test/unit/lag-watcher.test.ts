@@ -42,3 +42,27 @@ test('lag between batches, stall and recovery: one log line each, from the log e
     lag.close();
   }
 });
+
+test('a stopped partition assigned again (a reset picked up while running) loses its stopped mark and can stall again', async () => {
+  const metrics = new EngineMetrics();
+  const lag = new LagWatcher(metrics);
+  const logged: string[] = [];
+  const log = { info: () => undefined, warn: (_o: unknown, msg: string) => logged.push(msg), debug: () => undefined } as unknown as Logger;
+  const gauge = async (name: string) => select(parsePrometheus(await metrics.registry.metrics()), `exactlyonce_${name}`, { partition: '2' })[0]?.value;
+  lag.partitionAssigned(2, 5n, { low: 0n, high: 9n });
+  lag.partitionStopped(2, 'EO_POSITION_OUT_OF_RANGE');
+  lag.watch(async () => [{ partition: 2, low: 0n, high: 9n }], log, 20, 100);
+  try {
+    assert.equal(await gauge('partition_stopped'), 1);
+    await new Promise((r) => setTimeout(r, 300));
+    assert.notEqual(await gauge('partition_stalled'), 1, 'a stopped partition is never reported as stalled');
+    assert.deepEqual(logged, []);
+    lag.partitionAssigned(2, 3n, { low: 0n, high: 9n }); // the reset's new task, at 3
+    assert.equal(await gauge('partition_stopped'), 0);
+    await waitFor(async () => (await gauge('partition_stalled')) === 1, { timeoutMs: 5_000, message: 'the reset partition stalls like any other' });
+    assert.match(logged[0] ?? '', /^partition 2: checkpoint stalled at 3 with 6 records behind/);
+    assert.equal(select(parsePrometheus(await metrics.registry.metrics()), 'exactlyonce_partition_stops_total', { code: 'EO_POSITION_OUT_OF_RANGE' })[0]?.value, 1);
+  } finally {
+    lag.close();
+  }
+});
