@@ -99,3 +99,60 @@ function positionOutOfRange(partition: number, next: bigint, low: bigint, high: 
       `The partition is stopped at its checkpoint and nothing is skipped; see \`exactlyonce checkpoints list\`, then \`exactlyonce checkpoints reset --partition ${partition} --to …\``,
   );
 }
+
+export interface IdentityGateDeps {
+  topic: string;
+  admin: Pick<LogAdmin, 'topicId'>;
+  binding: Binding;
+  /** The topic was re-created: stop every partition with `error` (and stop fetching them). */
+  onRecreated: (error: ExactlyOnceError) => void;
+  /** Runs a check until Kafka answers (rejects with AbortedError on shutdown). */
+  retrying: (fn: () => Promise<void>) => Promise<void>;
+}
+
+/**
+ * Closes the window between the watcher's periodic checks: a batch is handed to its task only after
+ * a check of the topic's identity that *started after the batch arrived*, so records of a topic
+ * deleted and re-created under the worker (whose offsets the client simply goes on reading) are never
+ * written as the old topic's. Checks are shared: the one in flight serves every batch that arrived
+ * before it started, so a busy worker asks for the topic's metadata about once per round trip, not
+ * once per batch.
+ */
+export class IdentityGate {
+  /** Checks started, and the number of the last one that completed. */
+  private started = 0;
+  private confirmed = 0;
+  private inflight: Promise<void> | undefined;
+
+  constructor(private readonly deps: IdentityGateDeps) {}
+
+  /** Taken when a batch arrives: a check numbered above it started later. */
+  ticket(): number {
+    return this.started;
+  }
+
+  /** Resolves once a check started after `ticket` was taken has completed (and acted). */
+  confirm(ticket: number): Promise<void> {
+    if (this.confirmed > ticket) return Promise.resolve();
+    return this.deps.retrying(async () => {
+      while (this.confirmed <= ticket) {
+        if (this.inflight === undefined) {
+          const n = ++this.started;
+          this.inflight = this.check()
+            .then(() => void (this.confirmed = Math.max(this.confirmed, n)))
+            .finally(() => (this.inflight = undefined));
+        }
+        await this.inflight;
+      }
+    });
+  }
+
+  private async check(): Promise<void> {
+    const { topic, admin, binding } = this.deps;
+    const bound = binding.topicId;
+    if (bound === undefined) return;
+    const now = await admin.topicId(topic);
+    // (A topic gone for now is no proof of anything: batches read before it was deleted are its own.)
+    if (now !== null && now !== bound) this.deps.onRecreated(topicRecreated(topic, bound, now));
+  }
+}

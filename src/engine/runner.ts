@@ -21,7 +21,7 @@ import { JobBinding, topicRecreated } from './job-binding.js';
 import { LagWatcher } from './lag-watcher.js';
 import { EngineMetrics } from './metrics.js';
 import type { PartitionTask, TaskContext } from './partition-task.js';
-import { PositionWatcher, type PartitionControl } from './position-watcher.js';
+import { IdentityGate, PositionWatcher, type PartitionControl } from './position-watcher.js';
 import { Publisher } from './publisher.js';
 import { DEFAULT_MAX_RAW_BYTES, Quarantine } from './quarantine.js';
 import { failingServers, isRetriable, retry } from './retry.js';
@@ -203,7 +203,14 @@ export class Runner {
       binding: () => this.binding,
       retrying: (server, fn) => this.retrying(server, fn),
     });
-    const tasks = new TaskManager(ctx, planner, checkpoints, this.metrics, this.log);
+    const identity = new IdentityGate({
+      topic: config.topic,
+      admin,
+      binding: this.binding,
+      onRecreated: (error) => this.consumer?.pause(tasks.stopAll(error)),
+      retrying: (fn) => this.retrying('Kafka', fn),
+    });
+    const tasks: TaskManager = new TaskManager(ctx, planner, checkpoints, this.metrics, this.log, identity);
     this.taskManager = tasks;
     const startConsumer = (consumer: GroupConsumer) => consumer.start(
       { onAssign: (assigned) => tasks.assign(assigned), onRevoke: (revoked, lost) => tasks.revoke(revoked, lost) },

@@ -11,6 +11,7 @@ import type { AssignmentPlanner, PartitionPlan } from './assignment-planner.js';
 import type { SourceRecord } from './job.js';
 import type { EngineMetrics } from './metrics.js';
 import { PartitionTask, type TaskContext } from './partition-task.js';
+import type { IdentityGate } from './position-watcher.js';
 import { AbortedError } from './retry.js';
 
 /** Who owns which partition and why one stopped, for `checkpoints list` (CheckpointStore). */
@@ -29,6 +30,8 @@ export class TaskManager {
     private readonly ownership: OwnershipRecorder,
     private readonly metrics: EngineMetrics,
     private readonly log: Logger,
+    /** When given, each batch waits for a topic-identity check that started after it arrived. */
+    private readonly identity?: Pick<IdentityGate, 'ticket' | 'confirm'>,
   ) {}
 
   /** The tasks of the partitions owned now. */
@@ -93,7 +96,11 @@ export class TaskManager {
   async process(partition: number, records: readonly SourceRecord[]): Promise<boolean> {
     const task = this.byPartition.get(partition);
     if (task === undefined) return false; // not ours any more; nothing is checkpointed
+    const ticket = this.identity?.ticket();
     try {
+      // Records of a topic re-created under the worker must not be written as the old topic's.
+      if (ticket !== undefined) await this.identity!.confirm(ticket);
+      if (task.status.state === 'stopped') return true;
       await task.process(records);
     } catch (e) {
       // On shutdown a batch still retrying rejects with AbortedError: it is abandoned before its
