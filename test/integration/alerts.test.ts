@@ -3,7 +3,7 @@ import { once } from 'node:events';
 import { test } from 'node:test';
 import { freshKeyspace, freshTopic, testConfig } from '../helpers.js';
 import { assertAlertsExact, recomputeAlerts } from '../alerts-check.js';
-import { FAST_FAILOVER, assertExactlyOnce, finishRun, generate, killOneAtWork, startWorker, waitDrained, timeline, waitStarted } from '../pipeline.js';
+import { FAST_FAILOVER, assertExactlyOnce, finishRun, generate, killOneAtWork, startWorker, stopWorkers, waitDrained, timeline, waitStarted } from '../pipeline.js';
 
 test('the original test: 10 events per key raise alerts, equal to the recomputation, in the table and on the topic', async (t) => {
   const config = testConfig();
@@ -17,10 +17,7 @@ test('the original test: 10 events per key raise alerts, equal to the recomputat
   assert.ok(expected.length >= 1, `30 Critical events within about a second raise at least one alert (${JSON.stringify(expected)})`);
   assert.equal(expected.reduce((n, a) => n + a.eventCount, 0) <= 30, true);
   await assertAlertsExact(session, config);
-  await waitStarted(worker);
-  worker.kill('SIGTERM');
-  const [code] = await once(worker, 'exit');
-  assert.equal(code, 0);
+  await stopWorkers([worker]);
 });
 
 test('alerts are exact after 3 workers are killed and restarted at random, with late events and several sources', async (t) => {
