@@ -14,7 +14,7 @@ import { ExactlyOnceError } from '../errors.js';
 import { formatReport, verifyFailed } from '../format/audit-report.js';
 import { chaosConfig, chaosRate, runChaos, type ChaosOptions } from '../harness/chaos.js';
 import { ruleArgs } from '../harness/cli-process.js';
-import type { StackOptions } from '../stack/index.js';
+import { defaultStackOptions, type StackOptions } from '../stack/index.js';
 import { alertRuleFrom, withAlertRule } from './alert-flags.js';
 import { action, connection, withConnection } from './common.js';
 import { stackOptionsFrom } from './stack-flags.js';
@@ -129,7 +129,7 @@ export function chaosCommand(): Command {
       .addOption(new Option('--seed <n>', 'seed of the schedule and the events (default: random, printed)').argParser(intOption('--seed', 0, 2 ** 32 - 1)))
       .addOption(new Option('--session-timeout-ms <ms>', "the workers' group session timeout").default(6000).argParser(intOption('--session-timeout-ms', 1000, 3_600_000)))
       .addOption(new Option('--drain-timeout <s>', 'seconds the workers may take to drain after the faults').default(300).argParser(intOption('--drain-timeout', 10, 86_400)))
-      .addOption(new Option('--stack-dir <dir>', 'the local stack whose servers are restarted (default <repo>/.stack)').env('EXACTLYONCE_STACK_DIR'))
+      .addOption(new Option('--stack-dir <dir>', 'the local stack whose servers are restarted').env('EXACTLYONCE_STACK_DIR').default(defaultStackOptions().dir, '<repo>/.stack'))
       .option('--keep', 'keep the keyspace, topics and logs after a successful run (a failed run always keeps them)')
       .option('--json', 'also print the figures as one JSON line at the end'),
     ['brokers', 'cassandra', 'datacenter', 'cassandraUsername', 'cassandraPassword', 'kafkaConfig'],

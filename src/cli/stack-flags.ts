@@ -20,13 +20,16 @@ export interface StackFlags {
 }
 
 export function stackFlags<A extends unknown[], O extends OptionValues, G extends OptionValues>(cmd: Command<A, O, G>): Command<A, O & StackFlags, G> {
+  const d = defaultStackOptions();
   cmd
-    .addOption(new Option('--stack-dir <dir>', 'where the stack keeps jars, data and logs (default <repo>/.stack)').env('EXACTLYONCE_STACK_DIR'))
-    .addOption(new Option('--kafka-port <port>', 'Kafka listener port on 127.0.0.1 (controller on port+1)').env('EXACTLYONCE_KAFKA_PORT').argParser(intOption('--kafka-port', 1024, 65534)))
-    .addOption(new Option('--cassandra-port <port>', 'Cassandra CQL port on 127.0.0.1').env('EXACTLYONCE_CASSANDRA_PORT').argParser(intOption('--cassandra-port', 3066, 65535)))
-    .addOption(new Option('--kafka-heap <mb>', 'Kafka heap in MiB').argParser(intOption('--kafka-heap', 256, 16384)))
-    .addOption(new Option('--cassandra-heap <mb>', 'Cassandra heap in MiB').argParser(intOption('--cassandra-heap', 512, 16384)))
-    .addOption(new Option('--timeout <s>', 'start-up deadline in seconds').argParser(intOption('--timeout', 10, 3600)));
+    .addOption(new Option('--stack-dir <dir>', 'where the stack keeps jars, data and logs').env('EXACTLYONCE_STACK_DIR').default(d.dir, '<repo>/.stack'))
+    .addOption(
+      new Option('--kafka-port <port>', 'Kafka listener port on 127.0.0.1 (controller on port+1)').env('EXACTLYONCE_KAFKA_PORT').default(d.kafkaPort).argParser(intOption('--kafka-port', 1024, 65534)),
+    )
+    .addOption(new Option('--cassandra-port <port>', 'Cassandra CQL port on 127.0.0.1').env('EXACTLYONCE_CASSANDRA_PORT').default(d.cassandraPort).argParser(intOption('--cassandra-port', 3066, 65535)))
+    .addOption(new Option('--kafka-heap <mb>', 'Kafka heap in MiB').default(d.kafkaHeapMb).argParser(intOption('--kafka-heap', 256, 16384)))
+    .addOption(new Option('--cassandra-heap <mb>', 'Cassandra heap in MiB').default(d.cassandraHeapMb).argParser(intOption('--cassandra-heap', 512, 16384)))
+    .addOption(new Option('--timeout <s>', 'start-up deadline in seconds').default(d.startTimeoutMs / 1000).argParser(intOption('--timeout', 10, 3600)));
   return cmd as unknown as Command<A, O & StackFlags, G>;
 }
 
