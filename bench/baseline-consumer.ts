@@ -18,8 +18,9 @@ import { EventJob } from '../src/app/event-job.js';
 import type { Event } from '../src/app/event.js';
 import { connect } from '../src/cassandra/session.js';
 import type { ConnectionConfig } from '../src/config.js';
-import type { DecodedRecord, SourceRecord } from '../src/engine/job.js';
+import type { DecodedRecord } from '../src/engine/job.js';
 import { baseProperties, kafkaJS, quietLogger, type KafkaJSNamespace } from '../src/kafka/client.js';
+import { sourceRecord } from '../src/kafka/consumer.js';
 import { Producer } from '../src/kafka/producer.js';
 
 export interface BaselineArgs {
@@ -68,14 +69,7 @@ await consumer.run({
   eachBatch: async ({ batch }) => {
     const decoded: DecodedRecord<Event>[] = [];
     for (const m of batch.messages) {
-      const record: SourceRecord = {
-        topic,
-        partition: batch.partition,
-        offset: BigInt(m.offset),
-        key: m.key ?? null,
-        value: m.value ?? null,
-        timestampMs: Number(m.timestamp),
-      };
+      const record = sourceRecord(topic, batch.partition, m);
       const d = job.decode(record);
       if (d.ok) decoded.push({ record, value: d.value });
     }

@@ -5,9 +5,9 @@
  */
 import { defaultRunnerOptions } from '../src/engine/runner.js';
 import type { BenchContext } from './context.js';
-import { measureDrain } from './drain.js';
+import { measureProcessDrain } from './drain.js';
 import { startScript } from './processes.js';
-import { cpuPer1000, processFacts, serverCpuPer1000, type CaseResult, type ServerCpu } from './results.js';
+import type { CaseResult } from './results.js';
 import type { BaselineArgs } from './baseline-consumer.js';
 
 export async function runBaseline(ctx: BenchContext, topic: string, total: number): Promise<CaseResult> {
@@ -31,29 +31,13 @@ export async function runBaseline(ctx: BenchContext, topic: string, total: numbe
   });
   try {
     ctx.status(`${name}: starting the consumer…`);
-    let cpuAtStart: number | undefined;
-    let serversAtStart: ServerCpu = {};
-    const drain = await measureDrain(ctx, {
+    return await measureProcessDrain(ctx, {
       label: name,
+      title: 'at-least-once baseline (same client, batching, writes; auto-commit)',
       total,
       progress: async () => stored,
-      check: () => proc.assertRunning(),
-      onFirstProgress: () => {
-        cpuAtStart = proc.cpuSeconds();
-        serversAtStart = ctx.serverCpu();
-      },
+      processes: [{ role: 'consumer', proc }],
     });
-    const serversAtEnd = ctx.serverCpu();
-    const processes = [processFacts('consumer', proc, cpuAtStart)];
-    return {
-      title: 'at-least-once baseline (same client, batching, writes; auto-commit)',
-      eventsPerSec: drain.eventsPerSec,
-      events: total,
-      seconds: drain.seconds,
-      processes,
-      cpuMsPer1000Events: cpuPer1000(processes, total - drain.countedFrom),
-      serverCpuMsPer1000Events: serverCpuPer1000(serversAtStart, serversAtEnd, total - drain.countedFrom),
-    };
   } finally {
     await proc.stop();
     await ctx.dropKeyspace(config.keyspace);

@@ -6,6 +6,8 @@
 import { fromLong } from '../src/cassandra/session.js';
 import { describe, ExactlyOnceError } from '../src/errors.js';
 import { pause, type BenchContext } from './context.js';
+import type { BenchProcess } from './processes.js';
+import { cpuPer1000, processFacts, serverCpuPer1000, type CaseResult, type ServerCpu } from './results.js';
 
 /** A drain that has not moved for this long (ms) is stuck: fail the case instead of waiting for --case-timeout. */
 const STALL_MS = 120_000;
@@ -83,5 +85,39 @@ export function checkpointProgress(ctx: BenchContext, keyspace: string, topic: s
   return async () => {
     const r = await ctx.session.execute(`SELECT next_offset FROM ${keyspace}.checkpoints WHERE topic = ?`, [topic], { prepare: true });
     return r.rows.reduce((n, row) => n + Number(fromLong(row['next_offset'])), 0);
+  };
+}
+
+/**
+ * A case whose processes drain the topic (the baseline consumer, the exactly-once workers): times the
+ * drain and describes it, with the CPU time each process and each server spent from the poll the rate
+ * is counted from.
+ */
+export async function measureProcessDrain(
+  ctx: BenchContext,
+  o: { label: string; title: string; total: number; progress: () => Promise<number>; processes: ReadonlyArray<{ role: string; proc: BenchProcess }> },
+): Promise<CaseResult> {
+  let cpuAtStart: Array<number | undefined> = [];
+  let serversAtStart: ServerCpu = {};
+  const drain = await measureDrain(ctx, {
+    label: o.label,
+    total: o.total,
+    progress: o.progress,
+    check: () => o.processes.forEach((p) => p.proc.assertRunning()),
+    onFirstProgress: () => {
+      cpuAtStart = o.processes.map((p) => p.proc.cpuSeconds());
+      serversAtStart = ctx.serverCpu();
+    },
+  });
+  const serversAtEnd = ctx.serverCpu();
+  const processes = o.processes.map((p, i) => processFacts(p.role, p.proc, cpuAtStart[i]));
+  return {
+    title: o.title,
+    eventsPerSec: drain.eventsPerSec,
+    events: o.total,
+    seconds: drain.seconds,
+    processes,
+    cpuMsPer1000Events: cpuPer1000(processes, o.total - drain.countedFrom),
+    serverCpuMsPer1000Events: serverCpuPer1000(serversAtStart, serversAtEnd, o.total - drain.countedFrom),
   };
 }

@@ -5,9 +5,10 @@
  */
 import type { ConnectionConfig } from '../src/config.js';
 import type { BenchContext } from './context.js';
-import { checkpointProgress, measureDrain } from './drain.js';
+import { checkpointProgress, measureProcessDrain } from './drain.js';
 import { startWorker, waitAssigned, type BenchProcess } from './processes.js';
-import { cpuPer1000, processFacts, serverCpuPer1000, type CaseResult, type ServerCpu } from './results.js';
+import type { CaseResult } from './results.js';
+import { produceWorkload, type Workload } from './workload.js';
 
 /** Starts `workers` workers on `topic` with a fresh keyspace and group, and times their drain of `total` events. */
 export async function runExactlyOnce(ctx: BenchContext, name: string, topic: string, total: number, workers: number): Promise<CaseResult> {
@@ -22,32 +23,32 @@ export async function runExactlyOnce(ctx: BenchContext, name: string, topic: str
     await Promise.any(procs.map((p) => waitAssigned(ctx, p))).catch((e: AggregateError) => {
       throw e.errors[0];
     });
-    let cpuAtStart: Array<number | undefined> = [];
-    let serversAtStart: ServerCpu = {};
-    const drain = await measureDrain(ctx, {
+    return await measureProcessDrain(ctx, {
       label: name,
+      title: `exactly-once, ${workers} worker${workers === 1 ? '' : 's'} (bin/exactlyonce run)`,
       total,
       progress: checkpointProgress(ctx, config.keyspace, config.topic),
-      check: () => procs.forEach((p) => p.assertRunning()),
-      onFirstProgress: () => {
-        cpuAtStart = procs.map((p) => p.cpuSeconds());
-        serversAtStart = ctx.serverCpu();
-      },
+      processes: procs.map((proc, i) => ({ role: `worker ${i + 1}`, proc })),
     });
-    const serversAtEnd = ctx.serverCpu();
-    const processes = procs.map((p, i) => processFacts(`worker ${i + 1}`, p, cpuAtStart[i]));
-    return {
-      title: `exactly-once, ${workers} worker${workers === 1 ? '' : 's'} (bin/exactlyonce run)`,
-      eventsPerSec: drain.eventsPerSec,
-      events: total,
-      seconds: drain.seconds,
-      processes,
-      cpuMsPer1000Events: cpuPer1000(processes, total - drain.countedFrom),
-      serverCpuMsPer1000Events: serverCpuPer1000(serversAtStart, serversAtEnd, total - drain.countedFrom),
-    };
   } finally {
     await Promise.all(procs.map((p) => p.stop()));
     await ctx.dropKeyspace(config.keyspace);
     await ctx.deleteTopic(config.alertsTopic);
+  }
+}
+
+/**
+ * A case on a topic of its own: `w.events` events produced into it (the bench's partitions, event-time
+ * rate and base time), then drained by one exactly-once worker; the topic is deleted afterwards.
+ */
+export async function runOneWorkerOnFreshTopic(ctx: BenchContext, name: string, w: Pick<Workload, 'events' | 'seed' | 'healthMix'>): Promise<CaseResult> {
+  const o = ctx.options;
+  const config = ctx.caseConfig(name);
+  await ctx.freshTopic(config, o.partitions);
+  try {
+    await produceWorkload(ctx, config, { ...w, partitions: o.partitions, baseTs: Date.UTC(2024, 5, 1), eventTimeRate: o.eventTimeRate }, name);
+    return await runExactlyOnce(ctx, name, config.topic, w.events, 1);
+  } finally {
+    await ctx.deleteTopic(config.topic);
   }
 }

@@ -2,6 +2,10 @@
  * Flags + environment → one validated, frozen configuration, the same names for every command.
  * Precedence: flag, then `EXACTLYONCE_<NAME>` environment variable, then the original system's
  * default. Every bad value is reported with the flag that carries it and the form expected.
+ *
+ * On the command line Commander applies that precedence itself (each flag is bound to its variable
+ * with `Option.env()`, src/cli/common.ts) and this module only validates; `loadConnectionConfig(raw,
+ * env)` applies it for callers outside Commander (tests, the bench, the demo).
  */
 import { z } from 'zod';
 import { ExactlyOnceError } from './errors.js';
@@ -25,7 +29,7 @@ export interface ConnectionConfig {
   readonly kafkaConfig: Readonly<Record<string, string>>;
 }
 
-/** Each shared option: its flag, environment variable, default and description (used by the CLI). */
+/** Each shared option: its flag, environment variable, default and description (the CLI's `Option`s are made from it). */
 export const connectionOptions = {
   brokers: { flag: '--brokers <list>', env: 'EXACTLYONCE_BROKERS', default: 'localhost:9092', help: 'Kafka bootstrap servers, host:port[,host:port…]' },
   cassandra: { flag: '--cassandra <list>', env: 'EXACTLYONCE_CASSANDRA', default: 'localhost', help: 'Cassandra contact points, host[:port][,…]' },
@@ -36,7 +40,7 @@ export const connectionOptions = {
   group: { flag: '--group <id>', env: 'EXACTLYONCE_GROUP', default: 'EventStreamingApp', help: 'Kafka consumer group' },
   cassandraUsername: { flag: '--cassandra-username <user>', env: 'EXACTLYONCE_CASSANDRA_USERNAME', default: undefined, help: 'Cassandra user (PasswordAuthenticator)' },
   cassandraPassword: { flag: '--cassandra-password <password>', env: 'EXACTLYONCE_CASSANDRA_PASSWORD', default: undefined, help: 'Cassandra password' },
-  kafkaConfig: { flag: '--kafka-config <key=value...>', env: 'EXACTLYONCE_KAFKA_CONFIG', default: undefined, help: 'librdkafka property passed through (SASL/TLS), repeatable; env: comma-separated' },
+  kafkaConfig: { flag: '--kafka-config <key=value...>', env: 'EXACTLYONCE_KAFKA_CONFIG', default: undefined, help: 'librdkafka property passed through (SASL/TLS), repeatable; in the environment comma-separated' },
 } as const;
 
 export type ConnectionKey = keyof typeof connectionOptions;

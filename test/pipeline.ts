@@ -272,6 +272,36 @@ export function randomBetween(min: number, max: number): number {
   return min + Math.random() * (max - min);
 }
 
+/**
+ * SIGKILLs one of `workers` at a random moment of its work (drawn among those that own partitions and
+ * have moved a checkpoint past where they resumed them, or caught up; killed within the next second)
+ * and puts `start()`'s new worker in its place.
+ */
+export async function killOneAtWork(workers: Worker[], session: Client, config: ConnectionConfig, admin: KafkaAdmin, start: () => Worker): Promise<void> {
+  const busy = await waitWorking(workers, session, config, admin);
+  const i = busy[Math.floor(Math.random() * busy.length)]!;
+  await sleep(randomBetween(0, 1000));
+  workers[i]!.kill('SIGKILL');
+  await once(workers[i]!, 'exit');
+  workers[i] = start();
+}
+
+/** The end of a run under faults: the producer finishes, every checkpoint reaches its log end, the workers stop cleanly. */
+export async function finishRun(
+  producing: Promise<unknown>,
+  workers: readonly Worker[],
+  session: Client,
+  config: ConnectionConfig,
+  phases: ReturnType<typeof timeline>,
+): Promise<void> {
+  await producing;
+  phases.mark('produced');
+  await waitDrained(session, config);
+  phases.mark('drained');
+  await stopWorkers(workers);
+  phases.mark('stopped');
+}
+
 /** Stops workers cleanly (SIGTERM once each has started) and asserts each exits with code 0. */
 export async function stopWorkers(workers: ReadonlyArray<ReturnType<typeof startWorker>>): Promise<void> {
   for (const w of workers) await waitStarted(w);

@@ -3,7 +3,7 @@
  * `verify` and `alerts rule`. Their values are the job's: a command started without one uses the
  * value stored with the job (src/app/event-job.ts), so which flags were given matters, not only values.
  */
-import { Command, Option } from 'commander';
+import { Command, Option, type CommandUnknownOpts, type OptionValues } from '@commander-js/extra-typings';
 import type { AlertRule } from '../app/alert-rule.js';
 import { DEFAULT_EVENT_JOB_SETTINGS, parseSettings, SETTING_FLAGS, storedSettings, type EventJobSettings, type SettingFlag } from '../app/event-job.js';
 import type { HealthCode } from '../app/event.js';
@@ -12,27 +12,43 @@ import { intOption } from '../config.js';
 
 const defaults = storedSettings(DEFAULT_EVENT_JOB_SETTINGS);
 
-/** A setting's flag; `withDefault` false for `alerts rule`, where a flag left out keeps the job's value. */
-export function settingOption(flag: SettingFlag, help: string, withDefault = true): Option {
-  const b = SETTING_FLAGS[flag];
-  const o = new Option(`--${flag} <${flag === 'alert-health' ? 'h' : flag.endsWith('-ms') ? 'ms' : 'n'}>`, help).argParser(intOption(`--${flag}`, b.min, b.max));
-  return withDefault ? o.default(defaults[flag]) : o;
+/**
+ * The setting flags' values as Commander leaves them (whole numbers; absent for `alerts rule` when not
+ * given). A command reads them through `settingFlags`, which also tells which were given explicitly.
+ */
+export interface SettingFlagValues {
+  maxRecordBytes?: number;
+  windowMs?: number;
+  slideMs?: number;
+  threshold?: number;
+  alertHealth?: number;
 }
 
-export function withAlertRule(cmd: Command, withDefault = true): Command {
+/** A setting's flag; `withDefault` false for `alerts rule`, where a flag left out keeps the job's value. */
+export function settingOption<F extends SettingFlag>(flag: F, help: string, withDefault = true): Option<`--${F} <${string}>`, undefined, number | undefined, number> {
+  const b = SETTING_FLAGS[flag];
+  const o = new Option(`--${flag} <${flag === 'alert-health' ? 'h' : flag.endsWith('-ms') ? 'ms' : 'n'}>`, help).argParser(intOption(`--${flag}`, b.min, b.max));
+  return (withDefault ? o.default(defaults[flag]) : o) as Option<`--${F} <${string}>`, undefined, number | undefined, number>;
+}
+
+export function withAlertRule<A extends unknown[], O extends OptionValues, G extends OptionValues>(
+  cmd: Command<A, O, G>,
+  withDefault = true,
+): Command<A, O & Omit<SettingFlagValues, 'maxRecordBytes'>, G> {
   const job = withDefault ? "; left out: the job's stored value (a new job: the default)" : "; left out: the job's value is kept";
-  return cmd
+  cmd
     .addOption(settingOption('window-ms', `alert window size in event time (ms)${job}`, withDefault))
     .addOption(settingOption('slide-ms', `distance between window starts (ms); < window for sliding windows${job}`, withDefault))
     .addOption(settingOption('threshold', `events per source and window that raise an alert${job}`, withDefault))
     .addOption(settingOption('alert-health', `the health level counted (0, 1 or 2)${job}`, withDefault));
+  return cmd as unknown as Command<A, O & Omit<SettingFlagValues, 'maxRecordBytes'>, G>;
 }
 
 /**
  * The setting flags of a parsed command: every value it has (defaults included) as stored settings,
  * and which of them were given explicitly (commander's value source is not 'default').
  */
-export function settingFlags(cmd: Command): { values: Settings; explicit: Set<string> } {
+export function settingFlags(cmd: CommandUnknownOpts): { values: Settings; explicit: Set<string> } {
   const opts = cmd.opts();
   const values: Record<string, number> = {};
   const explicit = new Set<string>();
@@ -56,8 +72,11 @@ export function unvalidatedSettings(values: Settings): EventJobSettings {
 }
 
 /** The rule the flags alone give (defaults included), validated; for commands that start a fresh job (`chaos`). */
-export function alertRuleFrom(opts: Record<string, unknown>): AlertRule {
+export function alertRuleFrom(opts: SettingFlagValues): AlertRule {
   const values: Record<string, number> = { ...defaults } as Record<string, number>;
-  for (const [flag, { option }] of Object.entries(SETTING_FLAGS)) if (typeof opts[option] === 'number') values[flag] = opts[option] as number;
+  for (const [flag, { option }] of Object.entries(SETTING_FLAGS)) {
+    const v = opts[option];
+    if (v !== undefined) values[flag] = v;
+  }
   return parseSettings(values).rule;
 }

@@ -4,7 +4,7 @@
  * recomputes the alerts from the stored events under the new rule, rewrites the table and the alerts
  * topic (tombstones for the alerts that no longer hold), and stores the rule with the job.
  */
-import { Command } from 'commander';
+import { Command } from '@commander-js/extra-typings';
 import { describeRule } from '../app/alert-rule.js';
 import { EVENT_JOB_NAME, parseSettings, readJob, resolveSettings, RULE_CHANGE_MARK } from '../app/event-job.js';
 import { RuleChange, type RuleChangeReport } from '../app/rule-change.js';
@@ -57,8 +57,8 @@ export function alertsCommand(): Command {
       .option('--json', 'print the report as JSON on stdout'),
     ['brokers', 'cassandra', 'datacenter', 'keyspace', 'topic', 'alertsTopic', 'cassandraUsername', 'cassandraPassword', 'kafkaConfig'],
   ).action(
-    action(async (opts: Record<string, unknown>, cmd: Command) => {
-      const config = connection(opts);
+    action(async (opts, cmd) => {
+      const config = connection(cmd);
       const flags = settingFlags(cmd);
       const session = await connect(config);
       try {
@@ -75,10 +75,10 @@ export function alertsCommand(): Command {
         const to = parseSettings(resolveSettings(stored, flags.values, flags.explicit), `; the job stored in keyspace ${config.keyspace} or this flag`).rule;
         const report = await new RuleChange(config, session, job).run({
           to,
-          dryRun: opts['dryRun'] === true,
+          dryRun: opts.dryRun === true,
           onStep: (s) => process.stderr.write(`… ${s}\n`),
         });
-        if (opts['json'] === true) process.stdout.write(JSON.stringify(report) + '\n');
+        if (opts.json === true) process.stdout.write(JSON.stringify(report) + '\n');
         else process.stdout.write(formatRuleChange(report, report.topic.name) + '\n');
         return 0;
       } finally {

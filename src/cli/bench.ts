@@ -4,7 +4,7 @@
  * results as JSON and SVG under bench/results/. Ctrl-C stops what it started and removes what it made.
  */
 import path from 'node:path';
-import { Command, Option } from 'commander';
+import { Command, Option } from '@commander-js/extra-typings';
 import { CASE_GROUPS, defaultBenchOptions as d, type BenchOptions, type CaseGroup } from '../../bench/options.js';
 import { formatResults, writeResults } from '../../bench/report.js';
 import { runBench } from '../../bench/run.js';
@@ -78,35 +78,21 @@ export function benchCommand(): Command {
       .addOption(new Option('--cpu-prof <dir>', 'write a V8 CPU profile of every worker, the baseline and the ceiling into DIR/<process> (node --cpu-prof)')),
     ['brokers', 'cassandra', 'datacenter', 'cassandraUsername', 'cassandraPassword', 'kafkaConfig'],
   ).action(
-    action(async (opts: Record<string, unknown>) => {
-      const config = connection(opts);
+    action(async (opts, cmd) => {
+      const config = connection(cmd);
+      const { events, partitions, healthMix, alertsEvents, eventTimeRate, workers, repeat, maxBatch, concurrency, maxBufferMb, ceilingConcurrency } = opts;
+      const { ceilingSweepEvents, ceilingBatchRows, latencySeconds, latencyWarmupSeconds, latencyPollMs, latencyMaxRate, behindEvents, cases, seed } = opts;
+      // In the order the results' JSON has always listed them.
       const options: BenchOptions = {
-        events: opts['events'] as number,
-        partitions: opts['partitions'] as number,
-        healthMix: opts['healthMix'] as [number, number, number],
-        alertsEvents: opts['alertsEvents'] as number,
-        eventTimeRate: opts['eventTimeRate'] as number,
-        workers: opts['workers'] as number,
-        repeat: opts['repeat'] as number,
-        maxBatch: opts['maxBatch'] as number,
-        concurrency: opts['concurrency'] as number,
-        maxBufferMb: opts['maxBufferMb'] as number,
-        ceilingConcurrency: opts['ceilingConcurrency'] as number[],
-        ceilingSweepEvents: opts['ceilingSweepEvents'] as number,
-        ceilingBatchRows: opts['ceilingBatchRows'] as number,
-        latencyPercents: opts['latencyRates'] as number[],
-        latencySeconds: opts['latencySeconds'] as number,
-        latencyWarmupSeconds: opts['latencyWarmupSeconds'] as number,
-        latencyPollMs: opts['latencyPollMs'] as number,
-        latencyMaxRate: opts['latencyMaxRate'] as number | undefined,
-        behindEvents: opts['behindEvents'] as number,
-        cases: opts['cases'] as Set<CaseGroup>,
-        outDir: path.resolve(opts['out'] as string),
-        seed: opts['seed'] as number,
-        caseTimeoutSeconds: opts['caseTimeout'] as number,
-        keep: opts['keep'] === true,
-        workerNodeOptions: opts['workerNodeOptions'] as string | undefined,
-        profileDir: opts['cpuProf'] === undefined ? undefined : path.resolve(opts['cpuProf'] as string),
+        ...{ events, partitions, healthMix, alertsEvents, eventTimeRate, workers, repeat, maxBatch, concurrency, maxBufferMb, ceilingConcurrency, ceilingSweepEvents, ceilingBatchRows },
+        latencyPercents: opts.latencyRates,
+        ...{ latencySeconds, latencyWarmupSeconds, latencyPollMs, latencyMaxRate, behindEvents, cases },
+        outDir: path.resolve(opts.out),
+        seed,
+        caseTimeoutSeconds: opts.caseTimeout,
+        keep: opts.keep === true,
+        workerNodeOptions: opts.workerNodeOptions,
+        profileDir: opts.cpuProf === undefined ? undefined : path.resolve(opts.cpuProf),
       };
 
       // A closed pipe (`bench | head`) must not kill the run before it has cleaned up.

@@ -7,16 +7,16 @@
  * checkpoint ever moves backwards, waits for the workers to drain, stops them, and runs the auditor.
  * Exit 0 only when no violation was found and the run was clean; the seed is printed to replay it.
  */
-import { Command, Option } from 'commander';
+import { Command, Option } from '@commander-js/extra-typings';
 import { describeFault, planChaos } from '../app/audit/chaos-schedule.js';
-import { intOption, loadConnectionConfig, ratioOption, type ConnectionConfig } from '../config.js';
+import { intOption, ratioOption, type ConnectionConfig } from '../config.js';
 import { ExactlyOnceError } from '../errors.js';
 import { formatReport, verifyFailed } from '../format/audit-report.js';
 import { chaosConfig, chaosRate, runChaos, type ChaosOptions } from '../harness/chaos.js';
 import { ruleArgs } from '../harness/cli-process.js';
-import type { StackOptions } from '../stack/index.js';
+import { defaultStackOptions, type StackOptions } from '../stack/index.js';
 import { alertRuleFrom, withAlertRule } from './alert-flags.js';
-import { action, withConnection } from './common.js';
+import { action, connection, withConnection } from './common.js';
 import { stackOptionsFrom } from './stack-flags.js';
 
 function replayCommand(o: ChaosOptions): string {
@@ -109,7 +109,8 @@ async function chaos(base: ConnectionConfig, o: ChaosOptions, json: boolean, sta
 }
 
 export function chaosCommand(): Command {
-  const count = (flag: string, def: number, help: string, max = 10_000) => new Option(`${flag} <n>`, help).default(def).argParser(intOption(flag, 0, max));
+  const count = <F extends string>(flag: F, def: number, help: string, max = 10_000) =>
+    new Option(`${flag} <n>` as `${F} <n>`, help).default(def).argParser(intOption(flag, 0, max));
   return withConnection(
     withAlertRule(new Command('chaos'))
       .description('run the generator and workers on a fresh topic and keyspace under a seeded schedule of faults, then verify (exit 0 only if nothing was violated)')
@@ -127,36 +128,26 @@ export function chaosCommand(): Command {
       .addOption(new Option('--late-ratio <r>', 'fraction of late events (ts up to 30 s in the past)').default(0.02).argParser(ratioOption('--late-ratio')))
       .addOption(new Option('--seed <n>', 'seed of the schedule and the events (default: random, printed)').argParser(intOption('--seed', 0, 2 ** 32 - 1)))
       .addOption(new Option('--session-timeout-ms <ms>', "the workers' group session timeout").default(6000).argParser(intOption('--session-timeout-ms', 1000, 3_600_000)))
-      .addOption(new Option('--drain-timeout <s>', 'how long the workers may take to drain after the faults').default(300).argParser(intOption('--drain-timeout', 10, 86_400)))
-      .addOption(new Option('--stack-dir <dir>', 'the local stack whose servers are restarted (env EXACTLYONCE_STACK_DIR, default <repo>/.stack)'))
+      .addOption(new Option('--drain-timeout <s>', 'seconds the workers may take to drain after the faults').default(300).argParser(intOption('--drain-timeout', 10, 86_400)))
+      .addOption(new Option('--stack-dir <dir>', 'the local stack whose servers are restarted').env('EXACTLYONCE_STACK_DIR').default(defaultStackOptions().dir, '<repo>/.stack'))
       .option('--keep', 'keep the keyspace, topics and logs after a successful run (a failed run always keeps them)')
       .option('--json', 'also print the figures as one JSON line at the end'),
     ['brokers', 'cassandra', 'datacenter', 'cassandraUsername', 'cassandraPassword', 'kafkaConfig'],
   ).action(
-    action(async (opts: Record<string, unknown>) => {
-      const base = loadConnectionConfig(opts);
-      const events = opts['events'] as number;
+    action(async (opts, cmd) => {
+      const base = connection(cmd);
+      const { events, workers, partitions, kills, zombies, cassandraRestarts, kafkaRestarts, addRemove, injections, badRatio, lateRatio } = opts;
       const o: ChaosOptions = {
-        events,
-        workers: opts['workers'] as number,
-        partitions: opts['partitions'] as number,
-        kills: opts['kills'] as number,
-        zombies: opts['zombies'] as number,
-        cassandraRestarts: opts['cassandraRestarts'] as number,
-        kafkaRestarts: opts['kafkaRestarts'] as number,
-        addRemove: opts['addRemove'] as number,
-        injections: opts['injections'] as number,
-        badRatio: opts['badRatio'] as number,
-        lateRatio: opts['lateRatio'] as number,
-        seed: (opts['seed'] as number | undefined) ?? Math.floor(Math.random() * 2 ** 32),
-        durationMs: ((opts['duration'] as number | undefined) ?? Math.max(60, Math.ceil(events / 400))) * 1000,
-        sessionTimeoutMs: opts['sessionTimeoutMs'] as number,
-        drainTimeoutMs: (opts['drainTimeout'] as number) * 1000,
-        keep: opts['keep'] === true,
+        ...{ events, workers, partitions, kills, zombies, cassandraRestarts, kafkaRestarts, addRemove, injections, badRatio, lateRatio },
+        seed: opts.seed ?? Math.floor(Math.random() * 2 ** 32),
+        durationMs: (opts.duration ?? Math.max(60, Math.ceil(events / 400))) * 1000,
+        sessionTimeoutMs: opts.sessionTimeoutMs,
+        drainTimeoutMs: opts.drainTimeout * 1000,
+        keep: opts.keep === true,
         rule: alertRuleFrom(opts),
       };
       try {
-        return await chaos(base, o, opts['json'] === true, stackOptionsFrom({ stackDir: opts['stackDir'] }));
+        return await chaos(base, o, opts.json === true, stackOptionsFrom({ stackDir: opts.stackDir }));
       } finally {
         // Everything is closed by now; should a client library still hold the event loop open, say
         // what, and exit anyway: a harness that never ends is worse than one that ends abruptly.

@@ -5,7 +5,7 @@
  * every one an old owner can still send (src/engine/checkpoint-store.ts), and the running owner moves
  * to it within a few seconds (src/engine/reset-watcher.ts).
  */
-import { Command, Option } from 'commander';
+import { Command, Option } from '@commander-js/extra-typings';
 import { readJob } from '../app/event-job.js';
 import { connect, type Client } from '../cassandra/session.js';
 import { intOption, type ConnectionConfig } from '../config.js';
@@ -16,7 +16,6 @@ import {
   planResets,
   type LogBounds,
   type PartitionReport,
-  type ResetTarget,
 } from '../engine/checkpoint-store.js';
 import { JobBinding, topicRecreated } from '../engine/job-binding.js';
 import { ExactlyOnceError } from '../errors.js';
@@ -89,8 +88,8 @@ function listCommand(): Command {
       .option('--json', 'one JSON object per partition and line (offsets as strings)'),
     USED,
   ).action(
-    action(async (opts: Record<string, unknown>) => {
-      const config = connection(opts);
+    action(async (opts, cmd) => {
+      const config = connection(cmd);
       const { marks, topicId } = await readTopic(config);
       const { rows, bound } = await withSession(config, async (session) => {
         const store = new CheckpointStore(session, config.keyspace, config.topic);
@@ -99,7 +98,7 @@ function listCommand(): Command {
         return { rows: partitionReports(marks, stored, states), bound };
       });
       const recreated = bound !== null && topicId !== null && bound.inputTopicId !== topicId;
-      if (opts['json'] === true) {
+      if (opts.json === true) {
         for (const r of rows) {
           const str = (v: bigint | null) => (v === null ? null : String(v));
           process.stdout.write(
@@ -137,17 +136,16 @@ function resetCommand(): Command {
       .option('--dry-run', 'print what would change, change nothing'),
     USED,
   ).action(
-    action(async (opts: Record<string, unknown>) => {
-      const partition = opts['partition'] as number | undefined;
-      const all = opts['all'] === true;
-      const target = opts['to'] as ResetTarget | undefined;
-      const rebind = opts['rebind'] === true;
+    action(async (opts, cmd) => {
+      const { partition, to: target } = opts;
+      const all = opts.all === true;
+      const rebind = opts.rebind === true;
       if (partition === undefined && !all) throw new ExactlyOnceError('EO_USAGE', 'checkpoints reset: give --partition P or --all');
       if (partition !== undefined && all) throw new ExactlyOnceError('EO_USAGE', '--partition and --all: give one of them, not both');
       if (target === undefined) throw new ExactlyOnceError('EO_USAGE', '--to: required: earliest, latest or an offset');
       if (all && typeof target === 'bigint') throw new ExactlyOnceError('EO_USAGE', '--to: an offset is for one --partition; with --all use earliest or latest');
       if (rebind && !all) throw new ExactlyOnceError('EO_USAGE', '--rebind: resets every partition, so it goes with --all');
-      const config = connection(opts);
+      const config = connection(cmd);
       const { marks, topicId } = await readTopic(config);
       const partitions = all ? marks.map((m) => m.partition) : [partition!];
       await withSession(config, async (session) => {
@@ -169,7 +167,7 @@ function resetCommand(): Command {
           ) + '\n',
         );
         const rebinding = rebind && bound !== null && topicId !== null && bound.inputTopicId !== topicId;
-        if (opts['dryRun'] === true) {
+        if (opts.dryRun === true) {
           out.write(`dry run: nothing changed${rebinding ? ` (would also bind the job to topic ID ${topicId})` : ''}\n`);
           return;
         }

@@ -1,26 +1,53 @@
 /** What the commands share: the connection flags, error printing, and flag parsers. */
-import { Command, Option } from 'commander';
+import { Command, Option, type CommandUnknownOpts, type OptionValues } from '@commander-js/extra-typings';
 import { connectionOptions, loadConnectionConfig, type ConnectionConfig, type ConnectionKey } from '../config.js';
 import { parseHealthMix } from '../app/generator.js';
 import { isRetriableCassandraError } from '../cassandra/session.js';
 import { ExactlyOnceError } from '../errors.js';
 
+const CONNECTION_KEYS = Object.keys(connectionOptions) as ConnectionKey[];
+
+/** The connection flags as Commander leaves them: strings, not validated yet (`connection` does that). */
+export type ConnectionFlags = { [K in ConnectionKey]?: K extends 'kafkaConfig' ? string[] : string };
+
 /**
- * Adds the shared connection flags (each also read from its EXACTLYONCE_* variable). Every command
- * accepts all of them, so one set of flags or one alias works everywhere; those the command does not
- * use are left out of its --help.
+ * Adds the shared connection flags, each bound to its EXACTLYONCE_* variable with Commander's
+ * `Option.env()` (so `--help` shows the variable and the default the one way Commander does). Every
+ * command accepts all of them, so one set of flags or one alias works everywhere; those the command
+ * does not use (`used`) are left out of its --help, and `connection` neither reads nor validates them.
  */
-export function withConnection(cmd: Command, used: readonly ConnectionKey[] = Object.keys(connectionOptions) as ConnectionKey[]): Command {
-  for (const key of Object.keys(connectionOptions) as ConnectionKey[]) {
+export function withConnection<A extends unknown[], O extends OptionValues, G extends OptionValues>(
+  cmd: Command<A, O, G>,
+  used: readonly ConnectionKey[] = CONNECTION_KEYS,
+): Command<A, O & ConnectionFlags, G> {
+  for (const key of CONNECTION_KEYS) {
     const o = connectionOptions[key];
-    const help = `${o.help} (env ${o.env}${o.default === undefined ? '' : `, default ${o.default}`})`;
-    cmd.addOption(new Option(o.flag, help).hideHelp(!used.includes(key)));
+    const option = new Option(o.flag, o.help).env(o.env).hideHelp(!used.includes(key));
+    cmd.addOption(o.default === undefined ? option : option.default(o.default));
   }
-  return cmd;
+  return cmd as unknown as Command<A, O & ConnectionFlags, G>;
 }
 
-export function connection(opts: Record<string, unknown>): ConnectionConfig {
-  return loadConnectionConfig(opts);
+/**
+ * The validated connection of a parsed command (Commander has applied flag > environment > default).
+ * Only the settings the command uses are read and validated: a bad EXACTLYONCE_BROKERS does not stop
+ * `schema apply`; the others keep their defaults. As `loadConnectionConfig` does, an empty variable
+ * counts as unset, and EXACTLYONCE_KAFKA_CONFIG holds comma-separated key=value pairs.
+ */
+export function connection(cmd: CommandUnknownOpts): ConnectionConfig {
+  const raw: Record<string, unknown> = {};
+  for (const key of CONNECTION_KEYS) {
+    if (cmd.options.find((o) => o.attributeName() === key)?.hidden !== false) continue;
+    const value = cmd.getOptionValue(key);
+    if (cmd.getOptionValueSource(key) === 'env') {
+      const env = process.env[connectionOptions[key].env] ?? '';
+      if (env === '') continue;
+      raw[key] = key === 'kafkaConfig' ? env.split(',') : value;
+    } else {
+      raw[key] = value;
+    }
+  }
+  return loadConnectionConfig(raw, {});
 }
 
 /**

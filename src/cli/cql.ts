@@ -1,6 +1,6 @@
 /** `exactlyonce cql [STATEMENT]`: one CQL statement, or a small prompt (cqlsh is not available here). */
 import { createInterface } from 'node:readline/promises';
-import { Command } from 'commander';
+import { Command, type CommandUnknownOpts } from '@commander-js/extra-typings';
 import { connect, type Client } from '../cassandra/session.js';
 import { ExactlyOnceError } from '../errors.js';
 import { formatTable } from '../format/table.js';
@@ -22,15 +22,15 @@ async function runOne(client: Client, statement: string): Promise<void> {
   process.stdout.write(`(${result.rowLength} row${result.rowLength === 1 ? '' : 's'})\n`);
 }
 
-export function cqlCommand(): Command {
+export function cqlCommand(): CommandUnknownOpts {
   return withConnection(
     new Command('cql')
       .description('run one CQL statement (or, without one, an interactive prompt) and print rows as a table')
       .argument('[statement]', "e.g. \"SELECT * FROM events LIMIT 10\""),
     ['cassandra', 'datacenter', 'keyspace', 'cassandraUsername', 'cassandraPassword'],
   ).action(
-    action(async (statement: string | undefined, opts: Record<string, unknown>) => {
-      const config = connection(opts);
+    action(async (statement, _opts, cmd) => {
+      const config = connection(cmd);
       // The keyspace is selected when it exists, so `SELECT * FROM events` works as in the README.
       const probe = await connect(config);
       const exists = await probe

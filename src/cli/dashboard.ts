@@ -1,6 +1,6 @@
 /** `exactlyonce dashboard`: a live web page of the pipeline, fed by the workers' /metrics and by Cassandra. */
 import { hostname } from 'node:os';
-import { Command, Option } from 'commander';
+import { Command, Option } from '@commander-js/extra-typings';
 import { intOption } from '../config.js';
 import { ExactlyOnceError } from '../errors.js';
 import { startDashboard } from '../dashboard/dashboard.js';
@@ -31,14 +31,14 @@ export function dashboardCommand(): Command {
       .addOption(new Option('--interval-ms <ms>', 'how often the workers are scraped').default(1000).argParser(intOption('--interval-ms', 200, 60000))),
     ['brokers', 'cassandra', 'datacenter', 'keyspace', 'topic', 'group', 'cassandraUsername', 'cassandraPassword', 'kafkaConfig'],
   ).action(
-    action(async (opts: Record<string, unknown>) => {
-      const config = connection(opts);
-      const host = opts['host'] as string;
+    action(async (opts, cmd) => {
+      const config = connection(cmd);
+      const host = opts.host;
       const dashboard = await startDashboard(config, {
-        port: opts['port'] as number,
+        port: opts.port,
         host,
-        workerMetrics: opts['workerMetrics'] as string[],
-        intervalMs: opts['intervalMs'] as number,
+        workerMetrics: opts.workerMetrics,
+        intervalMs: opts.intervalMs,
       });
       const url = host === '0.0.0.0' || host === '::' ? dashboard.url.replace(/\/\/[^/]+:/, `//${hostname()}:`) : dashboard.url;
       process.stdout.write(`dashboard: ${url}  (keyspace ${config.keyspace}, topic ${config.topic}; Ctrl-C stops it)\n`);

@@ -9,7 +9,7 @@
 import type { ChildProcess } from 'node:child_process';
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
-import { Command, Option } from 'commander';
+import { Command, Option } from '@commander-js/extra-typings';
 import { applySchema } from '../cassandra/migrate.js';
 import { connect } from '../cassandra/session.js';
 import { intOption, loadConnectionConfig } from '../config.js';
@@ -41,7 +41,7 @@ export function demoCommand(): Command {
     .option('--stay', 'after the run, keep the workers and the dashboard up until Ctrl-C (the default on a terminal)')
     .option('--no-stay', 'exit once the run is verified (the default when not on a terminal)')
     .action(
-      action(async (opts: Record<string, unknown>) => {
+      action(async (opts) => {
         const t0 = Date.now();
         const secs = () => `${((Date.now() - t0) / 1000).toFixed(1)}s`;
         const tty = process.stderr.isTTY === true;
@@ -49,7 +49,7 @@ export function demoCommand(): Command {
           if (tty) process.stderr.write('\r\x1b[K');
           process.stdout.write(s + '\n');
         };
-        const stay = (opts['stay'] as boolean | undefined) ?? (process.stdin.isTTY === true && process.stdout.isTTY === true);
+        const stay = opts.stay ?? (process.stdin.isTTY === true && process.stdout.isTTY === true);
 
         // Ctrl-C: the first one stops what the demo started, cleanly; a second one kills it at once.
         let fleet: WorkerFleet | undefined;
@@ -108,12 +108,12 @@ export function demoCommand(): Command {
             },
           }));
           const ports: number[] = [];
-          for (let i = 0; i < (opts['workers'] as number); i++) {
-            const port = await freePort(ports.length === 0 ? (opts['metricsPort'] as number) : ports.at(-1)! + 1, new Set(ports));
+          for (let i = 0; i < opts.workers; i++) {
+            const port = await freePort(ports.length === 0 ? opts.metricsPort : ports.at(-1)! + 1, new Set(ports));
             workers.start(port);
             ports.push(port);
           }
-          const dashboardPort = await freePort(opts['dashboardPort'] as number, new Set(ports));
+          const dashboardPort = await freePort(opts.dashboardPort, new Set(ports));
           dashboard = await startDashboard(config, { port: dashboardPort, host: '127.0.0.1', workerMetrics: ports.map((p) => `127.0.0.1:${p}`), intervalMs: 1000 });
           const collector = dashboard.collector;
           out(`started ${ports.length} workers (metrics on ${ports.map((p) => `127.0.0.1:${p}`).join(', ')}; logs in ${logDir}/demo-worker-N.log)`);
@@ -137,8 +137,8 @@ export function demoCommand(): Command {
           }, 1000);
 
           await race(Promise.all(workers.running().map((w) => workers.waitReady(w, interrupt.signal))));
-          out(`workers ready after ${secs()}; running the generator (3 clients × ${opts['eventsPerKey'] as number} events, a 500 ms pause every 10 rounds)…`);
-          const gen = startCli(['generate', '--brokers', config.brokers.join(','), '--events-per-key', String(opts['eventsPerKey'])], { inheritStderr: true });
+          out(`workers ready after ${secs()}; running the generator (3 clients × ${opts.eventsPerKey} events, a 500 ms pause every 10 rounds)…`);
+          const gen = startCli(['generate', '--brokers', config.brokers.join(','), '--events-per-key', String(opts.eventsPerKey)], { inheritStderr: true });
           children.push(gen.child);
           const generated = await race(gen.result);
           if (generated.code !== 0) throw new ExactlyOnceError('EO_PRODUCE_FAILED', `the generator exited with ${generated.code}`);
@@ -197,7 +197,7 @@ export function demoCommand(): Command {
           process.off('SIGINT', onSigint);
           process.off('SIGTERM', onSigint);
         }
-        if (opts['stopStack'] === true) {
+        if (opts.stopStack === true) {
           const down = await stackDown(stack);
           out(down.stopped.length ? `stopped ${down.stopped.join(' and ')}` : 'the stack was not running');
         } else {

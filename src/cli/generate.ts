@@ -1,5 +1,5 @@
 /** `exactlyonce generate`: the original TestMessageGenerator, plus counts, rates, mixes and bad records. */
-import { Command, Option } from 'commander';
+import { Command, Option } from '@commander-js/extra-typings';
 import { BAD_KINDS, generate, totalEvents, type GeneratorOptions } from '../app/generator.js';
 import { intOption, ratioOption } from '../config.js';
 import { producePaced } from '../harness/paced-producer.js';
@@ -27,21 +27,21 @@ export function generateCommand(): Command {
       .addOption(new Option('--bad-ratio <r>', `fraction of malformed records (${BAD_KINDS.join(', ')})`).default(0).argParser(ratioOption('--bad-ratio'))),
     ['brokers', 'topic', 'kafkaConfig'],
   ).action(
-    action(async (opts: Record<string, unknown>) => {
-      const config = connection(opts);
+    action(async (opts, cmd) => {
+      const config = connection(cmd);
       const o: GeneratorOptions = {
-        eventsPerKey: opts['eventsPerKey'] as number,
-        count: opts['count'] as number | undefined,
-        clients: opts['clients'] as number,
-        sources: opts['sources'] as number,
-        healthMix: opts['healthMix'] as [number, number, number],
-        badRatio: opts['badRatio'] as number,
-        seed: (opts['seed'] as number | undefined) ?? Math.floor(Math.random() * 2 ** 32),
-        lateRatio: opts['lateRatio'] as number,
-        lateByMs: opts['lateByMs'] as number,
+        eventsPerKey: opts.eventsPerKey,
+        count: opts.count,
+        clients: opts.clients,
+        sources: opts.sources,
+        healthMix: opts.healthMix,
+        badRatio: opts.badRatio,
+        seed: opts.seed ?? Math.floor(Math.random() * 2 ** 32),
+        lateRatio: opts.lateRatio,
+        lateByMs: opts.lateByMs,
       };
-      const rate = opts['rate'] as number | undefined;
-      const pauseEveryTen = opts['delay'] !== false && rate === undefined;
+      const rate = opts.rate;
+      const pauseEveryTen = opts.delay !== false && rate === undefined;
       const producer = new Producer(config);
       await producer.connect();
       const progress = new Progress('generate', totalEvents(o));

@@ -2,7 +2,7 @@
 /** The `exactlyonce` command: one sub-command per file of this folder. */
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
-import { Command, CommanderError } from 'commander';
+import { Command, CommanderError, type CommandUnknownOpts } from '@commander-js/extra-typings';
 import { alertsCommand } from './alerts.js';
 import { benchCommand } from './bench.js';
 import { reportError } from './common.js';
@@ -30,7 +30,7 @@ const program = new Command('exactlyonce')
 
 for (const cmd of [stackCommand(), schemaCommand(), topicCommand(), generateCommand(), runCommand(), alertsCommand(), quarantineCommand(), checkpointsCommand(), cqlCommand(), dashboardCommand(), demoCommand(), benchCommand(), verifyCommand(), chaosCommand()]) program.addCommand(cmd);
 
-function exitOverrideAll(cmd: Command): void {
+function exitOverrideAll(cmd: CommandUnknownOpts): void {
   cmd.exitOverride();
   cmd.showHelpAfterError('(run with --help for usage)');
   for (const sub of cmd.commands) exitOverrideAll(sub);

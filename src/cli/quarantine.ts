@@ -1,5 +1,5 @@
 /** `exactlyonce quarantine list`: the records the pipeline could not decode, with their offsets. */
-import { Command, Option } from 'commander';
+import { Command, Option } from '@commander-js/extra-typings';
 import { connect } from '../cassandra/session.js';
 import { intOption } from '../config.js';
 import { Quarantine } from '../engine/quarantine.js';
@@ -17,15 +17,15 @@ export function quarantineCommand(): Command {
       .option('--json', 'one JSON object per line (raw bytes in base64)'),
     ['cassandra', 'datacenter', 'keyspace', 'cassandraUsername', 'cassandraPassword'],
   ).action(
-    action(async (opts: Record<string, unknown>) => {
-      const config = connection(opts);
+    action(async (opts, cmd) => {
+      const config = connection(cmd);
       const session = await connect(config, { keyspace: config.keyspace });
       try {
         const rows = await new Quarantine(session, config.keyspace).list({
-          partition: opts['partition'] as number | undefined,
-          limit: opts['limit'] as number,
+          partition: opts.partition,
+          limit: opts.limit,
         });
-        if (opts['json'] === true) {
+        if (opts.json === true) {
           for (const r of rows) {
             process.stdout.write(
               JSON.stringify({ ...r, offset: String(r.offset), key: r.key?.toString('base64') ?? null, raw: r.raw?.toString('base64') ?? null }) + '\n',

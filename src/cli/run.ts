@@ -1,5 +1,5 @@
 /** `exactlyonce run`: one worker of the consumer group, storing events exactly once. */
-import { Command, Option } from 'commander';
+import { Command, Option } from '@commander-js/extra-typings';
 import { checkNoRuleChange, EventJob, parseSettings, readJob, resolveSettings, storedSettings } from '../app/event-job.js';
 import { alertMetrics } from '../app/metrics.js';
 import { settingFlags, settingOption, withAlertRule } from './alert-flags.js';
@@ -43,8 +43,8 @@ export function runCommand(): Command {
       .addOption(new Option('--max-quarantine-bytes <n>', 'raw bytes kept per quarantined record').default(d.maxQuarantineBytes).argParser(intOption('--max-quarantine-bytes', 0, 1e9)))
       .addOption(new Option('--metrics-port <port>', 'serve /metrics, /healthz, /readyz on 127.0.0.1:PORT (0: off)').default(0).argParser(intOption('--metrics-port', 0, 65535))),
   ).action(
-    action(async (opts: Record<string, unknown>, cmd: Command) => {
-      const config = connection(opts);
+    action(async (opts, cmd) => {
+      const config = connection(cmd);
       const log = createLogger('worker');
       // The job's settings: the stored ones, except the flags given explicitly (the Runner then
       // refuses to start if they differ: EO_JOB_CONFIG_MISMATCH). The first worker of a keyspace
@@ -72,16 +72,16 @@ export function runCommand(): Command {
         log,
         {
           ...d,
-          maxBatchSize: opts['maxBatch'] as number,
-          concurrency: opts['concurrency'] as number,
-          maxBufferKb: (opts['maxBufferMb'] as number) * 1024,
-          sessionTimeoutMs: opts['sessionTimeoutMs'] as number,
-          maxQuarantineBytes: opts['maxQuarantineBytes'] as number,
+          maxBatchSize: opts.maxBatch,
+          concurrency: opts.concurrency,
+          maxBufferKb: opts.maxBufferMb * 1024,
+          sessionTimeoutMs: opts.sessionTimeoutMs,
+          maxQuarantineBytes: opts.maxQuarantineBytes,
         },
         metrics,
       );
       let running = false;
-      const port = opts['metricsPort'] as number;
+      const port = opts.metricsPort;
       const server =
         port > 0
           ? await serveMetrics(metrics, port, () => running).catch((e: unknown) => {

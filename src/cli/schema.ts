@@ -1,5 +1,5 @@
 /** `exactlyonce schema apply`: the keyspace, the original's tables verbatim, and ours. */
-import { Command, Option } from 'commander';
+import { Command, Option } from '@commander-js/extra-typings';
 import { applySchema, parseReplication } from '../cassandra/migrate.js';
 import { connect } from '../cassandra/session.js';
 import { action, connection, withConnection } from './common.js';
@@ -12,18 +12,16 @@ export function schemaCommand(): Command {
       .description('create the keyspace and apply the versioned CQL files in order (a second apply is a no-op)')
       .option('--reset', 'truncate every table afterwards, as the original set-up did')
       .addOption(
-        new Option('--replication <spec>', 'SimpleStrategy:RF or NetworkTopologyStrategy:DC=RF[,DC=RF…] (env EXACTLYONCE_REPLICATION)').default(
-          process.env['EXACTLYONCE_REPLICATION'] ?? 'SimpleStrategy:1',
-        ),
+        new Option('--replication <spec>', 'SimpleStrategy:RF or NetworkTopologyStrategy:DC=RF[,DC=RF…]').env('EXACTLYONCE_REPLICATION').default('SimpleStrategy:1'),
       ),
     ['cassandra', 'datacenter', 'keyspace', 'cassandraUsername', 'cassandraPassword'],
   ).action(
-    action(async (opts: Record<string, unknown>) => {
-      const config = connection(opts);
-      const replication = parseReplication(opts['replication'] as string);
+    action(async (opts, cmd) => {
+      const config = connection(cmd);
+      const replication = parseReplication(opts.replication);
       const client = await connect(config);
       try {
-        const r = await applySchema(client, config.keyspace, replication, { reset: opts['reset'] === true });
+        const r = await applySchema(client, config.keyspace, replication, { reset: opts.reset === true });
         const out = process.stdout;
         out.write(`keyspace ${config.keyspace}: ${r.createdKeyspace ? 'created' : 'exists'}\n`);
         for (const m of r.applied) out.write(`  applied ${m}\n`);

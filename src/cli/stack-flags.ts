@@ -1,35 +1,51 @@
 /**
- * The flags of the local stack (`stack up|down|status|logs`) and the options they give, with the
- * EXACTLYONCE_STACK_DIR / _KAFKA_PORT / _CASSANDRA_PORT environment: also what `demo` and `chaos` use.
+ * The flags of the local stack (`stack up|down|status|logs`) and the options they give. The stack
+ * directory and ports are bound to EXACTLYONCE_STACK_DIR / _KAFKA_PORT / _CASSANDRA_PORT with
+ * Commander's `Option.env()`; `demo` and `chaos`, which have no port flags, read the same variables
+ * through `stackOptionsFrom`.
  */
-import { Command, Option } from 'commander';
+import { Command, Option, type OptionValues } from '@commander-js/extra-typings';
 import { intOption } from '../config.js';
 import { defaultStackOptions, type StackOptions } from '../stack/index.js';
 
-export function stackFlags(cmd: Command): Command {
-  return cmd
-    .addOption(new Option('--stack-dir <dir>', 'where the stack keeps jars, data and logs (env EXACTLYONCE_STACK_DIR, default <repo>/.stack)'))
-    .addOption(new Option('--kafka-port <port>', 'Kafka listener port on 127.0.0.1 (controller on port+1)').argParser(intOption('--kafka-port', 1024, 65534)))
-    .addOption(new Option('--cassandra-port <port>', 'Cassandra CQL port on 127.0.0.1').argParser(intOption('--cassandra-port', 3066, 65535)))
-    .addOption(new Option('--kafka-heap <mb>', 'Kafka heap in MiB').argParser(intOption('--kafka-heap', 256, 16384)))
-    .addOption(new Option('--cassandra-heap <mb>', 'Cassandra heap in MiB').argParser(intOption('--cassandra-heap', 512, 16384)))
-    .addOption(new Option('--timeout <seconds>', 'start-up deadline in seconds').argParser(intOption('--timeout', 10, 3600)));
+/** The stack flags' values as Commander leaves them (absent: the stack's default). */
+export interface StackFlags {
+  stackDir?: string;
+  kafkaPort?: number;
+  cassandraPort?: number;
+  kafkaHeap?: number;
+  cassandraHeap?: number;
+  /** Seconds. */
+  timeout?: number;
 }
 
-export function stackOptionsFrom(opts: Record<string, unknown>): StackOptions {
-  const env = process.env;
-  const num = (flag: unknown, name: string): number | undefined =>
-    typeof flag === 'number' ? flag : env[name] !== undefined ? intOption(name, 1, 65535)(env[name]!) : undefined;
+export function stackFlags<A extends unknown[], O extends OptionValues, G extends OptionValues>(cmd: Command<A, O, G>): Command<A, O & StackFlags, G> {
+  const d = defaultStackOptions();
+  cmd
+    .addOption(new Option('--stack-dir <dir>', 'where the stack keeps jars, data and logs').env('EXACTLYONCE_STACK_DIR').default(d.dir, '<repo>/.stack'))
+    .addOption(
+      new Option('--kafka-port <port>', 'Kafka listener port on 127.0.0.1 (controller on port+1)').env('EXACTLYONCE_KAFKA_PORT').default(d.kafkaPort).argParser(intOption('--kafka-port', 1024, 65534)),
+    )
+    .addOption(new Option('--cassandra-port <port>', 'Cassandra CQL port on 127.0.0.1').env('EXACTLYONCE_CASSANDRA_PORT').default(d.cassandraPort).argParser(intOption('--cassandra-port', 3066, 65535)))
+    .addOption(new Option('--kafka-heap <mb>', 'Kafka heap in MiB').default(d.kafkaHeapMb).argParser(intOption('--kafka-heap', 256, 16384)))
+    .addOption(new Option('--cassandra-heap <mb>', 'Cassandra heap in MiB').default(d.cassandraHeapMb).argParser(intOption('--cassandra-heap', 512, 16384)))
+    .addOption(new Option('--timeout <s>', 'start-up deadline in seconds').default(d.startTimeoutMs / 1000).argParser(intOption('--timeout', 10, 3600)));
+  return cmd as unknown as Command<A, O & StackFlags, G>;
+}
+
+/** The stack's options from its flags; what a flag leaves out comes from the environment, then the default. */
+export function stackOptionsFrom(flags: StackFlags, env: NodeJS.ProcessEnv = process.env): StackOptions {
+  const num = (flag: number | undefined, name: string): number | undefined => flag ?? (env[name] !== undefined ? intOption(name, 1, 65535)(env[name]!) : undefined);
   const o: Partial<StackOptions> = {};
-  const dir = (opts['stackDir'] as string | undefined) ?? env['EXACTLYONCE_STACK_DIR'];
+  const dir = flags.stackDir ?? env['EXACTLYONCE_STACK_DIR'];
   if (dir !== undefined) o.dir = dir;
-  const kafkaPort = num(opts['kafkaPort'], 'EXACTLYONCE_KAFKA_PORT');
+  const kafkaPort = num(flags.kafkaPort, 'EXACTLYONCE_KAFKA_PORT');
   if (kafkaPort !== undefined) o.kafkaPort = kafkaPort;
-  const cassandraPort = num(opts['cassandraPort'], 'EXACTLYONCE_CASSANDRA_PORT');
+  const cassandraPort = num(flags.cassandraPort, 'EXACTLYONCE_CASSANDRA_PORT');
   if (cassandraPort !== undefined) o.cassandraPort = cassandraPort;
-  if (typeof opts['kafkaHeap'] === 'number') o.kafkaHeapMb = opts['kafkaHeap'];
-  if (typeof opts['cassandraHeap'] === 'number') o.cassandraHeapMb = opts['cassandraHeap'];
-  if (typeof opts['timeout'] === 'number') o.startTimeoutMs = opts['timeout'] * 1000;
+  if (flags.kafkaHeap !== undefined) o.kafkaHeapMb = flags.kafkaHeap;
+  if (flags.cassandraHeap !== undefined) o.cassandraHeapMb = flags.cassandraHeap;
+  if (flags.timeout !== undefined) o.startTimeoutMs = flags.timeout * 1000;
   o.onProgress = (line) => process.stderr.write(`  ${line}\n`);
   return defaultStackOptions(o);
 }

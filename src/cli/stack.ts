@@ -1,5 +1,5 @@
 /** `exactlyonce stack up | down | status | logs`: the local Kafka + Cassandra servers. */
-import { Command, Option } from 'commander';
+import { Command, Option } from '@commander-js/extra-typings';
 import { intOption } from '../config.js';
 import { ExactlyOnceError } from '../errors.js';
 import { formatTable } from '../format/table.js';
@@ -20,7 +20,7 @@ export function stackCommand(): Command {
   const stack = new Command('stack').description('run a local Kafka + Cassandra for development and tests (no Docker)');
 
   stackFlags(stack.command('up').description('fetch the servers from Maven Central if needed, start both, wait until ready (reuses running ones)')).action(
-    action(async (opts: Record<string, unknown>) => {
+    action(async (opts) => {
       const o = stackOptionsFrom(opts);
       const r = await stackUp(o);
       const secs = (r.elapsedMs / 1000).toFixed(1);
@@ -35,14 +35,14 @@ export function stackCommand(): Command {
   );
 
   stackFlags(stack.command('down').description('stop both servers cleanly (idempotent)')).action(
-    action(async (opts: Record<string, unknown>) => {
+    action(async (opts) => {
       const r = await stackDown(stackOptionsFrom(opts));
       process.stdout.write(r.stopped.length === 0 ? 'stack was not running\n' : `stopped ${r.stopped.join(' and ')}\n`);
     }),
   );
 
   stackFlags(stack.command('status').description('show each server: pid, port, readiness')).action(
-    action(async (opts: Record<string, unknown>) => {
+    action(async (opts) => {
       const servers = await stackStatus(stackOptionsFrom(opts));
       printStatus(servers);
       return servers.every((s) => s.ready) ? 0 : 1;
@@ -56,11 +56,11 @@ export function stackCommand(): Command {
       .argument('<server>', 'kafka or cassandra')
       .addOption(new Option('-n, --lines <n>', 'how many lines').default(50).argParser(intOption('--lines', 1, 100000))),
   ).action(
-    action(async (server: string, opts: Record<string, unknown>) => {
+    action(async (server, opts) => {
       if (server !== 'kafka' && server !== 'cassandra') {
         throw new ExactlyOnceError('EO_USAGE', `server: expected kafka or cassandra (got '${server}')`);
       }
-      process.stdout.write((await stackLogs(stackOptionsFrom(opts), server, opts['lines'] as number)).replace(/\n?$/, '\n'));
+      process.stdout.write((await stackLogs(stackOptionsFrom(opts), server, opts.lines)).replace(/\n?$/, '\n'));
     }),
   );
   return stack;

@@ -1,5 +1,5 @@
 /** `exactlyonce topic create`: the events topic and the compacted alerts topic, through the Admin API. */
-import { Command, Option } from 'commander';
+import { Command, Option } from '@commander-js/extra-typings';
 import { intOption } from '../config.js';
 import { KafkaAdmin } from '../kafka/admin.js';
 import { action, connection, withConnection } from './common.js';
@@ -18,12 +18,11 @@ export function topicCommand(): Command {
       .addOption(new Option('--replication-factor <n>', 'replicas per partition').default(1).argParser(intOption('--replication-factor', 1, 32))),
     ['brokers', 'topic', 'alertsTopic', 'kafkaConfig'],
   ).action(
-    action(async (opts: Record<string, unknown>) => {
-      const config = connection(opts);
+    action(async (opts, cmd) => {
+      const config = connection(cmd);
       const admin = new KafkaAdmin(config);
       try {
-        const partitions = opts['partitions'] as number;
-        const replicationFactor = opts['replicationFactor'] as number;
+        const { partitions, replicationFactor } = opts;
         // The alerts topic is compacted: its latest message per key (source + window) is the alert.
         const topics = [
           { role: 'events', topic: config.topic, compacted: false },

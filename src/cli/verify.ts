@@ -4,7 +4,7 @@
  * values, and that the alerts equal their recomputation; runs on a live or a stopped pipeline.
  * Exit 0 only when everything holds; EO_VERIFY_FAILED (exit 9) otherwise.
  */
-import { Command, Option } from 'commander';
+import { Command, Option } from '@commander-js/extra-typings';
 import { verify } from '../app/verify.js';
 import { intOption } from '../config.js';
 import { formatReport, verifyFailed } from '../format/audit-report.js';
@@ -23,19 +23,19 @@ export function verifyCommand(): Command {
       .addOption(new Option('--list <n>', 'violations listed in the summary').default(20).argParser(intOption('--list', 0, 1000))),
     ['brokers', 'cassandra', 'datacenter', 'keyspace', 'topic', 'alertsTopic', 'cassandraUsername', 'cassandraPassword', 'kafkaConfig'],
   ).action(
-    action(async (opts: Record<string, unknown>, cmd: Command) => {
-      const config = connection(opts);
-      const json = opts['json'] === true;
+    action(async (opts, cmd) => {
+      const config = connection(cmd);
+      const json = opts.json === true;
       const flags = settingFlags(cmd);
       // Validated inside verify(), once merged with the job's (a flag alone may only make sense with them).
       const given = unvalidatedSettings(flags.values);
       let progress: Progress | undefined;
       const { report, recorded, settings } = await verify(config, {
         rule: given.rule,
-        checkAlerts: opts['skipAlerts'] !== true,
+        checkAlerts: opts.skipAlerts !== true,
         maxRecordBytes: given.maxRecordBytes,
         explicit: flags.explicit,
-        record: opts['record'] !== false,
+        record: opts.record !== false,
         onProgress: json
           ? undefined
           : (done, total) => {
@@ -49,7 +49,7 @@ export function verifyCommand(): Command {
       else {
         const from = settings.from === 'job' ? `the job's, stored in keyspace ${config.keyspace}` : 'from the flags (no worker has stored the job yet)';
         process.stdout.write(`settings: max record bytes ${settings.maxRecordBytes}, alert rule as below — ${from}\n`);
-        process.stdout.write(formatReport(report, opts['list'] as number) + '\n');
+        process.stdout.write(formatReport(report, opts.list) + '\n');
       }
       if (recorded !== null && 'error' in recorded) process.stderr.write(`warning: the run was not recorded: ${recorded.error}\n`);
       if (!report.ok) throw verifyFailed(report);

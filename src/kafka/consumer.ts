@@ -17,6 +17,15 @@ import { baseProperties, kafkaJS, quietLogger, type KafkaJSNamespace } from './c
  */
 export type StartOffset = bigint | 'beginning' | 'stopped';
 
+/** A fetched message as a SourceRecord (the bench's at-least-once baseline converts the same way). */
+export function sourceRecord(
+  topic: string,
+  partition: number,
+  m: { offset: string; key?: Buffer | null; value: Buffer | null; timestamp: string },
+): SourceRecord {
+  return { topic, partition, offset: BigInt(m.offset), key: m.key ?? null, value: m.value ?? null, timestampMs: Number(m.timestamp) };
+}
+
 export interface AssignmentHandler {
   /** Awaited before the partitions are assigned; must resolve with a start for each of them. */
   onAssign(partitions: number[]): Promise<Map<number, StartOffset>>;
@@ -133,15 +142,7 @@ export class GroupConsumer {
     await this.consumer.run({
       partitionsConsumedConcurrently: this.options.concurrency,
       eachBatch: async ({ batch }) => {
-        const records: SourceRecord[] = batch.messages.map((m) => ({
-          topic,
-          partition: batch.partition,
-          offset: BigInt(m.offset),
-          key: m.key ?? null,
-          value: m.value ?? null,
-          timestampMs: Number(m.timestamp),
-        }));
-        await eachBatch(batch.partition, records);
+        await eachBatch(batch.partition, batch.messages.map((m) => sourceRecord(topic, batch.partition, m)));
       },
     });
   }

@@ -9,7 +9,7 @@ import { pathToFileURL } from 'node:url';
 import { cassandraStoragePort, type StackOptions } from './options.js';
 import { serverPaths, serverVersion } from './paths.js';
 import { cassandraReady } from './ready.js';
-import { stackTags, type ServerSpec } from './server.js';
+import { serverPorts, stackTags, type ServerSpec } from './server.js';
 
 /**
  * Java 17 module access Cassandra needs, from Cassandra's conf/jvm17-server.options ("JPMS" and
@@ -101,10 +101,7 @@ unlogged_batch_across_partitions_warn_threshold: 1000
     name: 'cassandra',
     version: serverVersion('cassandra'),
     port,
-    ports: [
-      { port, what: `port ${port} is already in use by another process; stop it or pass --cassandra-port` },
-      { port: storagePort, what: `port ${storagePort} (the Cassandra storage port, --cassandra-port − 2042) is already in use by another process; stop it or pass another --cassandra-port` },
-    ],
+    ports: serverPorts('--cassandra-port', port, { port: storagePort, role: 'the Cassandra storage port, --cassandra-port − 2042' }),
     stopGraceMs: 60_000, // the shutdown hook drains: flushes memtables, syncs the commit log
     async prepare() {
       await Promise.all([p.conf, p.data, p.tmp, triggers, path.dirname(p.logFile)].map((d) => mkdir(d, { recursive: true })));

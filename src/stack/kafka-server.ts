@@ -11,7 +11,7 @@ import { serverPaths, serverVersion } from './paths.js';
 import { javaCommand } from './fetch.js';
 import { lastLines, run } from './process.js';
 import { kafkaReady } from './ready.js';
-import { stackTags, type ServerSpec } from './server.js';
+import { serverPorts, stackTags, type ServerSpec } from './server.js';
 
 export function kafkaServer(o: StackOptions): ServerSpec {
   const p = serverPaths(o.dir, 'kafka');
@@ -83,10 +83,7 @@ auto.create.topics.enable=false
     name: 'kafka',
     version: serverVersion('kafka'),
     port,
-    ports: [
-      { port, what: `port ${port} is already in use by another process; stop it or pass --kafka-port` },
-      { port: controllerPort, what: `port ${controllerPort} (the Kafka controller, --kafka-port + 1) is already in use by another process; stop it or pass another --kafka-port` },
-    ],
+    ports: serverPorts('--kafka-port', port, { port: controllerPort, role: 'the Kafka controller, --kafka-port + 1' }),
     stopGraceMs: 60_000,
     async prepare(lib) {
       await Promise.all([p.conf, p.data, p.tmp, path.dirname(p.logFile)].map((d) => mkdir(d, { recursive: true })));

@@ -25,3 +25,14 @@ export interface ServerSpec {
 export function stackTags(dir: string, name: ServerName, port: number): string[] {
   return [`-Dexactlyonce.stack=${dir}#${name}`, `-Dexactlyonce.port=${port}`];
 }
+
+/**
+ * A server's two ports, each with what to say when another process holds it: the client port, moved
+ * by `flag`, and the second port derived from it (`role` says which, and how it is derived).
+ */
+export function serverPorts(flag: string, port: number, second: { port: number; role: string }): ServerSpec['ports'] {
+  return [
+    { port, what: `port ${port} is already in use by another process; stop it or pass ${flag}` },
+    { port: second.port, what: `port ${second.port} (${second.role}) is already in use by another process; stop it or pass another ${flag}` },
+  ];
+}

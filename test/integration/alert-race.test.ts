@@ -1,11 +1,13 @@
 // Two workers recount one window at the same time and the smaller count lands last: the alert must
 // not go down, in the table or as the last message on the alerts topic.
 import assert from 'node:assert/strict';
-import { test } from 'node:test';
+import { test, type TestContext } from 'node:test';
 import { DEFAULT_ALERT_RULE, type Alert } from '../../src/app/alert-rule.js';
 import { AlertWriter } from '../../src/app/alerts.js';
 import type { Event } from '../../src/app/event.js';
 import type { DecodedRecord, JobContext } from '../../src/engine/job.js';
+import type { Client } from '../../src/cassandra/session.js';
+import type { ConnectionConfig } from '../../src/config.js';
 import { Producer } from '../../src/kafka/producer.js';
 import { freshKeyspace, freshTopic, testConfig, waitFor } from '../helpers.js';
 import { sleep } from '../pipeline.js';
@@ -31,14 +33,19 @@ function events(partition: number, from: number, n: number): DecodedRecord<Event
   }));
 }
 
-test('a stale, smaller recount landing last never lowers the alert, in the table or on the topic', async (t) => {
+/** A fresh keyspace and topic, and the context an alert writer runs in (publishing through a real producer). */
+async function jobContext(t: TestContext): Promise<{ config: ConnectionConfig; session: Client; ctx: JobContext }> {
   const config = testConfig();
   const session = await freshKeyspace(t, config);
   await freshTopic(t, config, 3);
   const producer = new Producer(config);
   t.after(() => producer.close());
   await producer.connect();
-  const ctx: JobContext = { session, keyspace: config.keyspace, publish: (topic, records) => producer.send(topic, records) };
+  return { config, session, ctx: { session, keyspace: config.keyspace, publish: (topic, records) => producer.send(topic, records) } };
+}
+
+test('a stale, smaller recount landing last never lowers the alert, in the table or on the topic', async (t) => {
+  const { config, session, ctx } = await jobContext(t);
 
   // Watch the row: it may appear and grow, never shrink.
   const seen: number[] = [];
@@ -80,13 +87,7 @@ test('a stale, smaller recount landing last never lowers the alert, in the table
 });
 
 test('many concurrent recounts of one window converge on the exact count', async (t) => {
-  const config = testConfig();
-  const session = await freshKeyspace(t, config);
-  await freshTopic(t, config, 3);
-  const producer = new Producer(config);
-  t.after(() => producer.close());
-  await producer.connect();
-  const ctx: JobContext = { session, keyspace: config.keyspace, publish: (topic, records) => producer.send(topic, records) };
+  const { config, session, ctx } = await jobContext(t);
   const writers = Array.from({ length: 8 }, () => {
     const w = new AlertWriter(DEFAULT_ALERT_RULE, config.alertsTopic);
     w.open(ctx);

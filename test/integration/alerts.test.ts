@@ -3,7 +3,7 @@ import { once } from 'node:events';
 import { test } from 'node:test';
 import { freshKeyspace, freshTopic, testConfig } from '../helpers.js';
 import { assertAlertsExact, recomputeAlerts } from '../alerts-check.js';
-import { FAST_FAILOVER, stopWorkers, assertExactlyOnce, generate, randomBetween, sleep, startWorker, waitDrained, timeline, waitStarted, waitWorking } from '../pipeline.js';
+import { FAST_FAILOVER, assertExactlyOnce, finishRun, generate, killOneAtWork, startWorker, stopWorkers, waitDrained, timeline, waitStarted } from '../pipeline.js';
 
 test('the original test: 10 events per key raise alerts, equal to the recomputation, in the table and on the topic', async (t) => {
   const config = testConfig();
@@ -17,10 +17,7 @@ test('the original test: 10 events per key raise alerts, equal to the recomputat
   assert.ok(expected.length >= 1, `30 Critical events within about a second raise at least one alert (${JSON.stringify(expected)})`);
   assert.equal(expected.reduce((n, a) => n + a.eventCount, 0) <= 30, true);
   await assertAlertsExact(session, config);
-  await waitStarted(worker);
-  worker.kill('SIGTERM');
-  const [code] = await once(worker, 'exit');
-  assert.equal(code, 0);
+  await stopWorkers([worker]);
 });
 
 test('alerts are exact after 3 workers are killed and restarted at random, with late events and several sources', async (t) => {
@@ -35,23 +32,11 @@ test('alerts are exact after 3 workers are killed and restarted at random, with 
   const workers = [0, 1, 2].map(() => startWorker(t, config, FAST_FAILOVER));
   let kills = 0;
   for (let i = 0; i < 8; i++) {
-    // A worker drawn at random among those at work (owning partitions and having moved a checkpoint
-    // past where it resumed them, or caught up) is killed at a random moment within the next second.
-    const busy = await waitWorking(workers, session, config, admin);
-    const k = busy[Math.floor(Math.random() * busy.length)]!;
-    await sleep(randomBetween(0, 1000));
-    workers[k]!.kill('SIGKILL');
-    await once(workers[k]!, 'exit');
-    workers[k] = startWorker(t, config, FAST_FAILOVER);
+    await killOneAtWork(workers, session, config, admin, () => startWorker(t, config, FAST_FAILOVER));
     kills++;
   }
   phases.mark('killed');
-  await producing;
-  phases.mark('produced');
-  await waitDrained(session, config);
-  phases.mark('drained');
-  await stopWorkers(workers);
-  phases.mark('stopped');
+  await finishRun(producing, workers, session, config, phases);
   await assertExactlyOnce(session, config);
   const r = await assertAlertsExact(session, config);
   phases.mark('checked');

@@ -2,7 +2,6 @@ import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { once } from 'node:events';
 import { existsSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
@@ -10,7 +9,7 @@ import { chromium, type Page } from 'playwright-core';
 import type { AuditReport } from '../../src/app/audit/report.js';
 import { parsePrometheus, select, total, type Sample } from '../../src/dashboard/prometheus.js';
 import { freshKeyspace, freshTopic, repoRoot, runCli, startCli, testConfig, waitFor } from '../helpers.js';
-import { connectionArgs, checkpoints, generate, startWorker, waitDrained, waitStarted } from '../pipeline.js';
+import { connectionArgs, checkpoints, freePort, generate, startWorker, waitDrained, waitStarted } from '../pipeline.js';
 
 const CHROMIUM = '/usr/bin/chromium';
 const SCREENSHOT = join(repoRoot, 'test-artifacts', 'dashboard.png');
@@ -20,14 +19,6 @@ function ensureChromium(): void {
   if (existsSync(CHROMIUM)) return;
   const r = spawnSync(join(repoRoot, 'scripts', 'install-browser.sh'), { stdio: 'inherit' });
   assert.equal(r.status, 0, 'scripts/install-browser.sh installs chromium');
-}
-
-async function freePort(): Promise<number> {
-  const s = createServer().listen(0, '127.0.0.1');
-  await once(s, 'listening');
-  const port = (s.address() as { port: number }).port;
-  s.close();
-  return port;
 }
 
 async function scrape(port: number): Promise<Sample[]> {

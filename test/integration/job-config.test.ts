@@ -1,7 +1,6 @@
 // One job configuration (issue 15, item 2): the settings that change what a record becomes are stored
 // with the job; workers and verify use them, refuse other values, and only `alerts rule` changes the rule.
 import assert from 'node:assert/strict';
-import { once } from 'node:events';
 import { test } from 'node:test';
 import type { Alert } from '../../src/app/alert-rule.js';
 import { alertTopicKey } from '../../src/app/alerts.js';
@@ -287,11 +286,7 @@ test('an unfinished rule change stops workers and verify until the command is ru
   const v = await verifyJson(config);
   assert.equal(v.ok, true);
   assert.equal(v.alerts.expected, 1);
-  const w = startWorker(t, config);
-  await waitStarted(w);
-  w.kill('SIGTERM');
-  const [code] = await once(w, 'exit');
-  assert.equal(code, 0);
+  await stopWorkers([startWorker(t, config)]);
 });
 
 test("the job's settings changed under a running worker (not registered, so `alerts rule` ran): its partitions stop, coded, and nothing more is stored", async (t) => {

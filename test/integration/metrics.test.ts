@@ -1,21 +1,12 @@
 import assert from 'node:assert/strict';
 import { once } from 'node:events';
-import { createServer } from 'node:net';
 import { test } from 'node:test';
 import { encodeEvent } from '../../src/app/event.js';
 import { toLong } from '../../src/cassandra/session.js';
 import { Producer, type OutgoingRecord } from '../../src/kafka/producer.js';
 import { parsePrometheus, select, type Sample } from '../../src/dashboard/prometheus.js';
 import { freshKeyspace, freshTopic, testConfig, waitFor } from '../helpers.js';
-import { startWorker, waitStarted } from '../pipeline.js';
-
-async function freePort(): Promise<number> {
-  const s = createServer().listen(0, '127.0.0.1');
-  await once(s, 'listening');
-  const port = (s.address() as { port: number }).port;
-  s.close();
-  return port;
-}
+import { freePort, startWorker, waitStarted } from '../pipeline.js';
 
 async function scrape(port: number): Promise<Sample[]> {
   const r = await fetch(`http://127.0.0.1:${port}/metrics`);

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { once } from 'node:events';
 import { test } from 'node:test';
 import { freshKeyspace, freshTopic, testConfig } from '../helpers.js';
-import { FAST_FAILOVER, stopWorkers, assertExactlyOnce, generate, randomBetween, sleep, startWorker, waitDrained, waitOwns, waitProgress, timeline, waitWorking, watchCheckpoints } from '../pipeline.js';
+import { FAST_FAILOVER, assertExactlyOnce, finishRun, generate, killOneAtWork, startWorker, waitOwns, waitProgress, timeline, watchCheckpoints } from '../pipeline.js';
 
 test('3 workers killed and restarted at random, plus workers added and removed, store every offset exactly once', async (t) => {
   const config = testConfig();
@@ -31,24 +31,12 @@ test('3 workers killed and restarted at random, plus workers added and removed, 
       assert.equal(code, 0, leaving.output());
       removed++;
     } else {
-      // A worker drawn at random among those at work (owning partitions and having moved a checkpoint
-      // past where it resumed them, or caught up) is killed at a random moment within the next second.
-      const busy = await waitWorking(workers, session, config, admin);
-      const i = busy[Math.floor(Math.random() * busy.length)]!;
-      await sleep(randomBetween(0, 1000));
-      workers[i]!.kill('SIGKILL');
-      await once(workers[i]!, 'exit');
-      workers[i] = start();
+      await killOneAtWork(workers, session, config, admin, start);
       kills++;
     }
   }
   phases.mark('faults done');
-  await producing;
-  phases.mark('produced');
-  await waitDrained(session, config);
-  phases.mark('drained');
-  await stopWorkers(workers);
-  phases.mark('stopped');
+  await finishRun(producing, workers, session, config, phases);
   const { regressions } = await watch.stop();
   assert.deepEqual(regressions, []);
   const ledger = await assertExactlyOnce(session, config);

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { Command } from 'commander';
+import { Command } from '@commander-js/extra-typings';
 import {
   DEFAULT_EVENT_JOB_SETTINGS,
   EventJob,
