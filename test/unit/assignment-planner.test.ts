@@ -4,7 +4,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { startError } from '../../src/engine/assignment-planner.js';
 import { ExactlyOnceError } from '../../src/errors.js';
-import { fakeEngine, series, settle } from './engine-fakes.js';
+import { fakeEngine, series, settle, twoPartitions } from './engine-fakes.js';
 
 const state = (tasks: ReturnType<typeof fakeEngine>['tasks']) =>
   Object.fromEntries([...tasks.tasks].map(([p, t]) => [p, { state: t.status.state, next: t.status.next, epoch: t.epoch, code: t.status.error?.code }]));
@@ -41,14 +41,7 @@ test('assignment resumes each partition at its stored checkpoint and epoch; one 
 
 test('a checkpoint beyond the log end stops its partition; the others resume', async () => {
   const { tasks, world, metrics } = fakeEngine({
-    stored: new Map([
-      [0, { next: 50n, epoch: 0 }],
-      [1, { next: 5n, epoch: 0 }],
-    ]),
-    marks: [
-      { partition: 0, low: 0n, high: 0n },
-      { partition: 1, low: 0n, high: 10n },
-    ],
+    ...twoPartitions([50n, 5n], [0n, 10n]),
   });
   const starts = await tasks.assign([0, 1]);
   assert.deepEqual(starts, new Map<number, unknown>([[0, 'stopped'], [1, 5n]]));

@@ -46,6 +46,14 @@ export interface FakeWorld {
   write: (partition: number, records: readonly DecodedRecord<unknown>[]) => Promise<void>;
 }
 
+/** Partitions 0 and 1 with their checkpoints (epoch 0) and their logs [0, high]. */
+export function twoPartitions(next: readonly [bigint, bigint], high: readonly [bigint, bigint] = [10n, 10n]): Pick<FakeWorld, 'stored' | 'marks'> {
+  return {
+    stored: new Map([0, 1].map((p) => [p, { next: next[p]!, epoch: 0 }])),
+    marks: [0, 1].map((p) => ({ partition: p, low: 0n, high: high[p]! })),
+  };
+}
+
 /**
  * A TaskManager over fakes, wired as the Runner wires the real one. `bound` is the topic ID the job is
  * bound to; `signal` aborts retries as shutdown does.

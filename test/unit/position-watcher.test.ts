@@ -4,18 +4,11 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { PositionWatcher } from '../../src/engine/position-watcher.js';
-import { fakeEngine } from './engine-fakes.js';
+import { fakeEngine, twoPartitions } from './engine-fakes.js';
 
 async function running() {
   const engine = fakeEngine({
-    stored: new Map([
-      [0, { next: 5n, epoch: 0 }],
-      [1, { next: 5n, epoch: 0 }],
-    ]),
-    marks: [
-      { partition: 0, low: 0n, high: 10n },
-      { partition: 1, low: 0n, high: 10n },
-    ],
+    ...twoPartitions([5n, 5n]),
   });
   await engine.tasks.assign([0, 1]);
   const paused: number[][] = [];

@@ -4,7 +4,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import type { BoundJob } from '../../src/engine/job-binding.js';
 import { ResetWatcher } from '../../src/engine/reset-watcher.js';
-import { fakeEngine } from './engine-fakes.js';
+import { fakeEngine, twoPartitions } from './engine-fakes.js';
 
 function watcher(engine: ReturnType<typeof fakeEngine>, stored: () => Partial<BoundJob>) {
   const calls: string[] = [];
@@ -60,14 +60,7 @@ test('a rebind to the re-created topic plans the stopped partitions again', asyn
 
 test("the job's settings changed under the worker: every partition stops, once", async () => {
   const engine = fakeEngine({
-    stored: new Map([
-      [0, { next: 5n, epoch: 0 }],
-      [1, { next: 5n, epoch: 0 }],
-    ]),
-    marks: [
-      { partition: 0, low: 0n, high: 10n },
-      { partition: 1, low: 0n, high: 10n },
-    ],
+    ...twoPartitions([5n, 5n]),
   });
   await engine.tasks.assign([0, 1]);
   const { w, calls } = watcher(engine, () => ({ settings: { maxRecordBytes: 10 } }));

@@ -3,7 +3,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { ExactlyOnceError } from '../../src/errors.js';
-import { deferred, fakeEngine, rec, series, settle } from './engine-fakes.js';
+import { deferred, fakeEngine, rec, series, settle, twoPartitions } from './engine-fakes.js';
 
 test('revoke during an in-flight batch: the batch finishes rows-then-checkpoint, nothing new starts, the partition leaves /metrics', async () => {
   const rows = deferred();
@@ -47,14 +47,7 @@ test('shutdown with batches in flight: a healthy batch finishes with its checkpo
   let failedAttempts = 0;
   const { tasks, world, metrics } = fakeEngine(
     {
-      stored: new Map([
-        [0, { next: 0n, epoch: 0 }],
-        [1, { next: 0n, epoch: 0 }],
-      ]),
-      marks: [
-        { partition: 0, low: 0n, high: 10n },
-        { partition: 1, low: 0n, high: 10n },
-      ],
+      ...twoPartitions([0n, 0n]),
       write: async (p) => {
         if (p === 0) return healthy.promise;
         failedAttempts++;
