@@ -31,7 +31,7 @@ export interface BaselineArgs {
   sessionTimeoutMs: number;
 }
 
-const args = JSON.parse(process.argv[2] ?? '{}') as BaselineArgs;
+const args = JSON.parse(process.env['EXACTLYONCE_BENCH_ARGS'] ?? '{}') // set by startScript (bench/processes.ts) as BaselineArgs;
 const { config } = args;
 const topic = config.topic;
 

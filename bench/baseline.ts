@@ -23,7 +23,7 @@ export async function runBaseline(ctx: BenchContext, topic: string, total: numbe
     maxBufferKb: o.maxBufferMb * 1024,
     sessionTimeoutMs: defaultRunnerOptions.sessionTimeoutMs,
   };
-  const proc = startScript(ctx, 'baseline consumer', 'baseline-consumer', [JSON.stringify(args)], true);
+  const proc = startScript(ctx, 'baseline consumer', 'baseline-consumer', args, true);
   let stored = 0;
   proc.onLine((line) => {
     if (!line.startsWith('{"t"')) return;

@@ -29,7 +29,7 @@ export async function runCeiling(ctx: BenchContext, workload: Workload): Promise
     sweepEvents: Math.min(o.ceilingSweepEvents, workload.events),
     batchRows: o.ceilingBatchRows,
   };
-  const proc = startScript(ctx, 'ceiling writer', 'ceiling-writer', [JSON.stringify(args)]);
+  const proc = startScript(ctx, 'ceiling writer', 'ceiling-writer', args);
   const levels: Array<{ concurrency: number; eventsPerSec: number }> = [];
   let result: CeilingResult | undefined;
   let peakRssKiB: number | undefined;

@@ -7,7 +7,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import type { ConnectionConfig } from '../src/config.js';
 import { ExactlyOnceError } from '../src/errors.js';
-import { cliPath, connectionArgs } from '../src/harness/cli-process.js';
+import { cliPath, connectionArgs, connectionEnv } from '../src/harness/cli-process.js';
 import { repoRoot as checkoutRoot } from '../src/stack/repo-root.js';
 import { BenchAborted, pause } from './abort.js';
 import type { BenchOptions } from './options.js';
@@ -171,7 +171,7 @@ function nodeOptions(ctx: ProcessHost): Record<string, string> {
 export function startWorker(ctx: ProcessHost, config: ConnectionConfig, label: string): BenchProcess {
   const o = ctx.options;
   const args = ['run', ...connectionArgs(config), '--max-batch', String(o.maxBatch), '--concurrency', String(o.concurrency), '--max-buffer-mb', String(o.maxBufferMb)];
-  const env: Record<string, string> = { EXACTLYONCE_LOG_FORMAT: 'json', EXACTLYONCE_LOG_LEVEL: 'info', ...nodeOptions(ctx) };
+  const env: Record<string, string> = { ...connectionEnv(config), EXACTLYONCE_LOG_FORMAT: 'json', EXACTLYONCE_LOG_LEVEL: 'info', ...nodeOptions(ctx) };
   if (o.profileDir === undefined) return start(ctx, label, cliPath, args, env);
   // Node refuses --cpu-prof in NODE_OPTIONS, so a profiled worker is started as bin/exactlyonce
   // starts it (node, the tsx loader, src/cli/main.ts) with the profiler flags added. The profile is
@@ -194,10 +194,16 @@ function workerMemory(): { args: string[]; env: Record<string, string> } {
 /**
  * One of the bench's child scripts (bench/<script>.ts), run through tsx like the CLI; `asWorker` gives
  * it a worker's memory settings (the baseline consumer; not the ceiling, which holds all its rows).
+ * Its arguments (they hold the connection, secrets included) go as JSON in EXACTLYONCE_BENCH_ARGS,
+ * not on its command line.
  */
-export function startScript(ctx: ProcessHost, label: string, script: string, args: string[], asWorker = false): BenchProcess {
+export function startScript(ctx: ProcessHost, label: string, script: string, args: unknown, asWorker = false): BenchProcess {
   const memory = asWorker ? workerMemory() : { args: [], env: {} };
-  return start(ctx, label, process.execPath, [...memory.args, ...profileArgs(ctx, label), '--import', tsxLoader, `${repoRoot}bench/${script}.ts`, ...args], { ...memory.env, ...nodeOptions(ctx) });
+  return start(ctx, label, process.execPath, [...memory.args, ...profileArgs(ctx, label), '--import', tsxLoader, `${repoRoot}bench/${script}.ts`], {
+    ...memory.env,
+    ...nodeOptions(ctx),
+    EXACTLYONCE_BENCH_ARGS: JSON.stringify(args),
+  });
 }
 
 /** Waits until a worker has joined the group and been given its partitions. */

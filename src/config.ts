@@ -7,8 +7,10 @@
  * with `Option.env()`, src/cli/common.ts) and this module only validates; `loadConnectionConfig(raw,
  * env)` applies it for callers outside Commander (tests, the bench, the demo).
  */
+import { readFileSync } from 'node:fs';
 import { z } from 'zod';
 import { ExactlyOnceError } from './errors.js';
+import { isSecretProperty, parseKafkaProperties, REDACTED } from './secrets.js';
 
 /** The connection settings every command shares. */
 export interface ConnectionConfig {
@@ -24,9 +26,26 @@ export interface ConnectionConfig {
   readonly alertsTopic: string;
   readonly group: string;
   readonly cassandraUsername: string | undefined;
+  /** From --cassandra-password, EXACTLYONCE_CASSANDRA_PASSWORD or the file --cassandra-password-file names. */
   readonly cassandraPassword: string | undefined;
-  /** librdkafka properties passed through unchanged (SASL, TLS, …), e.g. `security.protocol=SASL_SSL`. */
+  /** Client-to-node TLS, or undefined for a plaintext connection. */
+  readonly cassandraTls: CassandraTls | undefined;
+  /**
+   * librdkafka properties passed through unchanged (SASL, TLS, …), e.g. `security.protocol=SASL_SSL`:
+   * those of --kafka-config-file, then --kafka-config / EXACTLYONCE_KAFKA_CONFIG over them.
+   */
   readonly kafkaConfig: Readonly<Record<string, string>>;
+}
+
+/** Cassandra client-to-node encryption: PEM files, read when the session connects. */
+export interface CassandraTls {
+  /** CA certificate(s) the server's certificate must chain to; undefined: the system's CAs. */
+  readonly ca: string | undefined;
+  /** Client certificate and its key, for servers that require client authentication. */
+  readonly cert: string | undefined;
+  readonly key: string | undefined;
+  /** Check the server certificate's name (SAN) against the contact point (default true). */
+  readonly verifyHostname: boolean;
 }
 
 /** Each shared option: its flag, environment variable, default and description (the CLI's `Option`s are made from it). */
@@ -39,8 +58,14 @@ export const connectionOptions = {
   alertsTopic: { flag: '--alerts-topic <name>', env: 'EXACTLYONCE_ALERTS_TOPIC', default: 'exactlyonce.alerts', help: 'Kafka topic of alerts (compacted)' },
   group: { flag: '--group <id>', env: 'EXACTLYONCE_GROUP', default: 'EventStreamingApp', help: 'Kafka consumer group' },
   cassandraUsername: { flag: '--cassandra-username <user>', env: 'EXACTLYONCE_CASSANDRA_USERNAME', default: undefined, help: 'Cassandra user (PasswordAuthenticator)' },
-  cassandraPassword: { flag: '--cassandra-password <password>', env: 'EXACTLYONCE_CASSANDRA_PASSWORD', default: undefined, help: 'Cassandra password' },
-  kafkaConfig: { flag: '--kafka-config <key=value...>', env: 'EXACTLYONCE_KAFKA_CONFIG', default: undefined, help: 'librdkafka property passed through (SASL/TLS), repeatable; in the environment comma-separated' },
+  cassandraPassword: { flag: '--cassandra-password <password>', env: 'EXACTLYONCE_CASSANDRA_PASSWORD', default: undefined, help: 'Cassandra password (visible in `ps`: prefer --cassandra-password-file or the environment)' },
+  cassandraPasswordFile: { flag: '--cassandra-password-file <file>', env: 'EXACTLYONCE_CASSANDRA_PASSWORD_FILE', default: undefined, help: 'file holding the Cassandra password (one line)' },
+  cassandraTls: { flag: '--cassandra-tls <mode>', env: 'EXACTLYONCE_CASSANDRA_TLS', default: undefined, help: 'Cassandra TLS: on, off, or no-hostname-check (certificate checked, name not); default on when --cassandra-ca is given' },
+  cassandraCa: { flag: '--cassandra-ca <file>', env: 'EXACTLYONCE_CASSANDRA_CA', default: undefined, help: "PEM CA certificate(s) Cassandra's certificate must chain to (turns TLS on)" },
+  cassandraCert: { flag: '--cassandra-cert <file>', env: 'EXACTLYONCE_CASSANDRA_CERT', default: undefined, help: 'PEM client certificate, for a Cassandra that requires client authentication' },
+  cassandraKey: { flag: '--cassandra-key <file>', env: 'EXACTLYONCE_CASSANDRA_KEY', default: undefined, help: 'PEM private key of --cassandra-cert' },
+  kafkaConfig: { flag: '--kafka-config <key=value...>', env: 'EXACTLYONCE_KAFKA_CONFIG', default: undefined, help: 'librdkafka property passed through (SASL/TLS), repeatable; in the environment one key=value per line, or a JSON object' },
+  kafkaConfigFile: { flag: '--kafka-config-file <file>', env: 'EXACTLYONCE_KAFKA_CONFIG_FILE', default: undefined, help: 'librdkafka properties file (key=value lines, # comments); --kafka-config overrides it' },
 } as const;
 
 export type ConnectionKey = keyof typeof connectionOptions;
@@ -74,11 +99,22 @@ const connectionSchema = z
     group: z.string().min(1, 'expected a group id').max(255),
     cassandraUsername: z.string().min(1).optional(),
     cassandraPassword: z.string().min(1).optional(),
+    cassandraPasswordFile: z.string().min(1).optional(),
+    cassandraTls: z.enum(['on', 'off', 'no-hostname-check'], { message: 'expected on, off or no-hostname-check' }).optional(),
+    cassandraCa: z.string().min(1).optional(),
+    cassandraCert: z.string().min(1).optional(),
+    cassandraKey: z.string().min(1).optional(),
     kafkaConfig: z
-      .array(z.string().regex(/^[a-z0-9._]+=.*$/, 'expected key=value (a librdkafka property)'))
+      .array(z.string().regex(/^[a-z0-9._]+=.*$/s, 'expected key=value (a librdkafka property)'))
       .transform((kvs) => Object.fromEntries(kvs.map((kv) => [kv.slice(0, kv.indexOf('=')), kv.slice(kv.indexOf('=') + 1)]))),
+    kafkaConfigFile: z.string().min(1).optional(),
   })
-  .strict();
+  .strict()
+  .refine((c) => (c.cassandraCert === undefined) === (c.cassandraKey === undefined), { message: 'expected --cassandra-cert and --cassandra-key together', path: ['cassandraKey'] })
+  .refine((c) => c.cassandraPassword === undefined || c.cassandraPasswordFile === undefined, {
+    message: 'expected a password or a password file, not both',
+    path: ['cassandraPasswordFile'],
+  });
 
 /** Raw values as the CLI parsed them (strings, maybe absent). */
 export type RawOptions = Record<string, unknown>;
@@ -98,7 +134,7 @@ export function resolveOptions<T>(
     let v = raw[key];
     if (v === undefined && s.env !== undefined && env[s.env] !== undefined && env[s.env] !== '') v = env[s.env];
     if (v === undefined) v = s.default;
-    if (key === 'kafkaConfig') v = v === undefined ? [] : Array.isArray(v) ? v : String(v).split(',');
+    if (key === 'kafkaConfig') v = v === undefined ? [] : Array.isArray(v) ? v : kafkaConfigFromEnv(String(v));
     if (v !== undefined) input[key] = v;
   }
   const parsed = schema.safeParse(input);
@@ -106,17 +142,70 @@ export function resolveOptions<T>(
     const lines = parsed.error.issues.map((issue) => {
       const key = String(issue.path[0] ?? '');
       const flag = spec[key]?.flag.split(' ')[0] ?? key;
-      const got = input[key];
-      return `${flag}: ${issue.message}${got === undefined ? '' : ` (got '${Array.isArray(got) ? got.join(',') : String(got)}')`}`;
+      return `${flag}: ${issue.message}${shownValue(key, input[key])}`;
     });
     throw new ExactlyOnceError('EO_CONFIG_INVALID', lines.join('; '));
   }
   return deepFreeze(parsed.data);
 }
 
+/** ` (got '…')` for an error message; a secret's value is never shown. */
+function shownValue(key: string, got: unknown): string {
+  if (got === undefined) return '';
+  if (key === 'cassandraPassword') return ` (got ${REDACTED})`;
+  if (Array.isArray(got)) {
+    return ` (got '${got.map((kv) => (typeof kv === 'string' && isSecretProperty(kv.split('=')[0]!) ? `${kv.split('=')[0]}=${REDACTED}` : String(kv))).join(', ')}')`;
+  }
+  return ` (got '${String(got)}')`;
+}
+
+/**
+ * EXACTLYONCE_KAFKA_CONFIG: a JSON object (`{"sasl.password":"a,b"}`) or key=value lines (the format
+ * of --kafka-config-file). Never split on commas: a SASL JAAS value or a password may hold them.
+ */
+export function kafkaConfigFromEnv(value: string): string[] {
+  return Object.entries(parseKafkaProperties(value, 'EXACTLYONCE_KAFKA_CONFIG')).map(([k, v]) => `${k}=${v}`);
+}
+
 export function loadConnectionConfig(raw: RawOptions, env: NodeJS.ProcessEnv = process.env): ConnectionConfig {
   const c = resolveOptions(connectionOptions, connectionSchema, raw, env);
-  return Object.freeze({ ...c, cassandraUsername: c.cassandraUsername, cassandraPassword: c.cassandraPassword });
+  const password = c.cassandraPasswordFile === undefined ? c.cassandraPassword : readPasswordFile(c.cassandraPasswordFile);
+  const tlsMode = c.cassandraTls ?? (c.cassandraCa !== undefined || c.cassandraCert !== undefined ? 'on' : 'off');
+  const fileConfig = c.kafkaConfigFile === undefined ? {} : readKafkaConfigFile(c.kafkaConfigFile);
+  return deepFreeze({
+    brokers: c.brokers,
+    cassandra: c.cassandra,
+    datacenter: c.datacenter,
+    keyspace: c.keyspace,
+    topic: c.topic,
+    alertsTopic: c.alertsTopic,
+    group: c.group,
+    cassandraUsername: c.cassandraUsername,
+    cassandraPassword: password,
+    cassandraTls: tlsMode === 'off' ? undefined : { ca: c.cassandraCa, cert: c.cassandraCert, key: c.cassandraKey, verifyHostname: tlsMode === 'on' },
+    kafkaConfig: { ...fileConfig, ...c.kafkaConfig },
+  });
+}
+
+/** The file's first line, without its line ending (a trailing newline is what editors and `echo` add). */
+function readPasswordFile(file: string): string {
+  const text = readFileOr(file, '--cassandra-password-file');
+  const password = text.split(/\r?\n/)[0]!;
+  if (password === '') throw new ExactlyOnceError('EO_CONFIG_INVALID', `--cassandra-password-file: ${file} is empty; put the password on its first line`);
+  return password;
+}
+
+function readKafkaConfigFile(file: string): Record<string, string> {
+  return parseKafkaProperties(readFileOr(file, '--kafka-config-file'), `--kafka-config-file ${file}`);
+}
+
+function readFileOr(file: string, flag: string): string {
+  try {
+    return readFileSync(file, 'utf8');
+  } catch (e) {
+    const why = (e as NodeJS.ErrnoException).code === 'ENOENT' ? 'does not exist' : `cannot be read (${(e as NodeJS.ErrnoException).code ?? String(e)})`;
+    throw new ExactlyOnceError('EO_CONFIG_INVALID', `${flag}: ${file} ${why}`, { cause: e });
+  }
 }
 
 function deepFreeze<T>(o: T): T {

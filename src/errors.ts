@@ -31,6 +31,14 @@ export const ErrorCodes = {
   EO_PRODUCE_FAILED: { retriable: true, exitCode: 7 },
   EO_FENCED: { retriable: false, exitCode: 8 },
   EO_VERIFY_FAILED: { retriable: false, exitCode: 9 },
+  /** Cassandra refused the login: wrong or missing username/password. */
+  EO_CASSANDRA_AUTH_FAILED: { retriable: false, exitCode: 11 },
+  /** Kafka refused the SASL login: wrong or missing credentials, or the wrong mechanism. */
+  EO_KAFKA_AUTH_FAILED: { retriable: false, exitCode: 11 },
+  /** A server's TLS certificate is not trusted (unknown CA, expired, issued for another name), or TLS is not spoken. */
+  EO_TLS_UNTRUSTED: { retriable: false, exitCode: 11 },
+  /** Authenticated, but a permission (Cassandra grant, Kafka ACL) is missing. */
+  EO_NOT_AUTHORIZED: { retriable: false, exitCode: 12 },
 } as const satisfies Record<string, { retriable: boolean; exitCode: number }>;
 
 export type ErrorCode = keyof typeof ErrorCodes;

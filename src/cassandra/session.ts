@@ -2,9 +2,12 @@
  * The Cassandra adapter: one driver Client per process, prepared statements only, errors mapped to
  * our codes with one line a user can act on.
  */
+import { readFileSync } from 'node:fs';
+import type { ConnectionOptions } from 'node:tls';
 import cassandra from 'cassandra-driver';
-import type { ConnectionConfig } from '../config.js';
+import type { CassandraTls, ConnectionConfig } from '../config.js';
 import { ExactlyOnceError } from '../errors.js';
+import { redact } from '../secrets.js';
 
 export type Client = cassandra.Client;
 export const { types } = cassandra;
@@ -44,6 +47,7 @@ export async function connect(config: ConnectionConfig, options: SessionOptions 
       config.cassandraUsername !== undefined
         ? { username: config.cassandraUsername, password: config.cassandraPassword ?? '' }
         : undefined,
+    sslOptions: config.cassandraTls === undefined ? undefined : tlsOptions(config.cassandraTls),
     socketOptions: { connectTimeout: options.connectTimeoutMs ?? 5000, readTimeout: 30000 },
     // LOCAL_QUORUM is right for a real cluster and equals ONE on the single-node local stack.
     queryOptions: { consistency: consistencies.localQuorum, prepare: true },
@@ -58,15 +62,83 @@ export async function connect(config: ConnectionConfig, options: SessionOptions 
   try {
     await client.connect();
   } catch (e) {
+    if (e instanceof ExactlyOnceError) throw e;
     await client.shutdown().catch(() => undefined);
     throw unavailable(config, e);
   }
   return client;
 }
 
+/**
+ * The driver's `sslOptions` (Node's tls.connect options). The driver defaults `rejectUnauthorized` to
+ * false; we verify the chain always and the name unless told not to. Files are read here, so a
+ * missing one is named by its flag.
+ */
+export function tlsOptions(tls: CassandraTls): ConnectionOptions {
+  const read = (file: string | undefined, flag: string): Buffer | undefined => {
+    if (file === undefined) return undefined;
+    try {
+      return readFileSync(file);
+    } catch (e) {
+      throw new ExactlyOnceError('EO_CONFIG_INVALID', `${flag}: ${file} cannot be read (${(e as NodeJS.ErrnoException).code ?? String(e)})`, { cause: e });
+    }
+  };
+  const o: ConnectionOptions = { rejectUnauthorized: true };
+  const ca = read(tls.ca, '--cassandra-ca');
+  const cert = read(tls.cert, '--cassandra-cert');
+  const key = read(tls.key, '--cassandra-key');
+  if (ca !== undefined) o.ca = ca;
+  if (cert !== undefined) o.cert = cert;
+  if (key !== undefined) o.key = key;
+  if (!tls.verifyHostname) o.checkServerIdentity = () => undefined;
+  return o;
+}
+
+/** Node's codes for a server certificate that is not trusted, expired, or issued for another name. */
+const TLS_TRUST_CODES = /^(SELF_SIGNED_CERT_IN_CHAIN|DEPTH_ZERO_SELF_SIGNED_CERT|UNABLE_TO_VERIFY_LEAF_SIGNATURE|UNABLE_TO_GET_ISSUER_CERT(_LOCALLY)?|CERT_HAS_EXPIRED|CERT_NOT_YET_VALID|CERT_UNTRUSTED|CERT_SIGNATURE_FAILURE|ERR_TLS_CERT_ALTNAME_INVALID)$/;
+
+/** The errors the driver met on each host (a NoHostAvailableError wraps them), or the error itself. */
+function innerErrors(e: unknown): unknown[] {
+  const inner = (e as { innerErrors?: Record<string, unknown> } | undefined)?.innerErrors;
+  return inner === undefined ? [e] : Object.values(inner);
+}
+
+/**
+ * A refusal no retry can change, in one line naming what to fix: wrong credentials, an untrusted or
+ * mismatched certificate, a missing permission. Undefined for anything else.
+ */
+export function securityError(cause: unknown, config?: ConnectionConfig): ExactlyOnceError | undefined {
+  const where = config?.cassandra.join(',') ?? '';
+  for (const e of innerErrors(cause)) {
+    if (!(e instanceof Error)) continue;
+    const msg = redact(e.message.split('\n')[0] ?? '', [config?.cassandraPassword]);
+    const code = (e as { code?: unknown }).code;
+    if (e.name === 'AuthenticationError' || code === 0x0100) {
+      const what = config?.cassandraUsername === undefined
+        ? 'it requires a username and password: give --cassandra-username and --cassandra-password-file (or EXACTLYONCE_CASSANDRA_PASSWORD)'
+        : `check --cassandra-username '${config.cassandraUsername}' and its password (--cassandra-password-file or EXACTLYONCE_CASSANDRA_PASSWORD)`;
+      return new ExactlyOnceError('EO_CASSANDRA_AUTH_FAILED', `Cassandra${where === '' ? '' : ` at ${where}`} refused the login (${msg}); ${what}`, { cause });
+    }
+    if (typeof code === 'string' && TLS_TRUST_CODES.test(code)) {
+      const fix = code === 'ERR_TLS_CERT_ALTNAME_INVALID'
+        ? 'connect by a name or address the certificate lists, or pass --cassandra-tls no-hostname-check'
+        : code === 'CERT_HAS_EXPIRED' || code === 'CERT_NOT_YET_VALID'
+          ? "renew the server's certificate"
+          : "give the CA that signed the server's certificate with --cassandra-ca";
+      return new ExactlyOnceError('EO_TLS_UNTRUSTED', `Cassandra${where === '' ? '' : ` at ${where}`}: the server's TLS certificate is not accepted (${code}: ${msg}); ${fix}`, { cause });
+    }
+    if (e.name === 'ResponseError' && code === 0x2100) {
+      return new ExactlyOnceError('EO_NOT_AUTHORIZED', `Cassandra${where === '' ? '' : ` at ${where}`} refused an operation to ${config?.cassandraUsername ?? 'this user'} (${msg}); grant the role the permission it names`, { cause });
+    }
+  }
+  return undefined;
+}
+
 export function unavailable(config: ConnectionConfig, cause: unknown): ExactlyOnceError {
+  const secure = securityError(cause, config);
+  if (secure !== undefined) return secure;
   const where = config.cassandra.join(',');
-  const msg = cause instanceof Error ? cause.message.split('\n')[0] : String(cause);
+  const msg = redact(cause instanceof Error ? cause.message.split('\n')[0] ?? '' : String(cause), [config.cassandraPassword]);
   if (/keyspace/i.test(msg ?? '') && /does not exist/i.test(msg ?? '')) {
     return new ExactlyOnceError(
       'EO_CASSANDRA_QUERY',
@@ -100,6 +172,7 @@ export function isRetriableCassandraError(e: unknown): boolean {
   if (name === 'DriverError') return true;
   const code = (e as { code?: unknown }).code;
   if (typeof code === 'string' && /^E[A-Z]+$/.test(code)) return true;
+  if (securityError(e) !== undefined) return false;
   if (name === 'NoHostAvailableError') {
     const inner = Object.values((e as { innerErrors?: Record<string, unknown> }).innerErrors ?? {});
     // Hosts that answered, each with a definite refusal: the same query will be refused again.

@@ -1,8 +1,8 @@
 /** What the commands share: the connection flags, error printing, and flag parsers. */
 import { Command, Option, type CommandUnknownOpts, type OptionValues } from '@commander-js/extra-typings';
-import { connectionOptions, loadConnectionConfig, type ConnectionConfig, type ConnectionKey } from '../config.js';
+import { connectionOptions, kafkaConfigFromEnv, loadConnectionConfig, type ConnectionConfig, type ConnectionKey } from '../config.js';
 import { parseHealthMix } from '../app/generator.js';
-import { isRetriableCassandraError } from '../cassandra/session.js';
+import { isRetriableCassandraError, securityError } from '../cassandra/session.js';
 import { ExactlyOnceError } from '../errors.js';
 
 const CONNECTION_KEYS = Object.keys(connectionOptions) as ConnectionKey[];
@@ -18,8 +18,9 @@ export type ConnectionFlags = { [K in ConnectionKey]?: K extends 'kafkaConfig' ?
  */
 export function withConnection<A extends unknown[], O extends OptionValues, G extends OptionValues>(
   cmd: Command<A, O, G>,
-  used: readonly ConnectionKey[] = CONNECTION_KEYS,
+  usedKeys: readonly ConnectionKey[] = CONNECTION_KEYS,
 ): Command<A, O & ConnectionFlags, G> {
+  const used = withCompanions(usedKeys);
   for (const key of CONNECTION_KEYS) {
     const o = connectionOptions[key];
     const option = new Option(o.flag, o.help).env(o.env).hideHelp(!used.includes(key));
@@ -28,11 +29,19 @@ export function withConnection<A extends unknown[], O extends OptionValues, G ex
   return cmd as unknown as Command<A, O & ConnectionFlags, G>;
 }
 
+/** A command that connects to Cassandra also takes its TLS and password-file settings; one that uses --kafka-config, the file. */
+function withCompanions(used: readonly ConnectionKey[]): ConnectionKey[] {
+  const out = new Set(used);
+  if (used.includes('cassandraPassword')) for (const k of ['cassandraPasswordFile', 'cassandraTls', 'cassandraCa', 'cassandraCert', 'cassandraKey'] as const) out.add(k);
+  if (used.includes('kafkaConfig')) out.add('kafkaConfigFile');
+  return [...out];
+}
+
 /**
  * The validated connection of a parsed command (Commander has applied flag > environment > default).
  * Only the settings the command uses are read and validated: a bad EXACTLYONCE_BROKERS does not stop
  * `schema apply`; the others keep their defaults. As `loadConnectionConfig` does, an empty variable
- * counts as unset, and EXACTLYONCE_KAFKA_CONFIG holds comma-separated key=value pairs.
+ * counts as unset, and EXACTLYONCE_KAFKA_CONFIG holds key=value lines or a JSON object.
  */
 export function connection(cmd: CommandUnknownOpts): ConnectionConfig {
   const raw: Record<string, unknown> = {};
@@ -42,7 +51,7 @@ export function connection(cmd: CommandUnknownOpts): ConnectionConfig {
     if (cmd.getOptionValueSource(key) === 'env') {
       const env = process.env[connectionOptions[key].env] ?? '';
       if (env === '') continue;
-      raw[key] = key === 'kafkaConfig' ? env.split(',') : value;
+      raw[key] = key === 'kafkaConfig' ? kafkaConfigFromEnv(env) : value;
     } else {
       raw[key] = value;
     }
@@ -67,8 +76,10 @@ export function action<A extends unknown[]>(fn: (...args: A) => Promise<void | n
 }
 
 export function reportError(e: unknown): number {
+  // A login, certificate or permission refusal: one line naming what to fix.
+  e = securityError(e) ?? e;
   // A Cassandra driver error that outlived every retry: the server went away during the command.
-  if (e instanceof Error && (isRetriableCassandraError(e) || e.name === 'DriverError')) {
+  if (e instanceof Error && !(e instanceof ExactlyOnceError) && (isRetriableCassandraError(e) || e.name === 'DriverError')) {
     e = new ExactlyOnceError('EO_CASSANDRA_UNAVAILABLE', `Cassandra stopped answering (${e.message.split('\n')[0]}); is it up? (\`exactlyonce stack status\` for the local stack)`, { cause: e });
   }
   if (e instanceof ExactlyOnceError) {

@@ -18,7 +18,7 @@ import { statusLine } from '../dashboard/status-line.js';
 import { ExactlyOnceError } from '../errors.js';
 import { CheckpointStore } from '../engine/checkpoint-store.js';
 import { formatTable } from '../format/table.js';
-import { connectionArgs, startCli, terminate } from '../harness/cli-process.js';
+import { connectionArgs, connectionEnv, startCli, terminate } from '../harness/cli-process.js';
 import { waitDrained } from '../harness/drain.js';
 import { sleep } from '../harness/sleep.js';
 import { freePort, WorkerFleet } from '../harness/worker-fleet.js';
@@ -99,8 +99,10 @@ export function demoCommand(): Command {
           const args = connectionArgs(config);
           const logDir = join(stack.dir, 'logs');
           mkdirSync(logDir, { recursive: true });
+          const env = connectionEnv(config);
           const workers: WorkerFleet = (fleet = new WorkerFleet({
             args,
+            env,
             logFile: (id) => join(logDir, `demo-worker-${id}.log`),
             detached: true,
             onUnexpectedExit: (w, how) => {
@@ -138,7 +140,7 @@ export function demoCommand(): Command {
 
           await race(Promise.all(workers.running().map((w) => workers.waitReady(w, interrupt.signal))));
           out(`workers ready after ${secs()}; running the generator (3 clients × ${opts.eventsPerKey} events, a 500 ms pause every 10 rounds)…`);
-          const gen = startCli(['generate', '--brokers', config.brokers.join(','), '--events-per-key', String(opts.eventsPerKey)], { inheritStderr: true });
+          const gen = startCli(['generate', '--brokers', config.brokers.join(','), '--topic', config.topic, '--events-per-key', String(opts.eventsPerKey)], { inheritStderr: true, env });
           children.push(gen.child);
           const generated = await race(gen.result);
           if (generated.code !== 0) throw new ExactlyOnceError('EO_PRODUCE_FAILED', `the generator exited with ${generated.code}`);
@@ -171,7 +173,7 @@ export function demoCommand(): Command {
           }
 
           out('\nverify:');
-          const verify = startCli(['verify', ...args]);
+          const verify = startCli(['verify', ...args], { env });
           children.push(verify.child);
           const verified = await race(verify.result);
           out(verified.output.trim());

@@ -22,7 +22,7 @@ import { KafkaAdmin } from '../kafka/admin.js';
 import { Producer } from '../kafka/producer.js';
 import { stackStatus, type StackOptions } from '../stack/index.js';
 import { FaultRunner } from './chaos-faults.js';
-import { connectionArgs, ruleArgs } from './cli-process.js';
+import { connectionArgs, connectionEnv, ruleArgs } from './cli-process.js';
 import { CheckpointWatch, waitDrained } from './drain.js';
 import { producePaced } from './paced-producer.js';
 import { sleep } from './sleep.js';
@@ -95,6 +95,7 @@ export async function runChaos(
   const problems: string[] = [];
   const fleet: WorkerFleet = new WorkerFleet({
     args: [...connectionArgs(config), '--session-timeout-ms', String(o.sessionTimeoutMs), '--max-batch', '500', ...ruleArgs(o.rule)],
+    env: connectionEnv(config),
     logFile: (id) => path.join(runDir, `worker-${id}.log`),
     say,
     // A worker must survive every fault we inject; one that dies by itself is a finding.

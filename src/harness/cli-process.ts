@@ -10,14 +10,38 @@ import { repoRoot } from '../stack/repo-root.js';
 
 export const cliPath = path.join(repoRoot(), 'bin', 'exactlyonce');
 
-/** The connection flags that give a child command the same connection as `config`. */
+/**
+ * The connection flags that give a child command the same connection as `config`, together with
+ * `connectionEnv(config)`: the flags carry nothing secret (a command line is visible to every user
+ * in `ps`), the environment carries the password and the Kafka properties.
+ */
 export function connectionArgs(config: ConnectionConfig): string[] {
   const args = ['--brokers', config.brokers.join(','), '--cassandra', config.cassandra.join(','), '--datacenter', config.datacenter];
   args.push('--keyspace', config.keyspace, '--topic', config.topic, '--alerts-topic', config.alertsTopic, '--group', config.group);
   if (config.cassandraUsername !== undefined) args.push('--cassandra-username', config.cassandraUsername);
-  if (config.cassandraPassword !== undefined) args.push('--cassandra-password', config.cassandraPassword);
-  for (const [k, v] of Object.entries(config.kafkaConfig)) args.push('--kafka-config', `${k}=${v}`);
+  const tls = config.cassandraTls;
+  if (tls !== undefined) {
+    args.push('--cassandra-tls', tls.verifyHostname ? 'on' : 'no-hostname-check');
+    if (tls.ca !== undefined) args.push('--cassandra-ca', path.resolve(tls.ca));
+    if (tls.cert !== undefined) args.push('--cassandra-cert', path.resolve(tls.cert));
+    if (tls.key !== undefined) args.push('--cassandra-key', path.resolve(tls.key));
+  }
   return args;
+}
+
+/**
+ * The environment that carries `config`'s secrets to a child (readable only by the same user, in
+ * /proc/<pid>/environ): the Cassandra password and every Kafka property (as JSON, so values may hold
+ * commas and newlines). The *_FILE variables are emptied so the child takes these values, whatever
+ * the parent inherited.
+ */
+export function connectionEnv(config: ConnectionConfig): Record<string, string> {
+  return {
+    EXACTLYONCE_CASSANDRA_PASSWORD: config.cassandraPassword ?? '',
+    EXACTLYONCE_CASSANDRA_PASSWORD_FILE: '',
+    EXACTLYONCE_KAFKA_CONFIG: Object.keys(config.kafkaConfig).length === 0 ? '' : JSON.stringify(config.kafkaConfig),
+    EXACTLYONCE_KAFKA_CONFIG_FILE: '',
+  };
 }
 
 /** The flags of an alert rule (`run`, `verify`, `chaos`). */
@@ -42,8 +66,8 @@ export async function terminate(child: ChildProcess, graceMs = 30_000): Promise<
 }
 
 /** Starts `bin/exactlyonce args…` in its own process group (Ctrl-C reaches only the caller, which stops it). */
-export function startCli(args: string[], o: { inheritStderr?: boolean } = {}): CliRun {
-  const child = spawn(cliPath, args, { stdio: ['ignore', 'pipe', o.inheritStderr === true ? 'inherit' : 'pipe'], detached: true });
+export function startCli(args: string[], o: { inheritStderr?: boolean; env?: Record<string, string> } = {}): CliRun {
+  const child = spawn(cliPath, args, { stdio: ['ignore', 'pipe', o.inheritStderr === true ? 'inherit' : 'pipe'], detached: true, env: { ...process.env, ...o.env } });
   let output = '';
   child.stdout!.on('data', (d) => (output += d));
   child.stderr?.on('data', (d) => (output += d));

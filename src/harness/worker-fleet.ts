@@ -27,6 +27,8 @@ export interface FleetWorker {
 export interface FleetOptions {
   /** The flags of `run` (connection, settings), the same for every worker. */
   args: string[];
+  /** Added to the workers' environment: the connection's secrets (`connectionEnv`), never on argv. */
+  env?: Record<string, string>;
   /** Where worker `id` (1, 2, …) logs. */
   logFile: (id: number) => string;
   /** Each worker in a process group of its own (Ctrl-C at a terminal then reaches only the caller). */
@@ -58,7 +60,7 @@ export class WorkerFleet {
     const logFile = this.o.logFile(id);
     const fd = openSync(logFile, 'w');
     const args = ['run', ...this.o.args, ...(port === undefined ? [] : ['--metrics-port', String(port)])];
-    const child = spawn(cliPath, args, { stdio: ['ignore', fd, fd], detached: this.o.detached === true, env: { ...process.env, EXACTLYONCE_LOG_FORMAT: 'json' } });
+    const child = spawn(cliPath, args, { stdio: ['ignore', fd, fd], detached: this.o.detached === true, env: { ...process.env, ...this.o.env, EXACTLYONCE_LOG_FORMAT: 'json' } });
     closeSync(fd);
     const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => child.once('exit', (code, signal) => resolve({ code, signal })));
     const w: FleetWorker = { id, child, logFile, port, state: 'running', exited };

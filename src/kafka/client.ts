@@ -6,6 +6,7 @@ import { createRequire } from 'node:module';
 import type { KafkaJS as KafkaJSNamespace } from '@confluentinc/kafka-javascript';
 import type { ConnectionConfig } from '../config.js';
 import { ExactlyOnceError } from '../errors.js';
+import { isSecretProperty, redact } from '../secrets.js';
 
 export type KafkaJS = typeof KafkaJSNamespace;
 export type { KafkaJSNamespace };
@@ -54,8 +55,56 @@ export function quietLogger(sink: (level: 'warn' | 'error', message: string) => 
   return self;
 }
 
+/** The secret values among the Kafka properties, to scrub from anything printed. */
+export function kafkaSecrets(config: ConnectionConfig): string[] {
+  return Object.entries(config.kafkaConfig).filter(([k]) => isSecretProperty(k)).map(([, v]) => v);
+}
+
+/**
+ * A refusal no retry can change, from the client's error or one of its log lines, in one line naming
+ * what to fix: SASL credentials, the broker's certificate, a missing ACL. Undefined for anything else.
+ * librdkafka codes: ERR__AUTHENTICATION -169, ERR_SASL_AUTHENTICATION_FAILED 58, ERR__SSL -181,
+ * ERR_TOPIC/GROUP/CLUSTER/TRANSACTIONAL_ID_AUTHORIZATION_FAILED 29/30/31/53
+ * (https://github.com/confluentinc/librdkafka/blob/master/src/rdkafka.h).
+ */
+export function kafkaSecurityError(config: ConnectionConfig, cause: unknown): ExactlyOnceError | undefined {
+  if (cause instanceof ExactlyOnceError) return undefined;
+  const where = config.brokers.join(',');
+  const text = cause instanceof Error ? cause.message : String(cause);
+  const msg = redact(text.split('\n')[0] ?? '', kafkaSecrets(config)).slice(0, 300);
+  const code = (cause as { code?: unknown } | undefined)?.code;
+  const user = config.kafkaConfig['sasl.username'];
+  if (code === -169 || code === 58 || /SASL authentication (error|failed)|Authentication failed/i.test(text)) {
+    return new ExactlyOnceError(
+      'EO_KAFKA_AUTH_FAILED',
+      `Kafka at ${where} refused the login${user === undefined ? '' : ` of '${user}'`} (${msg}); check sasl.username, sasl.password and sasl.mechanisms in --kafka-config-file (or EXACTLYONCE_KAFKA_CONFIG)`,
+      { cause },
+    );
+  }
+  if (code === -181 || /SSL handshake failed|certificate verify failed/i.test(text)) {
+    return new ExactlyOnceError(
+      'EO_TLS_UNTRUSTED',
+      `Kafka at ${where}: the TLS handshake failed (${msg}); give the CA that signed the broker's certificate as ssl.ca.location in --kafka-config-file`,
+      { cause },
+    );
+  }
+  const denied = /(Topic|Group|Cluster|Transactional ?Id)[ _]?authori[sz]ation failed/i.exec(text);
+  if (code === 29 || code === 30 || code === 31 || code === 53 || denied !== null) {
+    const what = denied?.[1]?.toLowerCase() ?? { 29: 'topic', 30: 'group', 31: 'cluster', 53: 'transactional id' }[code as number] ?? 'resource';
+    const target = what === 'topic' ? `topic ${config.topic}` : what === 'group' ? `group ${config.group}` : what;
+    return new ExactlyOnceError(
+      'EO_NOT_AUTHORIZED',
+      `Kafka at ${where} refused ${user === undefined ? 'this client' : `'${user}'`} access to the ${target} (${msg}); add an ACL for it (kafka-acls --add --allow-principal User:${user ?? '<user>'} …)`,
+      { cause },
+    );
+  }
+  return undefined;
+}
+
 export function kafkaUnavailable(config: ConnectionConfig, cause: unknown): ExactlyOnceError {
-  const msg = cause instanceof Error ? cause.message.split('\n')[0] : String(cause);
+  const secure = kafkaSecurityError(config, cause);
+  if (secure !== undefined) return secure;
+  const msg = redact(cause instanceof Error ? cause.message.split('\n')[0] ?? '' : String(cause), kafkaSecrets(config));
   return new ExactlyOnceError(
     'EO_KAFKA_UNAVAILABLE',
     `Kafka at ${config.brokers.join(',')} did not answer (${msg}); is the stack up? run \`exactlyonce stack up\``,

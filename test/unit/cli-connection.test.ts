@@ -20,7 +20,7 @@ function parsed(argv: string[], env: Record<string, string>, used?: readonly Con
 }
 
 test('through Commander a flag wins over its environment variable, which wins over the default', () => {
-  const env = { EXACTLYONCE_BROKERS: 'a:1,b:2', EXACTLYONCE_KEYSPACE: 'fromenv', EXACTLYONCE_KAFKA_CONFIG: 'security.protocol=SSL,sasl.mechanism=PLAIN' };
+  const env = { EXACTLYONCE_BROKERS: 'a:1,b:2', EXACTLYONCE_KEYSPACE: 'fromenv', EXACTLYONCE_KAFKA_CONFIG: '{"security.protocol":"SSL","sasl.mechanism":"PLAIN"}' };
   const c = parsed(['--keyspace', 'fromflag'], env);
   assert.deepEqual(c.brokers, ['a:1', 'b:2']);
   assert.equal(c.keyspace, 'fromflag');
@@ -43,4 +43,18 @@ test('a command validates only the settings it uses; a bad one it uses is named 
     () => parsed([], { EXACTLYONCE_CASSANDRA: 'a b' }, ['cassandra', 'keyspace']),
     (e: unknown) => e instanceof ExactlyOnceError && e.code === 'EO_CONFIG_INVALID' && e.message === "--cassandra: expected host[:port][,host[:port]…] (got 'a b')",
   );
+});
+
+test('a command that connects to Cassandra takes its TLS and password-file flags, and shows them in --help', () => {
+  const cmd = withConnection(new Command('x'), ['cassandra', 'cassandraUsername', 'cassandraPassword']);
+  const help = cmd.helpInformation();
+  for (const flag of ['--cassandra-password-file', '--cassandra-tls', '--cassandra-ca', '--cassandra-cert', '--cassandra-key']) assert.ok(help.includes(flag), flag);
+  assert.ok(!help.includes('--kafka-config-file'));
+  const kafka = withConnection(new Command('y'), ['brokers', 'kafkaConfig']).helpInformation();
+  assert.ok(kafka.includes('--kafka-config-file') && kafka.includes('EXACTLYONCE_KAFKA_CONFIG_FILE'));
+});
+
+test('EXACTLYONCE_KAFKA_CONFIG as key=value lines keeps commas in values', () => {
+  const c = parsed([], { EXACTLYONCE_KAFKA_CONFIG: 'sasl.jaas.config=a required x="1,2";\nsasl.password=p,w=d' });
+  assert.deepEqual(c.kafkaConfig, { 'sasl.jaas.config': 'a required x="1,2";', 'sasl.password': 'p,w=d' });
 });

@@ -17,6 +17,7 @@ test('defaults are the original system\'s', () => {
       group: 'EventStreamingApp',
       cassandraUsername: undefined,
       cassandraPassword: undefined,
+      cassandraTls: undefined,
       kafkaConfig: {},
     },
   );
@@ -25,7 +26,7 @@ test('defaults are the original system\'s', () => {
 });
 
 test('a flag wins over its environment variable, which wins over the default', () => {
-  const env = { EXACTLYONCE_BROKERS: 'a:1,b:2', EXACTLYONCE_KEYSPACE: 'fromenv', EXACTLYONCE_KAFKA_CONFIG: 'security.protocol=SSL,sasl.mechanism=PLAIN' };
+  const env = { EXACTLYONCE_BROKERS: 'a:1,b:2', EXACTLYONCE_KEYSPACE: 'fromenv', EXACTLYONCE_KAFKA_CONFIG: 'security.protocol=SSL\nsasl.mechanism=PLAIN' };
   const c = loadConnectionConfig({ keyspace: 'fromflag' }, env);
   assert.deepEqual(c.brokers, ['a:1', 'b:2']);
   assert.equal(c.keyspace, 'fromflag');
