@@ -3,7 +3,7 @@ import { Command, Option } from '@commander-js/extra-typings';
 import { intOption } from '../config.js';
 import { ExactlyOnceError } from '../errors.js';
 import { formatTable } from '../format/table.js';
-import { stackDown, stackLogs, stackStatus, stackUp, type ServerStatus } from '../stack/index.js';
+import { isSecure, secureSummary, stackDown, stackLogs, stackStatus, stackUp, type ServerStatus } from '../stack/index.js';
 import { action } from './common.js';
 import { stackFlags, stackOptionsFrom } from './stack-flags.js';
 
@@ -19,9 +19,14 @@ function printStatus(servers: ServerStatus[]): void {
 export function stackCommand(): Command {
   const stack = new Command('stack').description('run a local Kafka + Cassandra for development and tests (no Docker)');
 
-  stackFlags(stack.command('up').description('fetch the servers from Maven Central if needed, start both, wait until ready (reuses running ones)')).action(
+  stackFlags(
+    stack
+      .command('up')
+      .description('fetch the servers from Maven Central if needed, start both, wait until ready (reuses running ones)')
+      .option('--secure', 'TLS and authentication on both servers: a local CA, Cassandra TLS + passwords + grants, Kafka SASL_SSL (SCRAM-SHA-512) + ACLs; the stack dir stays secured'),
+  ).action(
     action(async (opts) => {
-      const o = stackOptionsFrom(opts);
+      const o = { ...stackOptionsFrom(opts), secure: opts.secure === true };
       const r = await stackUp(o);
       const secs = (r.elapsedMs / 1000).toFixed(1);
       process.stdout.write(
@@ -29,6 +34,10 @@ export function stackCommand(): Command {
           ? `stack already up (checked in ${secs}s)\n`
           : `stack up: started ${r.started.join(' and ')} in ${secs}s\n`,
       );
+      if (isSecure(o)) {
+        process.stdout.write(`${(await secureSummary(o)).join('\n')}\n`);
+        return;
+      }
       process.stdout.write(`  Kafka      127.0.0.1:${o.kafkaPort}    (--brokers 127.0.0.1:${o.kafkaPort})\n`);
       process.stdout.write(`  Cassandra  127.0.0.1:${o.cassandraPort}    (--cassandra 127.0.0.1:${o.cassandraPort})\n`);
     }),
@@ -43,8 +52,10 @@ export function stackCommand(): Command {
 
   stackFlags(stack.command('status').description('show each server: pid, port, readiness')).action(
     action(async (opts) => {
-      const servers = await stackStatus(stackOptionsFrom(opts));
+      const o = stackOptionsFrom(opts);
+      const servers = await stackStatus(o);
       printStatus(servers);
+      process.stdout.write(isSecure(o) ? `${(await secureSummary(o)).join('\n')}\n` : 'not secured: plaintext, no authentication (`stack up --secure` on a new --stack-dir for TLS and logins)\n');
       return servers.every((s) => s.ready) ? 0 : 1;
     }),
   );

@@ -9,6 +9,7 @@ import { pathToFileURL } from 'node:url';
 import { cassandraStoragePort, type StackOptions } from './options.js';
 import { serverPaths, serverVersion } from './paths.js';
 import { cassandraReady } from './ready.js';
+import { CASSANDRA_SECURE_JVM, cassandraSecureYaml, isSecure, secureCassandraReady, setupCassandraRoles } from './secure.js';
 import { serverPorts, stackTags, type ServerSpec } from './server.js';
 
 /**
@@ -105,7 +106,8 @@ unlogged_batch_across_partitions_warn_threshold: 1000
     stopGraceMs: 60_000, // the shutdown hook drains: flushes memtables, syncs the commit log
     async prepare() {
       await Promise.all([p.conf, p.data, p.tmp, triggers, path.dirname(p.logFile)].map((d) => mkdir(d, { recursive: true })));
-      await writeFile(yamlFile, yaml);
+      // Secured, the file holds the keystore password: only its owner may read it.
+      await writeFile(yamlFile, isSecure(o) ? yaml + cassandraSecureYaml(o) : yaml, { mode: 0o600 });
       await writeFile(logback, logbackXml);
     },
     javaArgs(lib) {
@@ -127,12 +129,14 @@ unlogged_batch_across_partitions_warn_threshold: 1000
         // Single node: nothing to gossip with, and a fixed token avoids token allocation (~1 min → ~15 s).
         '-Dcassandra.skip_wait_for_gossip_to_settle=0',
         '-Dcassandra.initial_token=0',
+        ...(isSecure(o) ? CASSANDRA_SECURE_JVM : []),
         ...stackTags(path.resolve(o.dir), 'cassandra', port),
         '-cp',
         `${lib}/*`,
         'org.apache.cassandra.service.CassandraDaemon',
       ];
     },
-    probe: () => cassandraReady(port),
+    probe: () => (isSecure(o) ? secureCassandraReady(o) : cassandraReady(port)),
+    afterReady: () => (isSecure(o) ? setupCassandraRoles(o) : Promise.resolve()),
   };
 }

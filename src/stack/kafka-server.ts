@@ -11,6 +11,7 @@ import { serverPaths, serverVersion } from './paths.js';
 import { javaCommand } from './fetch.js';
 import { lastLines, run } from './process.js';
 import { kafkaReady } from './ready.js';
+import { formatSecureKafka, isSecure, kafkaSecureProperties, kafkaTlsReady, setupKafka } from './secure.js';
 import { serverPorts, stackTags, type ServerSpec } from './server.js';
 
 export function kafkaServer(o: StackOptions): ServerSpec {
@@ -87,13 +88,18 @@ auto.create.topics.enable=false
     stopGraceMs: 60_000,
     async prepare(lib) {
       await Promise.all([p.conf, p.data, p.tmp, path.dirname(p.logFile)].map((d) => mkdir(d, { recursive: true })));
-      await writeFile(properties, serverProperties);
+      // Secured, the listener lines are replaced and the file holds passwords: only its owner may read it.
+      const secured = isSecure(o)
+        ? serverProperties.split('\n').filter((l) => !/^(listeners|advertised\.listeners|listener\.security\.protocol\.map|inter\.broker\.listener\.name)=/.test(l)).join('\n') + kafkaSecureProperties(o)
+        : serverProperties;
+      await writeFile(properties, secured, { mode: 0o600 });
       await writeFile(log4j, log4jXml);
       // KRaft needs its log dir formatted once; meta.properties (written last by the format) holds
       // the random cluster id from then on.
       if (existsSync(path.join(p.data, 'meta.properties'))) return;
       o.onProgress?.('formatting Kafka storage (first start)…');
       const clusterId = randomBytes(16).toString('base64url'); // Kafka's Uuid format: 22 chars
+      if (isSecure(o)) return formatSecureKafka(o, lib, clusterId, properties); // with the SCRAM users
       const r = await run(javaCommand(), ['-Xmx256m', ...jvm(lib), 'kafka.tools.StorageTool', 'format', '-t', clusterId, '-c', properties]);
       await appendFile(p.logFile, r.output);
       if (r.code !== 0) {
@@ -101,6 +107,7 @@ auto.create.topics.enable=false
       }
     },
     javaArgs: (lib) => [`-Xms${o.kafkaHeapMb}m`, `-Xmx${o.kafkaHeapMb}m`, ...jvm(lib), ...stackTags(path.resolve(o.dir), 'kafka', port), 'kafka.Kafka', properties],
-    probe: () => kafkaReady(port),
+    probe: () => (isSecure(o) ? kafkaTlsReady(o) : kafkaReady(port)),
+    afterReady: (lib) => (isSecure(o) ? setupKafka(o, lib, o.startTimeoutMs) : Promise.resolve()),
   };
 }

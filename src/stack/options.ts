@@ -22,6 +22,11 @@ export interface StackOptions {
   cassandraHeapMb: number;
   /** How long a freshly started JVM may take to answer, in ms (the one-off jar fetch is not counted). */
   startTimeoutMs: number;
+  /**
+   * TLS and authentication on both servers (see secure.ts). A stack dir made secure stays secure:
+   * its secure/ folder is found on later starts even without this.
+   */
+  secure?: boolean;
   /** Human progress lines ("fetching Cassandra 5.0.6 jars…"). */
   onProgress?: (line: string) => void;
 }

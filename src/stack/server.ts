@@ -12,6 +12,8 @@ export interface ServerSpec {
   prepare(lib: string): Promise<void>;
   /** Everything after `java`. */
   javaArgs(lib: string): string[];
+  /** After the server first answers (each start): one-off set-up such as users and grants (secure.ts). */
+  afterReady?(lib: string): Promise<void>;
   /** True when the server answers a client request (see ready.ts). */
   probe(): Promise<boolean>;
   /** How long a clean SIGTERM shutdown may take before SIGKILL, in ms. */

@@ -3,6 +3,7 @@
  * run/<name>.pid is alive and its command line carries this stack dir's tag (see stackTags), so a
  * stale pid file, or a pid reused by an unrelated process, is never mistaken for a running server.
  */
+import { existsSync } from 'node:fs';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { ExactlyOnceError } from '../errors.js';
@@ -11,6 +12,7 @@ import { checkJava, ensureJars, javaCommand } from './fetch.js';
 import { kafkaServer } from './kafka-server.js';
 import { displayName, SERVER_NAMES, type ServerName, type ServerStatus, type StackOptions } from './options.js';
 import { serverPaths } from './paths.js';
+import { isSecure, prepareSecure, secureFiles } from './secure.js';
 import { commandLine, isAlive, isPortFree, readPidFile, removePidFile, spawnDetached, tailFile, terminate, writePidFile } from './process.js';
 import type { ServerSpec } from './server.js';
 
@@ -98,11 +100,13 @@ export async function startServer(o: StackOptions, name: ServerName): Promise<Se
       throw new ExactlyOnceError('EO_PORT_IN_USE', `${displayName(name)} of ${o.dir} is already running on port ${running.port}, not ${s.port}; stop it first (exactlyonce stack down) to change its port`);
     }
     await waitReady(o, s, running.pid, 0);
+    await s.afterReady?.(serverPaths(o.dir, name).lib);
     return status(o, name, running);
   }
   await assertPortsFree(s);
   await checkJava(o.onProgress);
   const lib = await ensureJars(o, name);
+  if (isSecure(o) && !existsSync(secureFiles(o).kafkaWorkerProperties)) await prepareSecure(o);
   await s.prepare(lib);
 
   const p = serverPaths(o.dir, name);
@@ -114,6 +118,7 @@ export async function startServer(o: StackOptions, name: ServerName): Promise<Se
   }
   await writePidFile(p.pidFile, child.pid);
   await waitReady(o, s, child.pid, logOffset);
+  await s.afterReady?.(lib);
   o.onProgress?.(`${displayName(name)} ready in ${((Date.now() - t0) / 1000).toFixed(1)} s (pid ${child.pid})`);
   return status(o, name, { pid: child.pid, port: s.port });
 }
@@ -139,6 +144,8 @@ export async function stackUp(o: StackOptions): Promise<{ servers: ServerStatus[
   const toStart = before.filter(([, r]) => r === null).map(([n]) => n);
   // Check every port first: a conflict on one server must not cost a start and stop of the other.
   for (const n of toStart) await assertPortsFree(spec(o, n));
+  // Certificates and passwords once, before the two servers start in parallel and read them.
+  if (isSecure(o)) await prepareSecure(o);
 
   const results = await Promise.allSettled(SERVER_NAMES.map((n) => startServer(o, n)));
   const failure = results.find((r): r is PromiseRejectedResult => r.status === 'rejected');
