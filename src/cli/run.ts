@@ -13,7 +13,7 @@ import { defaultRunnerOptions, Runner } from '../engine/runner.js';
 import { AbortedError, isRetriable, retry } from '../engine/retry.js';
 import { createLogger, type Logger } from '../log.js';
 import { announceWorker } from '../dashboard/worker-registry.js';
-import { action, connection, withConnection } from './common.js';
+import { action, connection, reportError, withConnection } from './common.js';
 
 /** The job stored in the keyspace (null before its first worker), read once Cassandra answers. */
 function storedJob(config: ConnectionConfig, log: Logger, deadlineMs: number): Promise<BoundJob | null> {
@@ -111,7 +111,16 @@ export function runCommand(): Command {
         throw e;
       }
       running = true;
-      await done;
+      // A refusal no retry can change (a missing ACL): stop, then report it as the command's error.
+      const refusal = await Promise.race([done.then(() => undefined), runner.refusal]);
+      if (refusal !== undefined) {
+        log.error({ code: refusal.code }, refusal.message);
+        await runner.stop();
+        await announcement?.stop();
+        server?.close();
+        process.exitCode = reportError(refusal);
+        process.exit();
+      }
       await announcement?.stop();
       server?.close();
       // Everything that matters is closed (batches finished or abandoned before their checkpoint,

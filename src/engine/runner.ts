@@ -11,7 +11,7 @@ import { connect, type Client } from '../cassandra/session.js';
 import type { ConnectionConfig } from '../config.js';
 import { ExactlyOnceError, isExactlyOnceError } from '../errors.js';
 import { KafkaAdmin } from '../kafka/admin.js';
-import { kafkaUnavailable } from '../kafka/client.js';
+import { kafkaSecurityError, kafkaUnavailable } from '../kafka/client.js';
 import { GroupConsumer } from '../kafka/consumer.js';
 import type { Logger } from '../log.js';
 import { AssignmentPlanner, type Binding } from './assignment-planner.js';
@@ -83,6 +83,14 @@ export class Runner {
   private resets: ResetWatcher | undefined;
   /** The Kafka client's last error log line, and when (named by stall warnings while recent). */
   private lastClientError: { message: string; at: number } | undefined;
+  /** Settles with the refusal that stops this worker for good (a missing ACL, a revoked login). */
+  private refused: ((e: ExactlyOnceError) => void) | undefined;
+  /**
+   * Resolves with the error when the brokers refuse this worker something no retry can change (the
+   * client itself retries such refusals forever, logging them): the caller stops the worker and
+   * reports it. Never resolves otherwise.
+   */
+  readonly refusal: Promise<ExactlyOnceError> = new Promise((resolve) => (this.refused = resolve));
 
   constructor(
     private readonly config: ConnectionConfig,
@@ -189,6 +197,8 @@ export class Runner {
           this.lastClientError = { message: message.split('\n')[0]!.slice(0, 300), at: Date.now() };
         }
         this.log.debug({ kafka: level }, message);
+        const refusal = level === 'error' ? kafkaSecurityError(config, new Error(message.replace(/^.*Error details: /s, ''))) : undefined;
+        if (refusal !== undefined) this.refused?.(refusal);
         // The client reconnects by itself; we only say, once, that the brokers stopped answering.
         if (level === 'error' && KAFKA_DOWN.test(message) && this.kafkaDownSince === undefined) {
           this.kafkaDownSince = Date.now();

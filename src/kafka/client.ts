@@ -41,6 +41,25 @@ export function baseProperties(config: ConnectionConfig, clientId: string): Reco
   };
 }
 
+/** librdkafka's log wording for a refusal no retry changes (it keeps retrying them itself). */
+const REFUSAL = /SASL authentication (error|failed)|SSL handshake failed|certificate verify failed|(Topic|Group|Cluster|Transactional ?Id) authori[sz]ation failed/i;
+
+/** The last refusal a client of this process logged, and when. */
+let lastRefusal: { message: string; at: number } | undefined;
+
+/**
+ * The refusal a client logged in the last `maxAgeMs` (librdkafka retries a failed login or handshake
+ * itself and only logs why; the call that gives up says no more than "Broker transport failure").
+ */
+export function recentRefusal(maxAgeMs = 120_000): string | undefined {
+  return lastRefusal !== undefined && Date.now() - lastRefusal.at <= maxAgeMs ? lastRefusal.message : undefined;
+}
+
+/** A client log line without librdkafka's thread prefix (`[thrd:…]: sasl_ssl://host:port/bootstrap: `). */
+function cleanLogLine(message: string): string {
+  return (message.split('\n')[0] ?? '').replace(/^\[thrd:[^\]]*\]:\s*/, '').replace(/^\S+:\/\/\S+?: /, '');
+}
+
 /** A KafkaJS-style logger that forwards the client's own log lines to ours at reduced volume. */
 export function quietLogger(sink: (level: 'warn' | 'error', message: string) => void): KafkaJSNamespace.Logger {
   const noop = () => undefined;
@@ -48,7 +67,10 @@ export function quietLogger(sink: (level: 'warn' | 'error', message: string) => 
     info: noop,
     debug: noop,
     warn: (message: string) => sink('warn', message),
-    error: (message: string) => sink('error', message),
+    error: (message: string) => {
+      if (REFUSAL.test(message)) lastRefusal = { message: cleanLogLine(message.replace(/^.*Error details: /s, '')), at: Date.now() };
+      sink('error', message);
+    },
     namespace: () => self,
     setLogLevel: noop,
   } as unknown as KafkaJSNamespace.Logger;
@@ -71,7 +93,7 @@ export function kafkaSecurityError(config: ConnectionConfig, cause: unknown): Ex
   if (cause instanceof ExactlyOnceError) return undefined;
   const where = config.brokers.join(',');
   const text = cause instanceof Error ? cause.message : String(cause);
-  const msg = redact(text.split('\n')[0] ?? '', kafkaSecrets(config)).slice(0, 300);
+  const msg = redact(cleanLogLine(text), kafkaSecrets(config)).slice(0, 300);
   const code = (cause as { code?: unknown } | undefined)?.code;
   const user = config.kafkaConfig['sasl.username'];
   if (code === -169 || code === 58 || /SASL authentication (error|failed)|Authentication failed/i.test(text)) {
@@ -91,10 +113,11 @@ export function kafkaSecurityError(config: ConnectionConfig, cause: unknown): Ex
   const denied = /(Topic|Group|Cluster|Transactional ?Id)[ _]?authori[sz]ation failed/i.exec(text);
   if (code === 29 || code === 30 || code === 31 || code === 53 || denied !== null) {
     const what = denied?.[1]?.toLowerCase() ?? { 29: 'topic', 30: 'group', 31: 'cluster', 53: 'transactional id' }[code as number] ?? 'resource';
+    const said = /Broker: [^:]*authori[sz]ation failed/i.exec(text)?.[0] ?? msg;
     const target = what === 'topic' ? `topic ${config.topic}` : what === 'group' ? `group ${config.group}` : what;
     return new ExactlyOnceError(
       'EO_NOT_AUTHORIZED',
-      `Kafka at ${where} refused ${user === undefined ? 'this client' : `'${user}'`} access to the ${target} (${msg}); add an ACL for it (kafka-acls --add --allow-principal User:${user ?? '<user>'} …)`,
+      `Kafka at ${where} refused ${user === undefined ? 'this client' : `'${user}'`} access to the ${target} (${said}); add an ACL for it (kafka-acls --add --allow-principal User:${user ?? '<user>'} …)`,
       { cause },
     );
   }
@@ -102,7 +125,8 @@ export function kafkaSecurityError(config: ConnectionConfig, cause: unknown): Ex
 }
 
 export function kafkaUnavailable(config: ConnectionConfig, cause: unknown): ExactlyOnceError {
-  const secure = kafkaSecurityError(config, cause);
+  const recent = recentRefusal();
+  const secure = kafkaSecurityError(config, cause) ?? (recent === undefined ? undefined : kafkaSecurityError(config, Object.assign(new Error(recent), { cause })));
   if (secure !== undefined) return secure;
   const msg = redact(cause instanceof Error ? cause.message.split('\n')[0] ?? '' : String(cause), kafkaSecrets(config));
   return new ExactlyOnceError(
