@@ -4,6 +4,7 @@ import { Command, Option } from '@commander-js/extra-typings';
 import { intOption } from '../config.js';
 import { ExactlyOnceError } from '../errors.js';
 import { startDashboard } from '../dashboard/dashboard.js';
+import { accessNotice } from '../engine/http-access.js';
 import { action, connection, withConnection } from './common.js';
 
 function addressList(value: string): string[] {
@@ -24,7 +25,9 @@ export function dashboardCommand(): Command {
     new Command('dashboard')
       .description("serve a live page: throughput, lag per partition, who owns what, quarantine, latest alerts, last verify (workers found through --worker-metrics and the keyspace's workers table)")
       .addOption(new Option('--port <port>', 'HTTP port (0: any free port)').default(8090).argParser(intOption('--port', 0, 65535)))
-      .addOption(new Option('--host <address>', 'address to listen on (0.0.0.0: every interface)').default('127.0.0.1'))
+      .addOption(
+        new Option('--host <address>', 'address to listen on (0.0.0.0: every interface; beyond loopback a token is required, from EXACTLYONCE_HTTP_TOKEN_FILE or EXACTLYONCE_HTTP_TOKEN)').default('127.0.0.1'),
+      )
       .addOption(new Option('--worker-metrics <list>', "workers' metrics addresses host:port[,…] (their --metrics-port), besides those that register themselves").default([], 'none').argParser(addressList))
       // The old name of --worker-metrics: elsewhere --workers is a count (chaos, demo, bench).
       .addOption(new Option('--workers <list>').hideHelp().argParser(renamedWorkers))
@@ -42,6 +45,7 @@ export function dashboardCommand(): Command {
       });
       const url = host === '0.0.0.0' || host === '::' ? dashboard.url.replace(/\/\/[^/]+:/, `//${hostname()}:`) : dashboard.url;
       process.stdout.write(`dashboard: ${url}  (keyspace ${config.keyspace}, topic ${config.topic}; Ctrl-C stops it)\n`);
+      process.stdout.write(`access: ${accessNotice(dashboard.access)}${dashboard.access.token === undefined ? '' : `; in a browser open ${url}?token=<token> once`}\n`);
       await new Promise<void>((resolve) => {
         process.once('SIGINT', resolve);
         process.once('SIGTERM', resolve);

@@ -8,7 +8,8 @@ import { intOption, type ConnectionConfig } from '../config.js';
 import { ExactlyOnceError } from '../errors.js';
 import type { BoundJob } from '../engine/job-binding.js';
 import { EngineMetrics } from '../engine/metrics.js';
-import { serveMetrics } from '../engine/metrics-server.js';
+import { accessNotice } from '../engine/http-access.js';
+import { metricsAccess, metricsBindHost, serveMetrics } from '../engine/metrics-server.js';
 import { defaultRunnerOptions, Runner } from '../engine/runner.js';
 import { AbortedError, isRetriable, retry } from '../engine/retry.js';
 import { createLogger, type Logger } from '../log.js';
@@ -82,12 +83,15 @@ export function runCommand(): Command {
       );
       let running = false;
       const port = opts.metricsPort;
+      const host = metricsBindHost();
+      const access = port > 0 ? metricsAccess(host) : undefined;
       const server =
-        port > 0
-          ? await serveMetrics(metrics, port, () => running).catch((e: unknown) => {
-              throw new ExactlyOnceError('EO_PORT_IN_USE', `--metrics-port: cannot listen on 127.0.0.1:${port} (${(e as Error).message})`, { cause: e });
+        access !== undefined
+          ? await serveMetrics(metrics, port, () => running, host, access).catch((e: unknown) => {
+              throw new ExactlyOnceError('EO_PORT_IN_USE', `--metrics-port: cannot listen on ${host}:${port} (${(e as Error).message})`, { cause: e });
             })
           : undefined;
+      if (access !== undefined) log.info({ metrics: `${host}:${port}`, token: access.token !== undefined }, `serving /metrics, /healthz, /readyz on ${host}:${port}: ${accessNotice(access)}`);
       // Lets `exactlyonce dashboard` find this worker (a row of <keyspace>.workers with a TTL).
       const announcement = server && announceWorker(config, { workerId: metrics.workerId, port, log });
       let signals = 0;

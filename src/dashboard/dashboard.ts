@@ -7,7 +7,8 @@ import type { ConnectionConfig } from '../config.js';
 import { ExactlyOnceError } from '../errors.js';
 import { KafkaAdmin } from '../kafka/admin.js';
 import { Collector } from './collector.js';
-import { serveDashboard } from './server.js';
+import type { HttpAccess } from '../engine/http-access.js';
+import { dashboardAccess, serveDashboard } from './server.js';
 import { DashboardStore } from './store.js';
 
 export interface DashboardOptions {
@@ -22,12 +23,15 @@ export interface DashboardOptions {
 
 export interface Dashboard {
   url: string;
+  access: HttpAccess;
   collector: Collector;
   /** Idempotent. */
   close(): Promise<void>;
 }
 
 export async function startDashboard(config: ConnectionConfig, o: DashboardOptions): Promise<Dashboard> {
+  // A missing token for a server bound beyond loopback is a configuration error: before any connection.
+  const access = dashboardAccess(o.host);
   // The admin client first: it fails at once (EO_KAFKA_CLIENT_MISSING) when the client is not built,
   // before a Cassandra session exists that would keep the process alive.
   const admin = new KafkaAdmin(config, 5_000);
@@ -44,7 +48,7 @@ export async function startDashboard(config: ConnectionConfig, o: DashboardOptio
   collector.on('error', () => undefined); // a failed round is retried at the next tick
   let server;
   try {
-    server = await serveDashboard(collector, o.port, o.host);
+    server = await serveDashboard(collector, o.port, o.host, access);
   } catch (e) {
     await session.shutdown();
     await admin.close();
@@ -54,6 +58,7 @@ export async function startDashboard(config: ConnectionConfig, o: DashboardOptio
   let closing: Promise<void> | undefined;
   return {
     url: server.url,
+    access,
     collector,
     close() {
       closing ??= (async () => {

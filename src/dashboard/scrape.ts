@@ -2,6 +2,7 @@
  * Reads one worker's /metrics and /readyz and turns them into what the dashboard shows about it. Every
  * number here comes from the worker's own /metrics, so the page and a Prometheus scrape agree.
  */
+import { authHeaders } from '../engine/http-access.js';
 import { byLabel, histogramQuantile, parsePrometheus, select, total, type Sample } from './prometheus.js';
 
 /** How long one worker may take to answer, in ms. */
@@ -97,9 +98,10 @@ export function summarize(address: string, samples: readonly Sample[], at: numbe
 export async function scrapeWorker(address: string, timeoutMs = SCRAPE_TIMEOUT_MS): Promise<WorkerScrape> {
   const base = `http://${address}`;
   try {
+    const headers = authHeaders();
     const [metrics, ready] = await Promise.all([
-      fetch(`${base}/metrics`, { signal: AbortSignal.timeout(timeoutMs) }),
-      fetch(`${base}/readyz`, { signal: AbortSignal.timeout(timeoutMs) }).catch(() => null),
+      fetch(`${base}/metrics`, { headers, signal: AbortSignal.timeout(timeoutMs) }),
+      fetch(`${base}/readyz`, { headers, signal: AbortSignal.timeout(timeoutMs) }).catch(() => null),
     ]);
     if (!metrics.ok) throw new Error(`/metrics answered HTTP ${metrics.status}`);
     const text = await metrics.text();

@@ -5,6 +5,7 @@
  */
 import { readFileSync } from 'node:fs';
 import { createServer, type Server, type ServerResponse } from 'node:http';
+import { httpAccess, refusal, TOKEN_COOKIE, type HttpAccess } from '../engine/http-access.js';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -29,14 +30,21 @@ function assets(): Map<string, Asset> {
   ]);
 }
 
+/** The dashboard's access rule on `host` (throws EO_CONFIG_INVALID beyond loopback without a token). */
+export function dashboardAccess(host: string): HttpAccess {
+  return httpAccess(host, `the dashboard (--host ${host})`);
+}
+
 export interface DashboardServer {
   server: Server;
   url: string;
+  /** Who may use it: loopback with a Host check, or a token (see engine/http-access.ts). */
+  access: HttpAccess;
   /** Ends the live streams and closes the server. Idempotent. */
   close(): Promise<void>;
 }
 
-export async function serveDashboard(collector: Collector, port: number, host = '127.0.0.1'): Promise<DashboardServer> {
+export async function serveDashboard(collector: Collector, port: number, host = '127.0.0.1', access = dashboardAccess(host)): Promise<DashboardServer> {
   const files = assets();
   const streams = new Set<ServerResponse>();
   const send = (res: ServerResponse, event: string, data: unknown) => res.write(`event: ${event}\ndata: ${JSON.stringify(data)}\n\n`);
@@ -47,6 +55,17 @@ export async function serveDashboard(collector: Collector, port: number, host = 
 
   const server = createServer((req, res) => {
     const path = (req.url ?? '/').split('?')[0]!;
+    const refused = refusal(req, access);
+    if (refused !== undefined) {
+      res.writeHead(refused.status, { 'content-type': 'text/plain' }).end(refused.text);
+      return;
+    }
+    // A browser opened with ?token=…: keep it in a cookie the page's own requests carry, and drop it from the address bar.
+    const given = new URL(req.url ?? '/', 'http://x').searchParams.get('token');
+    if (given !== null && access.token !== undefined) {
+      res.writeHead(303, { location: path, 'set-cookie': `${TOKEN_COOKIE}=${encodeURIComponent(given)}; HttpOnly; SameSite=Strict; Path=/` }).end();
+      return;
+    }
     const asset = files.get(path === '/index.html' ? '/' : path);
     if (req.method !== 'GET' && req.method !== 'HEAD') {
       res.writeHead(405, { allow: 'GET, HEAD' }).end();
@@ -79,6 +98,7 @@ export async function serveDashboard(collector: Collector, port: number, host = 
   return {
     server,
     url: `http://${host.includes(':') ? `[${host}]` : host}:${actualPort}/`,
+    access,
     close() {
       closing ??= new Promise<void>((resolve) => {
         collector.off('tick', onTick);

@@ -4,17 +4,28 @@
  * Cassandra is known to be down; see ServerHealth.readiness).
  *
  * Binds 127.0.0.1 unless EXACTLYONCE_METRICS_HOST says otherwise (e.g. 0.0.0.0 so that Prometheus or
- * the dashboard on another host can scrape it).
+ * the dashboard on another host can scrape it); beyond loopback it requires a token (http-access.ts).
  */
 import { createServer, type Server } from 'node:http';
+import { httpAccess, refusal, type HttpAccess } from './http-access.js';
 import type { EngineMetrics } from './metrics.js';
 
 export function metricsBindHost(env: NodeJS.ProcessEnv = process.env): string {
   return env['EXACTLYONCE_METRICS_HOST'] || '127.0.0.1';
 }
 
-export async function serveMetrics(metrics: EngineMetrics, port: number, running: () => boolean, host = metricsBindHost()): Promise<Server> {
+/** The access rule of the metrics server bound to `host` (throws EO_CONFIG_INVALID beyond loopback without a token). */
+export function metricsAccess(host = metricsBindHost()): HttpAccess {
+  return httpAccess(host, `the metrics server (EXACTLYONCE_METRICS_HOST=${host})`);
+}
+
+export async function serveMetrics(metrics: EngineMetrics, port: number, running: () => boolean, host = metricsBindHost(), access = metricsAccess(host)): Promise<Server> {
   const server = createServer((req, res) => {
+    const refused = refusal(req, access);
+    if (refused !== undefined) {
+      res.writeHead(refused.status, { 'content-type': 'text/plain' }).end(refused.text);
+      return;
+    }
     const path = (req.url ?? '/').split('?')[0];
     if (path === '/metrics') {
       metrics.registry.metrics().then(

@@ -7,6 +7,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { closeSync, openSync, readFileSync } from 'node:fs';
 import { createServer } from 'node:net';
+import { authHeaders } from '../engine/http-access.js';
 import { ExactlyOnceError } from '../errors.js';
 import { cliPath, terminate } from './cli-process.js';
 import { sleep } from './sleep.js';
@@ -140,7 +141,7 @@ export class WorkerFleet {
   async waitReady(w: FleetWorker, signal?: AbortSignal): Promise<void> {
     while (signal?.aborted !== true) {
       if (w.state === 'exited') throw new ExactlyOnceError('EO_SERVER_EXITED', `worker#${w.id} exited before it was ready; see ${w.logFile}`);
-      const status = await fetch(`http://127.0.0.1:${w.port}/readyz`, { signal: AbortSignal.timeout(5000) }).then(
+      const status = await fetch(`http://127.0.0.1:${w.port}/readyz`, { headers: authHeaders(), signal: AbortSignal.timeout(5000) }).then(
         (r) => r.status,
         () => undefined, // not listening yet
       );
