@@ -72,6 +72,7 @@ async function chaos(base: ConnectionConfig, o: ChaosOptions, json: boolean, sta
       malformedBursts: done.inject,
       skipped: done.skipped,
     },
+    recoveries: r.faults.recoveries,
     checkpointPolls: watch.polls,
     checkpointRegressions: watch.regressions,
     violations: report.violationTotal,
@@ -89,6 +90,7 @@ async function chaos(base: ConnectionConfig, o: ChaosOptions, json: boolean, sta
       `  records: ${r.generated} generated + ${r.faults.injected} injected malformed; verify checked ${report.totals.records} (${report.totals.quarantined} quarantined)\n` +
       `  faults: ${f.kills} kills, ${f.zombies} zombies (${f.zombiesThatLostPartitions} lost their partitions), ${f.cassandraRestarts} Cassandra restarts, ${f.kafkaRestarts} Kafka restarts, ` +
       `${f.workersAdded} workers added, ${f.workersRemoved} removed, ${f.malformedBursts} malformed bursts (${f.skipped} skipped)\n` +
+      r.faults.recoveries.map((x) => `  after SIGKILL: ${x}\n`).join('') +
       `  checkpoints: ${watch.regressions.length} regressions in ${watch.polls} polls\n` +
       `  violations: ${report.violationTotal}; problems: ${problems.length}; warnings: ${warnings.length}\n` +
       problems.map((p) => `    problem: ${p}\n`).join('') +
@@ -120,8 +122,8 @@ export function chaosCommand(): Command {
       .addOption(new Option('--partitions <n>', 'partitions of the fresh topic').default(6).argParser(intOption('--partitions', 1, 1000)))
       .addOption(count('--kills', 10, 'SIGKILL a worker, then restart it'))
       .addOption(count('--zombies', 1, 'SIGSTOP a worker past the session timeout, then SIGCONT'))
-      .addOption(count('--cassandra-restarts', 1, 'restart Cassandra (the local stack)', 100))
-      .addOption(count('--kafka-restarts', 1, 'restart the Kafka broker (the local stack)', 100))
+      .addOption(count('--cassandra-restarts', 1, 'SIGKILL Cassandra (a node of the local stack), start it again', 100))
+      .addOption(count('--kafka-restarts', 1, 'SIGKILL the Kafka broker (the local stack), start it again', 100))
       .addOption(count('--add-remove', 2, 'workers added, and as many removed later', 100))
       .addOption(count('--injections', 3, 'bursts of malformed records', 1000))
       .addOption(new Option('--bad-ratio <r>', 'fraction of malformed records from the generator').default(0.005).argParser(ratioOption('--bad-ratio')))

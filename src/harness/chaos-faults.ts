@@ -7,7 +7,7 @@
 import { statSync, readFileSync } from 'node:fs';
 import { malformedRecords, type Fault, type ServerName } from '../app/audit/chaos-schedule.js';
 import type { Producer } from '../kafka/producer.js';
-import { startServer, stopServer, type StackOptions } from '../stack/index.js';
+import { crashRecovery, killServer, logEnd, startServer, type StackOptions } from '../stack/index.js';
 import { sleep } from './sleep.js';
 import type { FleetWorker, WorkerFleet } from './worker-fleet.js';
 
@@ -28,6 +28,8 @@ export class FaultRunner {
   /** Zombies whose log said, after waking, that they had lost their partitions. */
   zombiesLost = 0;
   injected = 0;
+  /** What each server SIGKILLed and started again logged about its recovery. */
+  readonly recoveries: string[] = [];
   /** Servers down right now (brought back by `bringBack`, whatever happened). */
   private readonly stopped = new Set<ServerName>();
   private readonly episodes = new Set<Promise<void>>();
@@ -88,16 +90,21 @@ export class FaultRunner {
         });
       case 'restart':
         this.done.restart++;
+        // A crash, not a clean stop: SIGKILL, so Cassandra must replay its commit log and Kafka
+        // recover its log; verify then proves that nothing acknowledged was lost.
         return this.inTurn(async () => {
-          say(`stopping ${f.server}`);
+          const logFrom = logEnd(this.c.stack, f.server);
           this.stopped.add(f.server);
-          if (!(await stopServer(this.c.stack, f.server))) throw new Error(`${f.server} was not running in the stack at ${this.c.stack.dir}`);
-          say(`${f.server} stopped; down for ${(f.downMs / 1000).toFixed(1)} s`);
+          if (!(await killServer(this.c.stack, f.server))) throw new Error(`${f.server} was not running in the stack at ${this.c.stack.dir}`);
+          say(`SIGKILL ${f.server}; down for ${(f.downMs / 1000).toFixed(1)} s`);
           await sleep(f.downMs);
+          const t = Date.now();
           await startServer(this.c.stack, f.server);
           this.stopped.delete(f.server);
           this.restarted[f.server]++;
-          say(`${f.server} is back`);
+          const recovered = await crashRecovery(this.c.stack, f.server, logFrom);
+          if (recovered !== null) this.recoveries.push(`${f.server}: ${recovered}`);
+          say(`${f.server} is back after ${((Date.now() - t) / 1000).toFixed(1)} s (${recovered ?? 'no crash recovery in its log'})`);
         });
       case 'inject': {
         const records = malformedRecords(f.count, this.c.seed + f.atMs);

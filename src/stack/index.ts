@@ -4,4 +4,4 @@
  */
 export { defaultStackOptions, cassandraStoragePort, SERVER_NAMES } from './options.js';
 export type { ServerName, ServerStatus, StackOptions } from './options.js';
-export { stackUp, stackDown, stackStatus, stackLogs, startServer, stopServer } from './stack.js';
+export { stackUp, stackDown, stackStatus, stackLogs, startServer, stopServer, killServer, logEnd, crashRecovery } from './stack.js';

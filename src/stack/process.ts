@@ -158,6 +158,16 @@ export async function terminate(pid: number, graceMs: number): Promise<'term' | 
   return 'kill';
 }
 
+/** SIGKILLs a process (a crash: no shutdown hook runs) and resolves once it is gone. */
+export async function kill(pid: number): Promise<void> {
+  try {
+    process.kill(pid, 'SIGKILL');
+  } catch {
+    return; // already gone
+  }
+  while (await isAlive(pid)) await sleep(100);
+}
+
 /** The last `lines` lines of a file, reading only its end; '' if it does not exist. */
 export async function tailFile(file: string, lines: number, fromOffset = 0): Promise<string> {
   const handle = await open(file, 'r').catch(() => null);

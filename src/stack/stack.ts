@@ -3,6 +3,7 @@
  * run/<name>.pid is alive and its command line carries this stack dir's tag (see stackTags), so a
  * stale pid file, or a pid reused by an unrelated process, is never mistaken for a running server.
  */
+import { statSync } from 'node:fs';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { ExactlyOnceError } from '../errors.js';
@@ -11,7 +12,7 @@ import { checkJava, ensureJars, javaCommand } from './fetch.js';
 import { kafkaServer } from './kafka-server.js';
 import { displayName, SERVER_NAMES, type ServerName, type ServerStatus, type StackOptions } from './options.js';
 import { serverPaths } from './paths.js';
-import { commandLine, isAlive, isPortFree, readPidFile, removePidFile, spawnDetached, tailFile, terminate, writePidFile } from './process.js';
+import { commandLine, isAlive, isPortFree, kill, readPidFile, removePidFile, spawnDetached, tailFile, terminate, writePidFile } from './process.js';
 import type { ServerSpec } from './server.js';
 
 function spec(o: StackOptions, name: ServerName): ServerSpec {
@@ -127,6 +128,39 @@ export async function stopServer(o: StackOptions, name: ServerName): Promise<boo
   if (how === 'kill') o.onProgress?.(`${displayName(name)} did not stop in time; killed it`);
   await removePidFile(serverPaths(o.dir, name).pidFile);
   return true;
+}
+
+/**
+ * SIGKILLs one server: a crash, not a stop (no drain, no flush; Cassandra replays its commit log and
+ * Kafka recovers its log on the next start). False if it was not running.
+ */
+export async function killServer(o: StackOptions, name: ServerName): Promise<boolean> {
+  const running = await findRunning(o, name);
+  if (running === null) return false;
+  o.onProgress?.(`SIGKILL ${displayName(name)} (pid ${running.pid})`);
+  await kill(running.pid);
+  await removePidFile(serverPaths(o.dir, name).pidFile);
+  return true;
+}
+
+/** Where a server's log ends now: pass it to `crashRecovery` after the next start. */
+export function logEnd(o: StackOptions, name: ServerName): number {
+  try {
+    return statSync(serverPaths(o.dir, name).logFile).size;
+  } catch {
+    return 0;
+  }
+}
+
+/**
+ * The line in which a server, started again after a SIGKILL, says it recovered: Cassandra's commit
+ * log replay ("Log replay complete, N replayed mutations") or Kafka's log recovery ("Recovering N logs
+ * … since no clean shutdown file was found"); null if the log since `fromOffset` holds none.
+ */
+export async function crashRecovery(o: StackOptions, name: ServerName, fromOffset: number): Promise<string | null> {
+  const text = await tailFile(serverPaths(o.dir, name).logFile, 100_000, fromOffset);
+  const re = name === 'cassandra' ? /Log replay complete, \d+ replayed mutations/ : /Recovering \d+ logs from \S+ since no clean shutdown file was found/;
+  return re.exec(text)?.[0] ?? null;
 }
 
 /**

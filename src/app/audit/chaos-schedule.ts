@@ -16,7 +16,7 @@ export type Fault =
   | { atMs: number; kind: 'remove-worker'; pick: number }
   /** SIGSTOP a worker for `pauseMs` (> the session timeout: it loses its partitions), then SIGCONT. */
   | { atMs: number; kind: 'zombie'; pick: number; pauseMs: number }
-  /** Stop a server, keep it down `downMs`, start it again. */
+  /** SIGKILL a server (a crash), keep it down `downMs`, start it again. */
   | { atMs: number; kind: 'restart'; server: ServerName; downMs: number }
   /** Publish `count` malformed records of every kind into the topic. */
   | { atMs: number; kind: 'inject'; count: number };
@@ -113,7 +113,7 @@ export function describeFault(f: Fault): string {
     case 'zombie':
       return `${t}  SIGSTOP a worker (pick ${f.pick.toFixed(3)}) for ${(f.pauseMs / 1000).toFixed(1)} s, past the session timeout, then SIGCONT`;
     case 'restart':
-      return `${t}  restart ${f.server === 'kafka' ? 'the Kafka broker' : 'Cassandra'} (down ${(f.downMs / 1000).toFixed(1)} s after it stopped)`;
+      return `${t}  SIGKILL ${f.server === 'kafka' ? 'the Kafka broker' : 'Cassandra'}, start it again ${(f.downMs / 1000).toFixed(1)} s later`;
     case 'inject':
       return `${t}  inject ${f.count} malformed records`;
   }
