@@ -21,6 +21,7 @@ trap 'exit 130' INT TERM
 # the workers keep writing at LOCAL_QUORUM), of the broker leading a partition being read and of the
 # active controller, and two of the three Cassandra nodes at once (no quorum: the workers stop, say
 # so once, and resume).
-$EO chaos --seed "${CLUSTER_TEST_SEED:-1010}" --events 40000 --duration 240 --workers 3 --partitions 6 \
+# Seed 1007 kills the Cassandra node first, then two nodes, while the generator still produces.
+$EO chaos --seed "${CLUSTER_TEST_SEED:-1007}" --events 48000 --duration 360 --workers 3 --partitions 6 \
   --kills 3 --zombies 1 --cassandra-restarts 1 --kafka-restarts 2 --cassandra-outages 1 \
   --add-remove 1 --injections 2 --json "$@"

@@ -27,6 +27,8 @@ export interface FaultContext {
   partitions: number;
   /** Records below the checkpoints, summed over the partitions (null when Cassandra cannot say). */
   progress: () => Promise<number | null>;
+  /** True while the generator is still producing (a stalled pipeline then shows as checkpoints that do not move). */
+  producing: () => boolean;
 }
 
 /** One server fault as it happened: what was SIGKILLed, for how long, and how far the checkpoints moved meanwhile. */
@@ -147,6 +149,10 @@ export class FaultRunner {
     await sleep(f.downMs);
     const during = await this.c.progress();
     const advancedWhileDown = before === null || during === null ? null : during - before;
+    // The cluster's promise: with RF 3 one Cassandra node down costs nothing, the workers keep writing at LOCAL_QUORUM.
+    if (f.kind === 'restart' && f.server === 'cassandra' && stack.cassandraNodes >= 3 && this.c.producing() && advancedWhileDown === 0) {
+      this.c.problems.push(`while ${what} was down ${(f.downMs / 1000).toFixed(1)} s and events were produced, the checkpoints did not move (one node of ${stack.cassandraNodes} should cost nothing)`);
+    }
     const t = Date.now();
     await Promise.all(
       ids.map(async (id) => {

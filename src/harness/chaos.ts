@@ -137,7 +137,8 @@ export async function runChaos(
       return null;
     }
   };
-  const faults = new FaultRunner({ fleet, stack, producer, topic: config.topic, seed: o.seed, problems, say, aborted, config, partitions: o.partitions, progress });
+  let generating = true;
+  const faults = new FaultRunner({ fleet, stack, producer, topic: config.topic, seed: o.seed, problems, say, aborted, config, partitions: o.partitions, progress, producing: () => generating });
   let clean = false;
   try {
     for (let i = 0; i < o.workers; i++) fleet.start();
@@ -150,10 +151,12 @@ export async function runChaos(
     const records = generate({ eventsPerKey: 0, count: o.events, clients: 12, sources: 3, healthMix: [50, 20, 30], badRatio: o.badRatio, lateRatio: o.lateRatio, lateByMs: 20_000, seed: o.seed });
     const producing = producePaced(producer, records, { topic: config.topic, rate: chaosRate(o), chunk: 500, inFlight: 8, signal }).then(
       (n) => {
+        generating = false;
         generated = n;
         say(`generator finished: ${n} events acknowledged`);
       },
       (e: unknown) => {
+        generating = false;
         problems.push(`the generator failed: ${(e as Error).message}`);
         say(`generator failed: ${(e as Error).message}`);
       },
