@@ -150,7 +150,8 @@ export function chaosCommand(): Command {
     action(async (opts, cmd) => {
       const base = connection(cmd);
       const { events, workers, partitions, kills, zombies, cassandraRestarts, kafkaRestarts, cassandraOutages, addRemove, injections, badRatio, lateRatio } = opts;
-      const stack = stackOptionsFrom({ stackDir: opts.stackDir });
+      // A crashed node replays its commit log; on a busy 2-core machine a cluster node took over 3 minutes.
+      const stack = { ...stackOptionsFrom({ stackDir: opts.stackDir }), startTimeoutMs: 900_000 };
       if (cassandraOutages > 0 && stack.cassandraNodes !== 3) {
         throw new ExactlyOnceError('EO_USAGE', `--cassandra-outages needs a stack of 3 Cassandra nodes (the one at ${stack.dir} has ${stack.cassandraNodes}): exactlyonce stack up --cassandra-nodes 3 --kafka-brokers 3`);
       }
