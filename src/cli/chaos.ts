@@ -19,12 +19,13 @@ import { alertRuleFrom, withAlertRule } from './alert-flags.js';
 import { action, connection, withConnection } from './common.js';
 import { stackOptionsFrom } from './stack-flags.js';
 import { isCluster } from '../stack/cluster.js';
+import { formatLayout, parseLayout } from '../app/events-layout.js';
 
 function replayCommand(o: ChaosOptions): string {
   return (
     `exactlyonce chaos --seed ${o.seed} --events ${o.events} --duration ${o.durationMs / 1000} --workers ${o.workers} --partitions ${o.partitions} ` +
     `--kills ${o.kills} --zombies ${o.zombies} --cassandra-restarts ${o.cassandraRestarts} --kafka-restarts ${o.kafkaRestarts} ` +
-    `${o.cassandraOutages ? `--cassandra-outages ${o.cassandraOutages} ` : ''}--add-remove ${o.addRemove} --injections ${o.injections} --bad-ratio ${o.badRatio} --late-ratio ${o.lateRatio} --session-timeout-ms ${o.sessionTimeoutMs} ${ruleArgs(o.rule).join(' ')}`
+    `${o.cassandraOutages ? `--cassandra-outages ${o.cassandraOutages} ` : ''}${o.layout !== undefined && o.layout !== 'original' ? `--layout ${o.layout} ` : ''}--add-remove ${o.addRemove} --injections ${o.injections} --bad-ratio ${o.badRatio} --late-ratio ${o.lateRatio} --session-timeout-ms ${o.sessionTimeoutMs} ${ruleArgs(o.rule).join(' ')}`
   );
 }
 
@@ -143,6 +144,7 @@ export function chaosCommand(): Command {
       .addOption(new Option('--session-timeout-ms <ms>', "the workers' group session timeout").default(6000).argParser(intOption('--session-timeout-ms', 1000, 3_600_000)))
       .addOption(new Option('--drain-timeout <s>', 'seconds the workers may take to drain after the faults').default(300).argParser(intOption('--drain-timeout', 10, 86_400)))
       .addOption(new Option('--stack-dir <dir>', 'the local stack whose servers are restarted').env('EXACTLYONCE_STACK_DIR').default(defaultStackOptions().dir, '<repo>/.stack'))
+      .addOption(new Option('--layout <layout>', "the workers' events layout: original or bucketed[:N] (run --layout)").default('original'))
       .option('--keep', 'keep the keyspace, topics and logs after a successful run (a failed run always keeps them)')
       .option('--json', 'also print the figures as one JSON line at the end'),
     ['brokers', 'cassandra', 'datacenter', 'cassandraUsername', 'cassandraPassword', 'kafkaConfig'],
@@ -165,6 +167,7 @@ export function chaosCommand(): Command {
         drainTimeoutMs: opts.drainTimeout * 1000,
         keep: opts.keep === true,
         rule: alertRuleFrom(opts),
+        layout: formatLayout(parseLayout(opts.layout)),
       };
       try {
         return await chaos(base, o, opts.json === true, stack);

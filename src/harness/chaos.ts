@@ -37,6 +37,8 @@ export interface ChaosOptions extends ChaosPlanOptions {
   drainTimeoutMs: number;
   keep: boolean;
   rule: AlertRule;
+  /** The workers' `--layout` (original or bucketed[:N]). */
+  layout?: string;
 }
 
 export interface ChaosOutcome extends VerifyRun {
@@ -119,7 +121,7 @@ export async function runChaos(
   const watch = new CheckpointWatch(() => store.readAll(), 250);
   const problems: string[] = [];
   const fleet: WorkerFleet = new WorkerFleet({
-    args: [...connectionArgs(config), '--session-timeout-ms', String(o.sessionTimeoutMs), '--max-batch', '500', ...ruleArgs(o.rule)],
+    args: [...connectionArgs(config), '--session-timeout-ms', String(o.sessionTimeoutMs), '--max-batch', '500', ...ruleArgs(o.rule), ...(o.layout === undefined ? [] : ['--layout', o.layout])],
     logFile: (id) => path.join(runDir, `worker-${id}.log`),
     say,
     // A worker must survive every fault we inject; one that dies by itself is a finding.
