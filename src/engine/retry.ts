@@ -110,7 +110,9 @@ export async function retry<T>(fn: () => Promise<T>, o: RetryOptions): Promise<T
           `${o.server} has too few replicas alive for the consistency level; writes stop until enough nodes are back (then the work resumes where it stopped)`,
         );
       }
-      if (o.deadlineMs !== undefined && Date.now() - start + delay > o.deadlineMs) throw e;
+      // A deadline (a worker's start-up) gives up on servers that are not there; a cluster that answers
+      // "too few replicas alive" is there, and waits for its nodes like a running worker does.
+      if (o.deadlineMs !== undefined && Date.now() - start + delay > o.deadlineMs && !isReplicasUnavailable(e)) throw e;
       await sleep(delay * (0.5 + Math.random() / 2), o.signal);
       delay = Math.min(maxDelay, delay * 2);
     }
