@@ -44,6 +44,11 @@ export function runCommand(): Command {
       .addOption(
         new Option('--layout <layout>', "where events are stored: original (the events table, one Cassandra partition per Kafka partition) or bucketed[:N] (events_bucketed, N offsets per Cassandra partition, default 100000); left out: the job's stored value (a new job: original)"),
       )
+      .addOption(
+        new Option('--startup-timeout <s>', 'seconds the worker waits at start for Kafka and Cassandra to answer before it gives up (exit 4)')
+          .default(d.startupTimeoutMs / 1000)
+          .argParser(intOption('--startup-timeout', 1, 86_400)),
+      )
       .addOption(new Option('--max-quarantine-bytes <n>', 'raw bytes kept per quarantined record').default(d.maxQuarantineBytes).argParser(intOption('--max-quarantine-bytes', 0, 1e9)))
       .addOption(new Option('--metrics-port <port>', 'serve /metrics, /healthz, /readyz on 127.0.0.1:PORT (0: off)').default(0).argParser(intOption('--metrics-port', 0, 65535))),
   ).action(
@@ -58,7 +63,7 @@ export function runCommand(): Command {
         (flags.values as Record<string, string | number>)[LAYOUT_SETTING] = formatLayout(parseLayout(opts.layout));
         flags.explicit.add(LAYOUT_SETTING);
       }
-      const job = await storedJob(config, log, d.startupTimeoutMs);
+      const job = await storedJob(config, log, opts.startupTimeout * 1000);
       checkNoRuleChange(job, config.keyspace, 'this worker');
       const settings = parseSettings(
         resolveSettings(job?.settings ?? null, flags.values, flags.explicit),
@@ -86,6 +91,7 @@ export function runCommand(): Command {
           maxBufferKb: opts.maxBufferMb * 1024,
           sessionTimeoutMs: opts.sessionTimeoutMs,
           maxQuarantineBytes: opts.maxQuarantineBytes,
+          startupTimeoutMs: opts.startupTimeout * 1000,
         },
         metrics,
       );

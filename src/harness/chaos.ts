@@ -121,7 +121,8 @@ export async function runChaos(
   const watch = new CheckpointWatch(() => store.readAll(), 250);
   const problems: string[] = [];
   const fleet: WorkerFleet = new WorkerFleet({
-    args: [...connectionArgs(config), '--session-timeout-ms', String(o.sessionTimeoutMs), '--max-batch', '500', ...ruleArgs(o.rule), ...(o.layout === undefined ? [] : ['--layout', o.layout])],
+    // A worker started while a crashed server replays its log (minutes on a busy machine) waits for it.
+    args: [...connectionArgs(config), '--session-timeout-ms', String(o.sessionTimeoutMs), '--max-batch', '500', '--startup-timeout', '900', ...ruleArgs(o.rule), ...(o.layout === undefined ? [] : ['--layout', o.layout])],
     logFile: (id) => path.join(runDir, `worker-${id}.log`),
     say,
     // A worker must survive every fault we inject; one that dies by itself is a finding.
