@@ -193,7 +193,7 @@ export class FaultRunner {
     fleet.thaw(w);
     say(`SIGCONT worker#${w.id}: it wakes with batches in flight for partitions it lost`);
     // Left alone (no kill, no SIGTERM) until it noticed; its log must say it lost them.
-    const deadline = Date.now() + 30_000;
+    const deadline = Date.now() + 120_000;
     const waking = () => w.state === 'waking';
     let lost = false;
     while (!lost && Date.now() < deadline && waking()) {
@@ -201,7 +201,7 @@ export class FaultRunner {
       lost = /"msg":"(lost|revoked) partitions/.test(readFileSync(w.logFile).subarray(logFrom).toString('utf8'));
     }
     if (lost) this.zombiesLost++;
-    else this.c.problems.push(`zombie worker#${w.id} did not report losing its partitions within 30 s of waking; see ${w.logFile}`);
+    else this.c.problems.push(`zombie worker#${w.id} did not report losing its partitions within 120 s of waking; see ${w.logFile}`);
     say(`worker#${w.id} ${lost ? 'found its partitions gone' : 'did NOT report losing its partitions'}`);
     fleet.settle(w);
   }
