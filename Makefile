@@ -3,7 +3,7 @@
 SHELL := /bin/bash
 EO := bin/exactlyonce
 
-.PHONY: deps build demo test test-unit test-integration typecheck stack-up stack-down bench soak
+.PHONY: deps build demo test test-unit test-integration typecheck stack-up stack-down bench soak cluster-test
 
 deps:
 	@scripts/install-deps.sh
@@ -40,3 +40,8 @@ bench: build
 # A long chaos soak, not run in CI.
 soak: build
 	@scripts/with-stack.sh bin/exactlyonce chaos --events 1000000 --kills 50 --zombies 5 --cassandra-restarts 3 --kafka-restarts 3
+
+# A bounded chaos run on a local cluster of 3 Cassandra nodes and 3 Kafka brokers (.stack/cluster),
+# ending in verify; not part of `make test` (it takes ~4.2 GiB of RAM and several minutes, README "cluster").
+cluster-test: build
+	@scripts/cluster-test.sh

@@ -4,11 +4,17 @@
  * the run created (topics, keyspaces, processes) so that it is all removed however the run ends.
  */
 import { randomBytes } from 'node:crypto';
-import { applySchema } from '../src/cassandra/migrate.js';
+import { applySchema, parseReplication } from '../src/cassandra/migrate.js';
 import { connect, type Client } from '../src/cassandra/session.js';
 import type { ConnectionConfig } from '../src/config.js';
 import { describe } from '../src/errors.js';
 import { KafkaAdmin } from '../src/kafka/admin.js';
+import { localCluster } from '../src/cli/common.js';
+
+/** On the local cluster stack (`stack up --cassandra-nodes 3 --kafka-brokers 3`), replicated as a cluster is (up to 3); else 1. */
+const cluster = localCluster();
+const KEYSPACE_REPLICATION = cluster === null ? ({ class: 'SimpleStrategy', replicationFactor: 1 } as const) : parseReplication(cluster.keyspaceReplication);
+const TOPIC_REPLICATION = cluster?.topicReplication ?? 1;
 import { bounded } from './abort.js';
 import type { BenchOptions } from './options.js';
 import { cpuSeconds, type BenchProcess } from './processes.js';
@@ -66,19 +72,19 @@ export class BenchContext {
   /** Creates the config's keyspace with the project's schema; dropped at the end of the run. */
   async freshKeyspace(config: ConnectionConfig): Promise<void> {
     this.keyspaces.add(config.keyspace);
-    await applySchema(this.session, config.keyspace, { class: 'SimpleStrategy', replicationFactor: 1 });
+    await applySchema(this.session, config.keyspace, KEYSPACE_REPLICATION);
   }
 
   /** Creates the config's alerts topic, compacted like `topic create` makes it; deleted at the end of the run. */
   async freshAlertsTopic(config: ConnectionConfig, partitions: number): Promise<void> {
     this.topics.add(config.alertsTopic);
-    await this.admin.ensureTopic({ topic: config.alertsTopic, partitions, replicationFactor: 1, configs: { 'cleanup.policy': 'compact' } });
+    await this.admin.ensureTopic({ topic: config.alertsTopic, partitions, replicationFactor: TOPIC_REPLICATION, configs: { 'cleanup.policy': 'compact' } });
   }
 
   /** Creates the config's topic; deleted at the end of the run. */
   async freshTopic(config: ConnectionConfig, partitions: number): Promise<void> {
     this.topics.add(config.topic);
-    await this.admin.ensureTopic({ topic: config.topic, partitions, replicationFactor: 1 });
+    await this.admin.ensureTopic({ topic: config.topic, partitions, replicationFactor: TOPIC_REPLICATION });
   }
 
   /**

@@ -16,6 +16,7 @@ import { startWorker, waitAssigned } from './processes.js';
 import { checkpointProgress } from './drain.js';
 import { cpuPer1000, processFacts, serverCpuPer1000, type CaseResult } from './results.js';
 import { quantile, RowWatcher } from './row-watcher.js';
+import { parseLayout } from '../src/app/events-layout.js';
 
 /** How often, in ms, the worker and the watcher are checked while producing. */
 const CHECK_EVERY_MS = 10;
@@ -31,7 +32,7 @@ export async function runLatency(ctx: BenchContext, percent: number, maxRate: nu
   await ctx.freshKeyspace(config);
   await ctx.freshAlertsTopic(config, o.partitions);
   const worker = startWorker(ctx, config, `${name} worker`);
-  const watcher = new RowWatcher(ctx.session, config.keyspace, o.partitions, o.latencyPollMs, SAMPLE_EVERY);
+  const watcher = new RowWatcher(ctx.session, config.keyspace, o.partitions, o.latencyPollMs, SAMPLE_EVERY, parseLayout(o.layout));
   const checkpointed = checkpointProgress(ctx, config.keyspace, config.topic);
   const producer = new Producer(config);
   try {

@@ -68,6 +68,8 @@ export interface BenchOptions {
   workerNodeOptions: string | undefined;
   /** Write a V8 CPU profile of every exactly-once worker into this folder (node --cpu-prof). */
   profileDir: string | undefined;
+  /** The events layout of the exactly-once workers (`run --layout`: original or bucketed[:N]). */
+  layout: string;
 }
 
 export const defaultBenchOptions: BenchOptions = {
@@ -97,4 +99,5 @@ export const defaultBenchOptions: BenchOptions = {
   keep: false,
   workerNodeOptions: undefined,
   profileDir: undefined,
+  layout: 'original',
 };

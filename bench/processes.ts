@@ -170,7 +170,7 @@ function nodeOptions(ctx: ProcessHost): Record<string, string> {
 /** A real worker: `bin/exactlyonce run` with the bench's batching flags; JSON logs at info level. */
 export function startWorker(ctx: ProcessHost, config: ConnectionConfig, label: string): BenchProcess {
   const o = ctx.options;
-  const args = ['run', ...connectionArgs(config), '--max-batch', String(o.maxBatch), '--concurrency', String(o.concurrency), '--max-buffer-mb', String(o.maxBufferMb)];
+  const args = ['run', ...connectionArgs(config), '--max-batch', String(o.maxBatch), '--concurrency', String(o.concurrency), '--max-buffer-mb', String(o.maxBufferMb), '--layout', o.layout];
   const env: Record<string, string> = { ...connectionEnv(config), EXACTLYONCE_LOG_FORMAT: 'json', EXACTLYONCE_LOG_LEVEL: 'info', ...nodeOptions(ctx) };
   if (o.profileDir === undefined) return start(ctx, label, cliPath, args, env);
   // Node refuses --cpu-prof in NODE_OPTIONS, so a profiled worker is started as bin/exactlyonce

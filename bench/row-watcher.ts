@@ -10,6 +10,7 @@
 import type { Client } from '../src/cassandra/session.js';
 import { toLong } from '../src/cassandra/session.js';
 import { sleep } from '../src/harness/sleep.js';
+import { bucketOf, ORIGINAL_LAYOUT, type EventsLayout } from '../src/app/events-layout.js';
 
 /** Most offsets asked for per partition and poll (the oldest first: rows become readable roughly in order). */
 const MAX_IN = 100;
@@ -32,6 +33,8 @@ export class RowWatcher {
     partitions: number,
     private readonly pollMs: number,
     private readonly sampleEvery: number,
+    /** The workers' events layout: the sampled rows are read back from the table it writes. */
+    private readonly layout: EventsLayout = ORIGINAL_LAYOUT,
   ) {
     this.partitions = Array.from({ length: partitions }, () => ({ sent: 0, pending: [] }));
   }
@@ -53,7 +56,10 @@ export class RowWatcher {
 
   start(): void {
     this.running = true;
-    const query = `SELECT offset, ts FROM ${this.keyspace}.events WHERE partition = ? AND offset IN ?`;
+    const query =
+      this.layout.kind === 'original'
+        ? `SELECT offset, ts FROM ${this.keyspace}.events WHERE partition = ? AND offset IN ?`
+        : `SELECT offset, ts FROM ${this.keyspace}.events_bucketed WHERE partition = ? AND bucket = ? AND offset IN ?`;
     this.loop = (async () => {
       while (this.running) {
         const started = Date.now();
@@ -70,8 +76,16 @@ export class RowWatcher {
   }
 
   private async poll(query: string, partition: number, p: { pending: number[] }): Promise<void> {
-    const asked = p.pending.slice(0, MAX_IN);
-    const r = await this.session.execute(query, [partition, asked.map((o) => toLong(BigInt(o)))], { prepare: true });
+    const l = this.layout;
+    let asked = p.pending.slice(0, MAX_IN);
+    let params: unknown[] = [partition, asked.map((o) => toLong(BigInt(o)))];
+    if (l.kind === 'bucketed') {
+      // One bucket per query: the oldest pending offset's.
+      const bucket = bucketOf(l, BigInt(asked[0]!));
+      asked = asked.filter((o) => bucketOf(l, BigInt(o)) === bucket);
+      params = [partition, toLong(bucket), asked.map((o) => toLong(BigInt(o)))];
+    }
+    const r = await this.session.execute(query, params, { prepare: true });
     const now = Date.now();
     const found = new Set<number>();
     for (const row of r.rows) {

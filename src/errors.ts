@@ -14,6 +14,8 @@ export const ErrorCodes = {
   EO_FETCH_FAILED: { retriable: false, exitCode: 3 },
   EO_KAFKA_UNAVAILABLE: { retriable: true, exitCode: 4 },
   EO_CASSANDRA_UNAVAILABLE: { retriable: true, exitCode: 4 },
+  /** Too few replicas alive for the consistency level (2 of 3 nodes down at LOCAL_QUORUM): writes wait for them. */
+  EO_CASSANDRA_QUORUM_LOST: { retriable: true, exitCode: 4 },
   EO_CASSANDRA_QUERY: { retriable: false, exitCode: 4 },
   EO_KAFKA_CLIENT_MISSING: { retriable: false, exitCode: 3 },
   EO_TOPIC_MISMATCH: { retriable: false, exitCode: 5 },

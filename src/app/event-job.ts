@@ -16,6 +16,7 @@ import { ExactlyOnceError } from '../errors.js';
 import { DEFAULT_ALERT_RULE, type AlertRule } from './alert-rule.js';
 import { AlertWriter, type AlertOutcome } from './alerts.js';
 import { decodeEvent, DEFAULT_MAX_RECORD_BYTES, type Event, type HealthCode } from './event.js';
+import { bucketOf, eventsTable, formatLayout, ORIGINAL_LAYOUT, parseLayout, sameCassandraPartition, type EventsLayout } from './events-layout.js';
 import { validateWindowSpec } from './windows.js';
 
 /** The job's name: the key of its row in `<keyspace>.job`. */
@@ -25,9 +26,14 @@ export const EVENT_JOB_NAME = 'events';
 export interface EventJobSettings {
   readonly maxRecordBytes: number;
   readonly rule: AlertRule;
+  /** Where the rows go (src/app/events-layout.ts); stored only when not the original table, so jobs stored before layouts existed still match. */
+  readonly layout?: EventsLayout;
 }
 
-export const DEFAULT_EVENT_JOB_SETTINGS: EventJobSettings = { maxRecordBytes: DEFAULT_MAX_RECORD_BYTES, rule: DEFAULT_ALERT_RULE };
+export const DEFAULT_EVENT_JOB_SETTINGS: EventJobSettings = { maxRecordBytes: DEFAULT_MAX_RECORD_BYTES, rule: DEFAULT_ALERT_RULE, layout: ORIGINAL_LAYOUT };
+
+/** The stored setting of the layout (`run --layout`); absent: the original `events` table. */
+export const LAYOUT_SETTING = 'layout';
 
 /**
  * Each setting as stored in the job row: keyed by its flag's name (so a difference names the flag to
@@ -51,6 +57,7 @@ export function storedSettings(s: EventJobSettings): Settings {
     'slide-ms': s.rule.windows.slideMs,
     threshold: s.rule.threshold,
     'alert-health': s.rule.health,
+    ...(s.layout === undefined || s.layout.kind === 'original' ? {} : { [LAYOUT_SETTING]: formatLayout(s.layout) }),
   };
 }
 
@@ -72,7 +79,12 @@ export function parseSettings(settings: Settings, where = ''): EventJobSettings 
   const windows = { sizeMs: v['window-ms']!, slideMs: v['slide-ms']! };
   const problem = validateWindowSpec(windows);
   if (problem !== undefined) throw new ExactlyOnceError('EO_CONFIG_INVALID', `--window-ms/--slide-ms: ${problem} (got ${windows.sizeMs}/${windows.slideMs}${where})`);
-  return { maxRecordBytes: v['max-record-bytes']!, rule: { windows, threshold: v['threshold']!, health: v['alert-health'] as HealthCode } };
+  const layout = settings[LAYOUT_SETTING];
+  return {
+    maxRecordBytes: v['max-record-bytes']!,
+    rule: { windows, threshold: v['threshold']!, health: v['alert-health'] as HealthCode },
+    layout: layout === undefined ? ORIGINAL_LAYOUT : parseLayout(String(layout), where),
+  };
 }
 
 /**
@@ -130,6 +142,8 @@ export interface EventJobOptions {
   maxRecordBytes: number;
   /** The alert rule (a setting of the job). */
   rule: AlertRule;
+  /** Where the rows go (a setting of the job). */
+  layout: EventsLayout;
   alertsTopic: string;
   /** Told what each batch did to the alerts (metrics). */
   onAlerts?: (outcome: AlertOutcome, lateEvents: number) => void;
@@ -147,7 +161,7 @@ export class EventJob implements Job<Event> {
   private maxTs = Number.NEGATIVE_INFINITY;
 
   constructor(options: Partial<EventJobOptions> = {}) {
-    this.options = { maxRecordBytes: DEFAULT_MAX_RECORD_BYTES, rule: DEFAULT_ALERT_RULE, alertsTopic: 'exactlyonce.alerts', ...options };
+    this.options = { maxRecordBytes: DEFAULT_MAX_RECORD_BYTES, rule: DEFAULT_ALERT_RULE, layout: ORIGINAL_LAYOUT, alertsTopic: 'exactlyonce.alerts', ...options };
     this.alerts = new AlertWriter(this.options.rule, this.options.alertsTopic);
     this.settings = storedSettings(this.options);
   }
@@ -162,7 +176,10 @@ export class EventJob implements Job<Event> {
 
   async open(ctx: JobContext): Promise<void> {
     this.session = ctx.session;
-    this.insert = `INSERT INTO ${ctx.keyspace}.events (id, ts, partition, offset, source, client, health) VALUES (?, ?, ?, ?, ?, ?, ?)`;
+    this.insert =
+      this.options.layout.kind === 'original'
+        ? `INSERT INTO ${ctx.keyspace}.events (id, ts, partition, offset, source, client, health) VALUES (?, ?, ?, ?, ?, ?, ?)`
+        : `INSERT INTO ${ctx.keyspace}.${eventsTable(this.options.layout)} (id, ts, partition, offset, source, client, health, bucket) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`;
     this.alerts.open(ctx);
   }
 
@@ -176,12 +193,19 @@ export class EventJob implements Job<Event> {
   async write(partition: number, records: readonly DecodedRecord<Event>[]): Promise<void> {
     const session = this.session!;
     const chunks: Promise<unknown>[] = [];
-    for (let i = 0; i < records.length; i += ROWS_PER_BATCH) {
-      const queries = records.slice(i, i + ROWS_PER_BATCH).map(({ record, value: e }) => ({
-        query: this.insert,
-        params: [toLong(e.id), new Date(e.ts), partition, toLong(record.offset), e.source, e.client, e.health],
-      }));
-      chunks.push(session.batch(queries, { prepare: true, logged: false, consistency: consistencies.localQuorum }));
+    const layout = this.options.layout;
+    // A batch never spans two Cassandra partitions (two buckets), so each stays one atomic mutation.
+    for (const run of sameCassandraPartition(layout, records, (r) => r.record.offset)) {
+      for (let i = 0; i < run.length; i += ROWS_PER_BATCH) {
+        const queries = run.slice(i, i + ROWS_PER_BATCH).map(({ record, value: e }) => ({
+          query: this.insert,
+          params:
+            layout.kind === 'original'
+              ? [toLong(e.id), new Date(e.ts), partition, toLong(record.offset), e.source, e.client, e.health]
+              : [toLong(e.id), new Date(e.ts), partition, toLong(record.offset), e.source, e.client, e.health, toLong(bucketOf(layout, record.offset))],
+        }));
+        chunks.push(session.batch(queries, { prepare: true, logged: false, consistency: consistencies.localQuorum }));
+      }
     }
     const [touched] = await Promise.all([this.alerts.index(partition, records), ...chunks]);
     const outcome = await this.alerts.update(touched);

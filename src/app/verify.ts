@@ -60,6 +60,7 @@ export async function verify(
       rule: settings.rule,
       checkAlerts: o.checkAlerts,
       maxRecordBytes: settings.maxRecordBytes,
+      layout: settings.layout,
       onProgress: o.onProgress,
     }).run();
     let recorded: VerifyRun['recorded'] = null;

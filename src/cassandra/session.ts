@@ -182,6 +182,18 @@ export function isRetriableCassandraError(e: unknown): boolean {
   return typeof code === 'number' && TRANSIENT_CODES.has(code);
 }
 
+/**
+ * True when Cassandra refused for want of live replicas (0x1000 Unavailable: "Cannot achieve
+ * consistency level LOCAL_QUORUM"), also inside a NoHostAvailableError: in a cluster, more replicas
+ * are down than the consistency level allows, and no retry helps until enough come back.
+ */
+export function isReplicasUnavailable(e: unknown): boolean {
+  if (!(e instanceof Error)) return false;
+  if (e.name === 'ResponseError') return (e as { code?: unknown }).code === 0x1000;
+  if (e.name !== 'NoHostAvailableError') return false;
+  return Object.values((e as { innerErrors?: Record<string, unknown> }).innerErrors ?? {}).some((i) => isReplicasUnavailable(i));
+}
+
 export const Long = cassandra.types.Long;
 /** An int64 as the driver's Long, exactly, from its two 32-bit halves (about 10× faster than via a string: bench/micro.ts). */
 export function toLong(v: bigint): cassandra.types.Long {

@@ -10,6 +10,7 @@ import { formatResults, writeResults } from '../../bench/report.js';
 import { runBench } from '../../bench/run.js';
 import { BenchAborted } from '../../bench/context.js';
 import { intOption } from '../config.js';
+import { formatLayout, parseLayout } from '../app/events-layout.js';
 import { ExactlyOnceError } from '../errors.js';
 import { action, connection, healthMixOption, withConnection } from './common.js';
 import { repoRoot } from '../stack/repo-root.js';
@@ -74,6 +75,7 @@ export function benchCommand(): Command {
       .addOption(new Option('--case-timeout <s>', 'give up on a case after this many seconds').default(d.caseTimeoutSeconds).argParser(int('--case-timeout', 10, 86400)))
       .addOption(new Option('--out <dir>', 'where the JSON and SVG results go').default(resultsDir, 'bench/results'))
       .addOption(new Option('--worker-node-options <flags>', 'NODE_OPTIONS for the workers, the baseline and the ceiling (e.g. --max-semi-space-size=64)'))
+      .addOption(new Option('--layout <layout>', 'events layout of the exactly-once workers: original or bucketed[:N] (run --layout)').default(d.layout))
       .option('--keep', 'keep the bench topics and keyspaces for inspection')
       .addOption(new Option('--cpu-prof <dir>', 'write a V8 CPU profile of every worker, the baseline and the ceiling into DIR/<process> (node --cpu-prof)')),
     ['brokers', 'cassandra', 'datacenter', 'cassandraUsername', 'cassandraPassword', 'kafkaConfig'],
@@ -93,6 +95,7 @@ export function benchCommand(): Command {
         keep: opts.keep === true,
         workerNodeOptions: opts.workerNodeOptions,
         profileDir: opts.cpuProf === undefined ? undefined : path.resolve(opts.cpuProf),
+        layout: formatLayout(parseLayout(opts.layout)),
       };
 
       // A closed pipe (`bench | head`) must not kill the run before it has cleaned up.

@@ -18,12 +18,14 @@ import { defaultStackOptions, type StackOptions } from '../stack/index.js';
 import { alertRuleFrom, withAlertRule } from './alert-flags.js';
 import { action, connection, withConnection } from './common.js';
 import { stackOptionsFrom } from './stack-flags.js';
+import { isCluster } from '../stack/cluster.js';
+import { formatLayout, parseLayout } from '../app/events-layout.js';
 
 function replayCommand(o: ChaosOptions): string {
   return (
     `exactlyonce chaos --seed ${o.seed} --events ${o.events} --duration ${o.durationMs / 1000} --workers ${o.workers} --partitions ${o.partitions} ` +
     `--kills ${o.kills} --zombies ${o.zombies} --cassandra-restarts ${o.cassandraRestarts} --kafka-restarts ${o.kafkaRestarts} ` +
-    `--add-remove ${o.addRemove} --injections ${o.injections} --bad-ratio ${o.badRatio} --late-ratio ${o.lateRatio} --session-timeout-ms ${o.sessionTimeoutMs} ${ruleArgs(o.rule).join(' ')}`
+    `${o.cassandraOutages ? `--cassandra-outages ${o.cassandraOutages} ` : ''}${o.layout !== undefined && o.layout !== 'original' ? `--layout ${o.layout} ` : ''}--add-remove ${o.addRemove} --injections ${o.injections} --bad-ratio ${o.badRatio} --late-ratio ${o.lateRatio} --session-timeout-ms ${o.sessionTimeoutMs} ${ruleArgs(o.rule).join(' ')}`
   );
 }
 
@@ -32,10 +34,12 @@ async function chaos(base: ConnectionConfig, o: ChaosOptions, json: boolean, sta
   const out = (line: string) => process.stdout.write(`[chaos t+${((Date.now() - t0) / 1000).toFixed(1).padStart(6)}s] ${line}\n`);
   const config = chaosConfig(base);
   const plan = planChaos(o);
+  const cluster = isCluster(stack) ? { cassandraNodes: stack.cassandraNodes, partitions: o.partitions } : undefined;
   process.stdout.write(
     `chaos seed ${o.seed}: ${o.events.toLocaleString('en-US')} events at ${chaosRate(o)}/s over ${o.durationMs / 1000} s into topic ${config.topic} ` +
       `(${o.partitions} partitions) → keyspace ${config.keyspace}; ${o.workers} workers, session timeout ${o.sessionTimeoutMs} ms\n` +
-      `schedule (${plan.length} faults):\n${plan.map((f) => `  ${describeFault(f)}`).join('\n')}\n` +
+      (cluster === undefined ? '' : `on the cluster stack at ${stack.dir}: ${stack.cassandraNodes} Cassandra nodes, ${stack.kafkaBrokers} Kafka brokers\n`) +
+      `schedule (${plan.length} faults):\n${plan.map((f) => `  ${describeFault(f, cluster)}`).join('\n')}\n` +
       `replay: ${replayCommand(o)}\n`,
   );
   const interrupt = new AbortController();
@@ -67,11 +71,15 @@ async function chaos(base: ConnectionConfig, o: ChaosOptions, json: boolean, sta
       zombiesThatLostPartitions: r.faults.zombiesLost,
       cassandraRestarts: restarted.cassandra,
       kafkaRestarts: restarted.kafka,
+      cassandraOutages: done.outage,
       workersAdded: done['add-worker'],
       workersRemoved: done['remove-worker'],
       malformedBursts: done.inject,
       skipped: done.skipped,
     },
+    recoveries: r.faults.recoveries,
+    serverCrashes: r.faults.crashes,
+    quorumLostLogLines: r.quorumLostLines,
     checkpointPolls: watch.polls,
     checkpointRegressions: watch.regressions,
     violations: report.violationTotal,
@@ -89,6 +97,11 @@ async function chaos(base: ConnectionConfig, o: ChaosOptions, json: boolean, sta
       `  records: ${r.generated} generated + ${r.faults.injected} injected malformed; verify checked ${report.totals.records} (${report.totals.quarantined} quarantined)\n` +
       `  faults: ${f.kills} kills, ${f.zombies} zombies (${f.zombiesThatLostPartitions} lost their partitions), ${f.cassandraRestarts} Cassandra restarts, ${f.kafkaRestarts} Kafka restarts, ` +
       `${f.workersAdded} workers added, ${f.workersRemoved} removed, ${f.malformedBursts} malformed bursts (${f.skipped} skipped)\n` +
+      r.faults.recoveries.map((x) => `  after SIGKILL: ${x}\n`).join('') +
+      r.faults.crashes
+        .map((c) => `  ${c.what}: down ${(c.downMs / 1000).toFixed(1)} s, back in ${(c.backInMs / 1000).toFixed(1)} s; checkpoints advanced ${c.advancedWhileDown ?? '? (no quorum to read them)'} records meanwhile\n`)
+        .join('') +
+      (done.outage > 0 ? `  the workers logged EO_CASSANDRA_QUORUM_LOST ${r.quorumLostLines} times in ${done.outage} outages\n` : '') +
       `  checkpoints: ${watch.regressions.length} regressions in ${watch.polls} polls\n` +
       `  violations: ${report.violationTotal}; problems: ${problems.length}; warnings: ${warnings.length}\n` +
       problems.map((p) => `    problem: ${p}\n`).join('') +
@@ -120,8 +133,9 @@ export function chaosCommand(): Command {
       .addOption(new Option('--partitions <n>', 'partitions of the fresh topic').default(6).argParser(intOption('--partitions', 1, 1000)))
       .addOption(count('--kills', 10, 'SIGKILL a worker, then restart it'))
       .addOption(count('--zombies', 1, 'SIGSTOP a worker past the session timeout, then SIGCONT'))
-      .addOption(count('--cassandra-restarts', 1, 'restart Cassandra (the local stack)', 100))
-      .addOption(count('--kafka-restarts', 1, 'restart the Kafka broker (the local stack)', 100))
+      .addOption(count('--cassandra-restarts', 1, 'SIGKILL Cassandra (on a cluster stack: one node, down 10-25 s), start it again', 100))
+      .addOption(count('--kafka-restarts', 1, 'SIGKILL the Kafka broker (on a cluster stack: in turn the leader of a partition being read and the active controller), start it again', 100))
+      .addOption(count('--cassandra-outages', 0, 'on a 3-node cluster stack: SIGKILL two Cassandra nodes at once (no quorum), start them again', 100))
       .addOption(count('--add-remove', 2, 'workers added, and as many removed later', 100))
       .addOption(count('--injections', 3, 'bursts of malformed records', 1000))
       .addOption(new Option('--bad-ratio <r>', 'fraction of malformed records from the generator').default(0.005).argParser(ratioOption('--bad-ratio')))
@@ -130,24 +144,33 @@ export function chaosCommand(): Command {
       .addOption(new Option('--session-timeout-ms <ms>', "the workers' group session timeout").default(6000).argParser(intOption('--session-timeout-ms', 1000, 3_600_000)))
       .addOption(new Option('--drain-timeout <s>', 'seconds the workers may take to drain after the faults').default(300).argParser(intOption('--drain-timeout', 10, 86_400)))
       .addOption(new Option('--stack-dir <dir>', 'the local stack whose servers are restarted').env('EXACTLYONCE_STACK_DIR').default(defaultStackOptions().dir, '<repo>/.stack'))
+      .addOption(new Option('--layout <layout>', "the workers' events layout: original or bucketed[:N] (run --layout)").default('original'))
       .option('--keep', 'keep the keyspace, topics and logs after a successful run (a failed run always keeps them)')
       .option('--json', 'also print the figures as one JSON line at the end'),
     ['brokers', 'cassandra', 'datacenter', 'cassandraUsername', 'cassandraPassword', 'kafkaConfig'],
   ).action(
     action(async (opts, cmd) => {
       const base = connection(cmd);
-      const { events, workers, partitions, kills, zombies, cassandraRestarts, kafkaRestarts, addRemove, injections, badRatio, lateRatio } = opts;
+      const { events, workers, partitions, kills, zombies, cassandraRestarts, kafkaRestarts, cassandraOutages, addRemove, injections, badRatio, lateRatio } = opts;
+      // A crashed node replays its commit log; on a busy 2-core machine a cluster node took over 3 minutes.
+      const stack = { ...stackOptionsFrom({ stackDir: opts.stackDir }), startTimeoutMs: 900_000 };
+      if (cassandraOutages > 0 && stack.cassandraNodes !== 3) {
+        throw new ExactlyOnceError('EO_USAGE', `--cassandra-outages needs a stack of 3 Cassandra nodes (the one at ${stack.dir} has ${stack.cassandraNodes}): exactlyonce stack up --cassandra-nodes 3 --kafka-brokers 3`);
+      }
       const o: ChaosOptions = {
-        ...{ events, workers, partitions, kills, zombies, cassandraRestarts, kafkaRestarts, addRemove, injections, badRatio, lateRatio },
+        ...{ events, workers, partitions, kills, zombies, cassandraRestarts, kafkaRestarts, cassandraOutages, addRemove, injections, badRatio, lateRatio },
+        // A cluster's node is kept down long enough for the others to notice (~10 s) and work without it.
+        serverDownMs: isCluster(stack) ? [10_000, 25_000] : [1000, 5000],
         seed: opts.seed ?? Math.floor(Math.random() * 2 ** 32),
         durationMs: (opts.duration ?? Math.max(60, Math.ceil(events / 400))) * 1000,
         sessionTimeoutMs: opts.sessionTimeoutMs,
         drainTimeoutMs: opts.drainTimeout * 1000,
         keep: opts.keep === true,
         rule: alertRuleFrom(opts),
+        layout: formatLayout(parseLayout(opts.layout)),
       };
       try {
-        return await chaos(base, o, opts.json === true, stackOptionsFrom({ stackDir: opts.stackDir }));
+        return await chaos(base, o, opts.json === true, stack);
       } finally {
         // Everything is closed by now; should a client library still hold the event loop open, say
         // what, and exit anyway: a harness that never ends is worse than one that ends abruptly.

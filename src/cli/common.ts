@@ -4,8 +4,20 @@ import { connectionOptions, kafkaConfigFromEnv, loadConnectionConfig, type Conne
 import { parseHealthMix } from '../app/generator.js';
 import { isRetriableCassandraError, securityError } from '../cassandra/session.js';
 import { ExactlyOnceError } from '../errors.js';
+import { clusterDefaults } from '../stack/cluster.js';
+import { defaultStackOptions } from '../stack/options.js';
 
 const CONNECTION_KEYS = Object.keys(connectionOptions) as ConnectionKey[];
+
+/**
+ * The local stack's cluster (EXACTLYONCE_STACK_DIR, else <repo>/.stack) when it was started as one
+ * (`stack up --cassandra-nodes N --kafka-brokers M`): then the connection defaults point at all its
+ * nodes and brokers, and `schema apply` / `topic create` replicate as widely as it allows (up to 3).
+ */
+export function localCluster(): ReturnType<typeof clusterDefaults> {
+  const dir = process.env['EXACTLYONCE_STACK_DIR'];
+  return clusterDefaults(dir !== undefined && dir !== '' ? dir : defaultStackOptions().dir);
+}
 
 /** The connection flags as Commander leaves them: strings, not validated yet (`connection` does that). */
 export type ConnectionFlags = { [K in ConnectionKey]?: K extends 'kafkaConfig' ? string[] : string };
@@ -21,10 +33,12 @@ export function withConnection<A extends unknown[], O extends OptionValues, G ex
   usedKeys: readonly ConnectionKey[] = CONNECTION_KEYS,
 ): Command<A, O & ConnectionFlags, G> {
   const used = withCompanions(usedKeys);
+  const cluster = localCluster();
   for (const key of CONNECTION_KEYS) {
     const o = connectionOptions[key];
     const option = new Option(o.flag, o.help).env(o.env).hideHelp(!used.includes(key));
-    cmd.addOption(o.default === undefined ? option : option.default(o.default));
+    const clusterDefault = cluster === null ? undefined : key === 'brokers' ? cluster.brokers : key === 'cassandra' ? cluster.cassandra : undefined;
+    cmd.addOption(clusterDefault !== undefined ? option.default(clusterDefault, `${clusterDefault}: the local stack's cluster`) : o.default === undefined ? option : option.default(o.default));
   }
   return cmd as unknown as Command<A, O & ConnectionFlags, G>;
 }

@@ -1,6 +1,7 @@
 /** `exactlyonce run`: one worker of the consumer group, storing events exactly once. */
 import { Command, Option } from '@commander-js/extra-typings';
-import { checkNoRuleChange, EventJob, parseSettings, readJob, resolveSettings, storedSettings } from '../app/event-job.js';
+import { checkNoRuleChange, EventJob, LAYOUT_SETTING, parseSettings, readJob, resolveSettings, storedSettings } from '../app/event-job.js';
+import { formatLayout, ORIGINAL_LAYOUT, parseLayout } from '../app/events-layout.js';
 import { alertMetrics } from '../app/metrics.js';
 import { settingFlags, settingOption, withAlertRule } from './alert-flags.js';
 import { connect } from '../cassandra/session.js';
@@ -41,6 +42,14 @@ export function runCommand(): Command {
       .addOption(new Option('--max-buffer-mb <n>', 'bound on prefetched data in MiB (backpressure)').default(d.maxBufferKb / 1024).argParser(intOption('--max-buffer-mb', 1, 65536)))
       .addOption(new Option('--session-timeout-ms <ms>', 'group session timeout').default(d.sessionTimeoutMs).argParser(intOption('--session-timeout-ms', 1000, 3600000)))
       .addOption(settingOption('max-record-bytes', "larger records are quarantined; left out: the job's stored value (a new job: the default)"))
+      .addOption(
+        new Option('--layout <layout>', "where events are stored: original (the events table, one Cassandra partition per Kafka partition) or bucketed[:N] (events_bucketed, N offsets per Cassandra partition, default 100000); left out: the job's stored value (a new job: original)"),
+      )
+      .addOption(
+        new Option('--startup-timeout <s>', 'seconds the worker waits at start for Kafka and Cassandra to answer before it gives up (exit 4)')
+          .default(d.startupTimeoutMs / 1000)
+          .argParser(intOption('--startup-timeout', 1, 86_400)),
+      )
       .addOption(new Option('--max-quarantine-bytes <n>', 'raw bytes kept per quarantined record').default(d.maxQuarantineBytes).argParser(intOption('--max-quarantine-bytes', 0, 1e9)))
       .addOption(new Option('--metrics-port <port>', 'serve /metrics, /healthz, /readyz on 127.0.0.1:PORT (0: off)').default(0).argParser(intOption('--metrics-port', 0, 65535))),
   ).action(
@@ -51,7 +60,11 @@ export function runCommand(): Command {
       // refuses to start if they differ: EO_JOB_CONFIG_MISMATCH). The first worker of a keyspace
       // stores its own (flags or defaults).
       const flags = settingFlags(cmd);
-      const job = await storedJob(config, log, d.startupTimeoutMs);
+      if (opts.layout !== undefined) {
+        (flags.values as Record<string, string | number>)[LAYOUT_SETTING] = formatLayout(parseLayout(opts.layout));
+        flags.explicit.add(LAYOUT_SETTING);
+      }
+      const job = await storedJob(config, log, opts.startupTimeout * 1000);
       checkNoRuleChange(job, config.keyspace, 'this worker');
       const settings = parseSettings(
         resolveSettings(job?.settings ?? null, flags.values, flags.explicit),
@@ -67,6 +80,7 @@ export function runCommand(): Command {
         new EventJob({
           maxRecordBytes: settings.maxRecordBytes,
           rule: settings.rule,
+          layout: settings.layout ?? ORIGINAL_LAYOUT,
           alertsTopic: config.alertsTopic,
           onAlerts: alertMetrics(metrics.registry),
         }),
@@ -78,6 +92,7 @@ export function runCommand(): Command {
           maxBufferKb: opts.maxBufferMb * 1024,
           sessionTimeoutMs: opts.sessionTimeoutMs,
           maxQuarantineBytes: opts.maxQuarantineBytes,
+          startupTimeoutMs: opts.startupTimeout * 1000,
         },
         metrics,
       );

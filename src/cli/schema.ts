@@ -2,7 +2,7 @@
 import { Command, Option } from '@commander-js/extra-typings';
 import { applySchema, parseReplication } from '../cassandra/migrate.js';
 import { connect } from '../cassandra/session.js';
-import { action, connection, withConnection } from './common.js';
+import { action, connection, localCluster, withConnection } from './common.js';
 
 export function schemaCommand(): Command {
   const schema = new Command('schema').description('Cassandra schema');
@@ -12,7 +12,9 @@ export function schemaCommand(): Command {
       .description('create the keyspace and apply the versioned CQL files in order (a second apply is a no-op)')
       .option('--reset', 'truncate every table afterwards, as the original set-up did')
       .addOption(
-        new Option('--replication <spec>', 'SimpleStrategy:RF or NetworkTopologyStrategy:DC=RF[,DC=RF…]').env('EXACTLYONCE_REPLICATION').default('SimpleStrategy:1'),
+        new Option('--replication <spec>', 'SimpleStrategy:RF or NetworkTopologyStrategy:DC=RF[,DC=RF…] (on a local cluster stack: its size, up to 3)')
+          .env('EXACTLYONCE_REPLICATION')
+          .default(localCluster()?.keyspaceReplication ?? 'SimpleStrategy:1'),
       ),
     ['cassandra', 'datacenter', 'keyspace', 'cassandraUsername', 'cassandraPassword'],
   ).action(

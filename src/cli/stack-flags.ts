@@ -6,6 +6,7 @@
  */
 import { Command, Option, type OptionValues } from '@commander-js/extra-typings';
 import { intOption } from '../config.js';
+import { CLUSTER_HEAP_MB, isCluster, readLayout } from '../stack/cluster.js';
 import { defaultStackOptions, type StackOptions } from '../stack/index.js';
 
 /** The stack flags' values as Commander leaves them (absent: the stack's default). */
@@ -17,6 +18,8 @@ export interface StackFlags {
   cassandraHeap?: number;
   /** Seconds. */
   timeout?: number;
+  cassandraNodes?: number;
+  kafkaBrokers?: number;
 }
 
 export function stackFlags<A extends unknown[], O extends OptionValues, G extends OptionValues>(cmd: Command<A, O, G>): Command<A, O & StackFlags, G> {
@@ -24,11 +27,11 @@ export function stackFlags<A extends unknown[], O extends OptionValues, G extend
   cmd
     .addOption(new Option('--stack-dir <dir>', 'where the stack keeps jars, data and logs').env('EXACTLYONCE_STACK_DIR').default(d.dir, '<repo>/.stack'))
     .addOption(
-      new Option('--kafka-port <port>', 'Kafka listener port on 127.0.0.1 (controller on port+1)').env('EXACTLYONCE_KAFKA_PORT').default(d.kafkaPort).argParser(intOption('--kafka-port', 1024, 65534)),
+      new Option('--kafka-port <port>', 'Kafka listener port on 127.0.0.1 (controller on port+1); broker i of a cluster: port + 20000 + 100·i').env('EXACTLYONCE_KAFKA_PORT').default(d.kafkaPort).argParser(intOption('--kafka-port', 1024, 65534)),
     )
-    .addOption(new Option('--cassandra-port <port>', 'Cassandra CQL port on 127.0.0.1').env('EXACTLYONCE_CASSANDRA_PORT').default(d.cassandraPort).argParser(intOption('--cassandra-port', 3066, 65535)))
-    .addOption(new Option('--kafka-heap <mb>', 'Kafka heap in MiB').default(d.kafkaHeapMb).argParser(intOption('--kafka-heap', 256, 16384)))
-    .addOption(new Option('--cassandra-heap <mb>', 'Cassandra heap in MiB').default(d.cassandraHeapMb).argParser(intOption('--cassandra-heap', 512, 16384)))
+    .addOption(new Option('--cassandra-port <port>', 'Cassandra CQL port on 127.0.0.1 (node i of a cluster: on 127.0.0.(1+i))').env('EXACTLYONCE_CASSANDRA_PORT').default(d.cassandraPort).argParser(intOption('--cassandra-port', 3066, 65535)))
+    .addOption(new Option('--kafka-heap <mb>', `Kafka heap in MiB, per broker (default: ${d.kafkaHeapMb}, ${CLUSTER_HEAP_MB.kafka} in a cluster)`).argParser(intOption('--kafka-heap', 256, 16384)))
+    .addOption(new Option('--cassandra-heap <mb>', `Cassandra heap in MiB, per node (default: ${d.cassandraHeapMb}, ${CLUSTER_HEAP_MB.cassandra} in a cluster)`).argParser(intOption('--cassandra-heap', 512, 16384)))
     .addOption(new Option('--timeout <s>', 'start-up deadline in seconds').default(d.startTimeoutMs / 1000).argParser(intOption('--timeout', 10, 3600)));
   return cmd as unknown as Command<A, O & StackFlags, G>;
 }
@@ -43,8 +46,15 @@ export function stackOptionsFrom(flags: StackFlags, env: NodeJS.ProcessEnv = pro
   if (kafkaPort !== undefined) o.kafkaPort = kafkaPort;
   const cassandraPort = num(flags.cassandraPort, 'EXACTLYONCE_CASSANDRA_PORT');
   if (cassandraPort !== undefined) o.cassandraPort = cassandraPort;
+  // The layout: the flags of `stack up`, else the one the stack was last started with (cluster.json).
+  const layout = o.dir === undefined ? readLayout(defaultStackOptions().dir) : readLayout(o.dir);
+  o.cassandraNodes = flags.cassandraNodes ?? layout?.cassandraNodes ?? 1;
+  o.kafkaBrokers = flags.kafkaBrokers ?? layout?.kafkaBrokers ?? 1;
+  const cluster = isCluster({ cassandraNodes: o.cassandraNodes, kafkaBrokers: o.kafkaBrokers });
   if (flags.kafkaHeap !== undefined) o.kafkaHeapMb = flags.kafkaHeap;
+  else if (cluster) o.kafkaHeapMb = CLUSTER_HEAP_MB.kafka;
   if (flags.cassandraHeap !== undefined) o.cassandraHeapMb = flags.cassandraHeap;
+  else if (cluster) o.cassandraHeapMb = CLUSTER_HEAP_MB.cassandra;
   if (flags.timeout !== undefined) o.startTimeoutMs = flags.timeout * 1000;
   o.onProgress = (line) => process.stderr.write(`  ${line}\n`);
   return defaultStackOptions(o);

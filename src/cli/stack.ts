@@ -3,6 +3,7 @@ import { Command, Option } from '@commander-js/extra-typings';
 import { intOption } from '../config.js';
 import { ExactlyOnceError } from '../errors.js';
 import { formatTable } from '../format/table.js';
+import { clusterDefaults, stackNodes } from '../stack/cluster.js';
 import { isSecure, secureSummary, stackDown, stackLogs, stackStatus, stackUp, type ServerStatus } from '../stack/index.js';
 import { action } from './common.js';
 import { stackFlags, stackOptionsFrom } from './stack-flags.js';
@@ -10,8 +11,8 @@ import { stackFlags, stackOptionsFrom } from './stack-flags.js';
 function printStatus(servers: ServerStatus[]): void {
   process.stdout.write(
     formatTable(
-      ['server', 'version', 'pid', 'port', 'running', 'ready', 'log'],
-      servers.map((s) => [s.name, s.version, s.pid ?? '-', `127.0.0.1:${s.port}`, s.running ? 'yes' : 'no', s.ready ? 'yes' : 'no', s.logFile]),
+      ['server', 'version', 'pid', 'address', 'running', 'ready', 'log'],
+      servers.map((s) => [s.id, s.version, s.pid ?? '-', `${s.host}:${s.port}`, s.running ? 'yes' : 'no', s.ready ? 'yes' : 'no', s.logFile]),
     ) + '\n',
   );
 }
@@ -22,8 +23,10 @@ export function stackCommand(): Command {
   stackFlags(
     stack
       .command('up')
-      .description('fetch the servers from Maven Central if needed, start both, wait until ready (reuses running ones)')
-      .option('--secure', 'TLS and authentication on both servers: a local CA, Cassandra TLS + passwords + grants, Kafka SASL_SSL (SCRAM-SHA-512) + ACLs; the stack dir stays secured'),
+      .description('fetch the servers from Maven Central if needed, start them, wait until ready (reuses running ones)')
+      .option('--secure', 'TLS and authentication on both servers: a local CA, Cassandra TLS + passwords + grants, Kafka SASL_SSL (SCRAM-SHA-512) + ACLs; the stack dir stays secured (one node and one broker only)')
+      .addOption(new Option('--cassandra-nodes <n>', 'Cassandra nodes in one ring, node i on 127.0.0.(1+i) (default: 1, or the layout the stack was last started with)').argParser(intOption('--cassandra-nodes', 1, 9)))
+      .addOption(new Option('--kafka-brokers <n>', 'Kafka brokers (each also a KRaft controller) in one cluster (default: 1, or the layout the stack was last started with)').argParser(intOption('--kafka-brokers', 1, 9))),
   ).action(
     action(async (opts) => {
       const o = { ...stackOptionsFrom(opts), secure: opts.secure === true };
@@ -32,21 +35,27 @@ export function stackCommand(): Command {
       process.stdout.write(
         r.started.length === 0
           ? `stack already up (checked in ${secs}s)\n`
-          : `stack up: started ${r.started.join(' and ')} in ${secs}s\n`,
+          : `stack up: started ${r.started.join(', ').replace(/, ([^,]*)$/, ' and $1')} in ${secs}s\n`,
       );
       if (isSecure(o)) {
         process.stdout.write(`${(await secureSummary(o)).join('\n')}\n`);
         return;
       }
-      process.stdout.write(`  Kafka      127.0.0.1:${o.kafkaPort}    (--brokers 127.0.0.1:${o.kafkaPort})\n`);
-      process.stdout.write(`  Cassandra  127.0.0.1:${o.cassandraPort}    (--cassandra 127.0.0.1:${o.cassandraPort})\n`);
+      const cluster = clusterDefaults(o.dir);
+      if (cluster === null) {
+        process.stdout.write(`  Kafka      127.0.0.1:${o.kafkaPort}    (--brokers 127.0.0.1:${o.kafkaPort})\n`);
+        process.stdout.write(`  Cassandra  127.0.0.1:${o.cassandraPort}    (--cassandra 127.0.0.1:${o.cassandraPort})\n`);
+      } else {
+        for (const n of stackNodes(o)) process.stdout.write(`  ${n.id.padEnd(11)}${n.host}:${n.port}\n`);
+        process.stdout.write(`  the other commands default to this cluster while EXACTLYONCE_STACK_DIR points here: --brokers ${cluster.brokers} --cassandra ${cluster.cassandra}\n`);
+      }
     }),
   );
 
-  stackFlags(stack.command('down').description('stop both servers cleanly (idempotent)')).action(
+  stackFlags(stack.command('down').description('stop every server of the stack cleanly (idempotent)')).action(
     action(async (opts) => {
       const r = await stackDown(stackOptionsFrom(opts));
-      process.stdout.write(r.stopped.length === 0 ? 'stack was not running\n' : `stopped ${r.stopped.join(' and ')}\n`);
+      process.stdout.write(r.stopped.length === 0 ? 'stack was not running\n' : `stopped ${r.stopped.join(', ').replace(/, ([^,]*)$/, ' and $1')}\n`);
     }),
   );
 
@@ -64,14 +73,14 @@ export function stackCommand(): Command {
     stack
       .command('logs')
       .description("show the tail of a server's log")
-      .argument('<server>', 'kafka or cassandra')
+      .argument('<server>', 'kafka or cassandra; in a cluster kafka1…, cassandra1…')
       .addOption(new Option('-n, --lines <n>', 'how many lines').default(50).argParser(intOption('--lines', 1, 100000))),
   ).action(
     action(async (server, opts) => {
-      if (server !== 'kafka' && server !== 'cassandra') {
-        throw new ExactlyOnceError('EO_USAGE', `server: expected kafka or cassandra (got '${server}')`);
-      }
-      process.stdout.write((await stackLogs(stackOptionsFrom(opts), server, opts.lines)).replace(/\n?$/, '\n'));
+      const o = stackOptionsFrom(opts);
+      const ids = stackNodes(o).map((n) => n.id);
+      if (!ids.includes(server)) throw new ExactlyOnceError('EO_USAGE', `server: expected ${ids.join(', ')} (got '${server}')`);
+      process.stdout.write((await stackLogs(o, server, opts.lines)).replace(/\n?$/, '\n'));
     }),
   );
   return stack;

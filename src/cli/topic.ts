@@ -2,7 +2,7 @@
 import { Command, Option } from '@commander-js/extra-typings';
 import { intOption } from '../config.js';
 import { KafkaAdmin } from '../kafka/admin.js';
-import { action, connection, withConnection } from './common.js';
+import { action, connection, localCluster, withConnection } from './common.js';
 
 const partitionCount = (n: number) => `${n} partition${n === 1 ? '' : 's'}`;
 
@@ -15,7 +15,7 @@ export function topicCommand(): Command {
         'create the events topic and the compacted alerts topic (idempotent): one line per topic, created or already there; warns when one exists with another partition count or replication factor',
       )
       .addOption(new Option('--partitions <n>', 'partition count').default(3).argParser(intOption('--partitions', 1, 10000)))
-      .addOption(new Option('--replication-factor <n>', 'replicas per partition').default(1).argParser(intOption('--replication-factor', 1, 32))),
+      .addOption(new Option('--replication-factor <n>', 'replicas per partition (on a local cluster stack: its broker count, up to 3)').default(localCluster()?.topicReplication ?? 1).argParser(intOption('--replication-factor', 1, 32))),
     ['brokers', 'topic', 'alertsTopic', 'kafkaConfig'],
   ).action(
     action(async (opts, cmd) => {

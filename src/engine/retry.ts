@@ -3,7 +3,7 @@
  * jitter, forever or until aborted (shutdown). It logs one line when the server starts failing and
  * one when it answers again, never one per attempt.
  */
-import { isRetriableCassandraError } from '../cassandra/session.js';
+import { isReplicasUnavailable, isRetriableCassandraError } from '../cassandra/session.js';
 import { ExactlyOnceError } from '../errors.js';
 import type { Logger } from '../log.js';
 
@@ -45,6 +45,8 @@ export interface RetryOptions {
 
 /** Shared per-server health so that many concurrent retries log one "down" line and one "up" line. */
 const down = new Map<string, number>();
+/** Servers that, in the current outage, refused for want of live replicas (logged once, at error level). */
+const quorumLost = new Set<string>();
 /** The last error of each server that is failing now, for messages that must name a cause. */
 const lastError = new Map<string, string>();
 
@@ -88,6 +90,7 @@ export async function retry<T>(fn: () => Promise<T>, o: RetryOptions): Promise<T
       if (since !== undefined) {
         down.delete(o.server);
         lastError.delete(o.server);
+        quorumLost.delete(o.server);
         o.log?.info({ server: o.server, downMs: Date.now() - since }, `${o.server} answers again`);
       }
       return result;
@@ -99,7 +102,17 @@ export async function retry<T>(fn: () => Promise<T>, o: RetryOptions): Promise<T
         down.set(o.server, Date.now());
         o.log?.warn({ server: o.server, err: describeShort(e) }, `${o.server} is not answering; retrying with backoff until it does`);
       }
-      if (o.deadlineMs !== undefined && Date.now() - start + delay > o.deadlineMs) throw e;
+      // A node down is a retry; too few replicas alive is an outage of the data: said once, as an error.
+      if (isReplicasUnavailable(e) && !quorumLost.has(o.server)) {
+        quorumLost.add(o.server);
+        o.log?.error(
+          { server: o.server, code: 'EO_CASSANDRA_QUORUM_LOST', err: describeShort(e) },
+          `${o.server} has too few replicas alive for the consistency level; writes stop until enough nodes are back (then the work resumes where it stopped)`,
+        );
+      }
+      // A deadline (a worker's start-up) gives up on servers that are not there; a cluster that answers
+      // "too few replicas alive" is there, and waits for its nodes like a running worker does.
+      if (o.deadlineMs !== undefined && Date.now() - start + delay > o.deadlineMs && !isReplicasUnavailable(e)) throw e;
       await sleep(delay * (0.5 + Math.random() / 2), o.signal);
       delay = Math.min(maxDelay, delay * 2);
     }

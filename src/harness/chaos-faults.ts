@@ -6,8 +6,10 @@
  */
 import { statSync, readFileSync } from 'node:fs';
 import { malformedRecords, type Fault, type ServerName } from '../app/audit/chaos-schedule.js';
+import type { ConnectionConfig } from '../config.js';
 import type { Producer } from '../kafka/producer.js';
-import { startServer, stopServer, type StackOptions } from '../stack/index.js';
+import { crashRecovery, killServer, logEnd, startServer, type StackOptions } from '../stack/index.js';
+import { faultTargets } from './cluster-faults.js';
 import { sleep } from './sleep.js';
 import type { FleetWorker, WorkerFleet } from './worker-fleet.js';
 
@@ -20,16 +22,37 @@ export interface FaultContext {
   problems: string[];
   say: (line: string) => void;
   aborted: () => boolean;
+  /** For a cluster's server faults: where the leaders of the topic's partitions are asked for. */
+  config: ConnectionConfig;
+  partitions: number;
+  /** Records below the checkpoints, summed over the partitions (null when Cassandra cannot say). */
+  progress: () => Promise<number | null>;
+  /** True while the generator is still producing (a stalled pipeline then shows as checkpoints that do not move). */
+  producing: () => boolean;
+}
+
+/** One server fault as it happened: what was SIGKILLed, for how long, and how far the checkpoints moved meanwhile. */
+export interface ServerCrash {
+  what: string;
+  kind: 'restart' | 'outage';
+  downMs: number;
+  /** Records the workers checkpointed while the servers were down (null: the checkpoints could not be read). */
+  advancedWhileDown: number | null;
+  /** From the start of the JVMs until they answered again. */
+  backInMs: number;
 }
 
 export class FaultRunner {
-  readonly done: Record<Fault['kind'] | 'skipped', number> = { kill: 0, 'add-worker': 0, 'remove-worker': 0, zombie: 0, restart: 0, inject: 0, skipped: 0 };
+  readonly done: Record<Fault['kind'] | 'skipped', number> = { kill: 0, 'add-worker': 0, 'remove-worker': 0, zombie: 0, restart: 0, outage: 0, inject: 0, skipped: 0 };
   readonly restarted: Record<ServerName, number> = { kafka: 0, cassandra: 0 };
   /** Zombies whose log said, after waking, that they had lost their partitions. */
   zombiesLost = 0;
   injected = 0;
-  /** Servers down right now (brought back by `bringBack`, whatever happened). */
-  private readonly stopped = new Set<ServerName>();
+  /** What each server SIGKILLed and started again logged about its recovery. */
+  readonly recoveries: string[] = [];
+  readonly crashes: ServerCrash[] = [];
+  /** Servers (ids, see stackNodes) down right now (brought back by `bringBack`, whatever happened). */
+  private readonly stopped = new Set<string>();
   private readonly episodes = new Set<Promise<void>>();
   /** Server restarts and zombies run one at a time, in schedule order. */
   private steady: Promise<void> = Promise.resolve();
@@ -88,17 +111,15 @@ export class FaultRunner {
         });
       case 'restart':
         this.done.restart++;
+        // A crash, not a clean stop: SIGKILL, so Cassandra must replay its commit log and Kafka
+        // recover its log; verify then proves that nothing acknowledged was lost.
         return this.inTurn(async () => {
-          say(`stopping ${f.server}`);
-          this.stopped.add(f.server);
-          if (!(await stopServer(this.c.stack, f.server))) throw new Error(`${f.server} was not running in the stack at ${this.c.stack.dir}`);
-          say(`${f.server} stopped; down for ${(f.downMs / 1000).toFixed(1)} s`);
-          await sleep(f.downMs);
-          await startServer(this.c.stack, f.server);
-          this.stopped.delete(f.server);
+          await this.crash(f);
           this.restarted[f.server]++;
-          say(`${f.server} is back`);
         });
+      case 'outage':
+        this.done.outage++;
+        return this.inTurn(() => this.crash(f));
       case 'inject': {
         const records = malformedRecords(f.count, this.c.seed + f.atMs);
         this.done.inject++;
@@ -112,6 +133,41 @@ export class FaultRunner {
         );
       }
     }
+  }
+
+  /** SIGKILLs the fault's servers, keeps them down, starts them again (together: restarting nodes of a ring rejoin it, they do not bootstrap). */
+  private async crash(f: Extract<Fault, { kind: 'restart' | 'outage' }>): Promise<void> {
+    const { stack } = this.c;
+    const { ids, what } = await faultTargets(stack, f, this.c.config, this.c.partitions);
+    const before = await this.c.progress();
+    const logFrom = new Map(ids.map((id) => [id, logEnd(stack, id)]));
+    for (const id of ids) {
+      this.stopped.add(id);
+      if (!(await killServer(stack, id))) throw new Error(`${id} was not running in the stack at ${stack.dir}`);
+    }
+    this.c.say(`SIGKILL ${what}; down for ${(f.downMs / 1000).toFixed(1)} s`);
+    await sleep(f.downMs);
+    const during = await this.c.progress();
+    const advancedWhileDown = before === null || during === null ? null : during - before;
+    // The cluster's promise: with RF 3 one Cassandra node down costs nothing, the workers keep writing at LOCAL_QUORUM.
+    if (f.kind === 'restart' && f.server === 'cassandra' && stack.cassandraNodes >= 3 && this.c.producing() && advancedWhileDown === 0) {
+      this.c.problems.push(`while ${what} was down ${(f.downMs / 1000).toFixed(1)} s and events were produced, the checkpoints did not move (one node of ${stack.cassandraNodes} should cost nothing)`);
+    }
+    const t = Date.now();
+    await Promise.all(
+      ids.map(async (id) => {
+        await startServer(stack, id);
+        this.stopped.delete(id);
+        const recovered = await crashRecovery(stack, id, logFrom.get(id)!);
+        if (recovered !== null) this.recoveries.push(`${id}: ${recovered}`);
+        this.c.say(`${id} is back after ${((Date.now() - t) / 1000).toFixed(1)} s (${recovered ?? 'no crash recovery in its log'})`);
+      }),
+    );
+    const backInMs = Date.now() - t;
+    this.crashes.push({ what, kind: f.kind, downMs: f.downMs, advancedWhileDown, backInMs });
+    this.c.say(
+      `${what}: back after ${(backInMs / 1000).toFixed(1)} s; while down the checkpoints advanced by ${advancedWhileDown === null ? 'an unknown number of (unreadable without a quorum)' : advancedWhileDown} records`,
+    );
   }
 
   /** Runs `act` now if `n` workers run, else once they are back (or counts it skipped). */
@@ -137,7 +193,7 @@ export class FaultRunner {
     fleet.thaw(w);
     say(`SIGCONT worker#${w.id}: it wakes with batches in flight for partitions it lost`);
     // Left alone (no kill, no SIGTERM) until it noticed; its log must say it lost them.
-    const deadline = Date.now() + 30_000;
+    const deadline = Date.now() + 120_000;
     const waking = () => w.state === 'waking';
     let lost = false;
     while (!lost && Date.now() < deadline && waking()) {
@@ -145,7 +201,7 @@ export class FaultRunner {
       lost = /"msg":"(lost|revoked) partitions/.test(readFileSync(w.logFile).subarray(logFrom).toString('utf8'));
     }
     if (lost) this.zombiesLost++;
-    else this.c.problems.push(`zombie worker#${w.id} did not report losing its partitions within 30 s of waking; see ${w.logFile}`);
+    else this.c.problems.push(`zombie worker#${w.id} did not report losing its partitions within 120 s of waking; see ${w.logFile}`);
     say(`worker#${w.id} ${lost ? 'found its partitions gone' : 'did NOT report losing its partitions'}`);
     fleet.settle(w);
   }

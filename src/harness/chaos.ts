@@ -5,7 +5,7 @@
  * returned for the command to print; what it made is removed only after a clean run (unless `keep`).
  */
 import { randomBytes } from 'node:crypto';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import type { AlertRule } from '../app/alert-rule.js';
@@ -37,6 +37,8 @@ export interface ChaosOptions extends ChaosPlanOptions {
   drainTimeoutMs: number;
   keep: boolean;
   rule: AlertRule;
+  /** The workers' `--layout` (original or bucketed[:N]). */
+  layout?: string;
 }
 
 export interface ChaosOutcome extends VerifyRun {
@@ -45,6 +47,8 @@ export interface ChaosOutcome extends VerifyRun {
   checkpoints: { polls: number; regressions: readonly string[] };
   /** What makes the run unclean although nothing was violated (a worker that died, a fault that failed, …). */
   problems: string[];
+  /** Lines in which the workers said EO_CASSANDRA_QUORUM_LOST (a cluster's outages: at most one per worker and outage). */
+  quorumLostLines: number;
   /** Worth fixing, but about shutdown, not what was stored: they do not fail the run. */
   warnings: string[];
   runDir: string;
@@ -58,12 +62,32 @@ export function chaosConfig(base: ConnectionConfig): ConnectionConfig {
   return Object.freeze({ ...base, keyspace: `eo_chaos_${s}`, topic: `eo-chaos-${s}`, alertsTopic: `eo-chaos-${s}.alerts`, group: `eo-chaos-${s}` });
 }
 
+/**
+ * Counts the lines in which the workers said they lost a Cassandra quorum. Each worker must say so
+ * at most once per outage (its retries are silent), and some worker must have said so in each run
+ * that had outages; otherwise it is a problem of the run. Returns the count.
+ */
+function sayQuorumLost(runDir: string, outages: number, problems: string[]): number {
+  let total = 0;
+  for (const f of readdirSync(runDir).filter((n) => /^worker-\d+\.log$/.test(n))) {
+    const n = readFileSync(path.join(runDir, f), 'utf8').split('\n').filter((l) => l.includes('"code":"EO_CASSANDRA_QUORUM_LOST"')).length;
+    if (n > outages) problems.push(`${f} said EO_CASSANDRA_QUORUM_LOST ${n} times in ${outages} outages (once per outage expected)`);
+    total += n;
+  }
+  if (outages > 0 && total === 0) problems.push(`no worker said EO_CASSANDRA_QUORUM_LOST in ${outages} outages`);
+  return total;
+}
+
 /** Events per second that spread the events over the run. */
 export function chaosRate(o: Pick<ChaosOptions, 'events' | 'durationMs'>): number {
   return Math.max(1, Math.ceil(o.events / (o.durationMs / 1000)));
 }
 
-/** Runs `plan` from `t0` (faults fall at t0 + atMs); `say` gets the progress lines; `signal` interrupts it. */
+/**
+ * Runs `plan`: its faults fall at atMs after the workers were started (the set-up before, a keyspace
+ * and two topics, takes ~25 s on a busy 3-node cluster: counted from `t0`, the first faults would fall
+ * on workers still starting). `say` gets the progress lines; `signal` interrupts it.
+ */
 export async function runChaos(
   config: ConnectionConfig,
   o: ChaosOptions,
@@ -71,9 +95,10 @@ export async function runChaos(
   stack: StackOptions,
   run: { t0: number; say: (line: string) => void; signal: AbortSignal },
 ): Promise<ChaosOutcome> {
-  const { t0, say, signal } = run;
+  const { say, signal } = run;
+  let t0 = run.t0;
   const aborted = () => signal.aborted;
-  if (o.cassandraRestarts + o.kafkaRestarts > 0) {
+  if (o.cassandraRestarts + o.kafkaRestarts + (o.cassandraOutages ?? 0) > 0) {
     const down = (await stackStatus(stack)).filter((s) => !s.running || !s.ready);
     if (down.length > 0) {
       throw new ExactlyOnceError('EO_USAGE', `chaos restarts the servers of the local stack at ${stack.dir}, but ${down.map((s) => s.name).join(' and ')} is not running there; run \`exactlyonce stack up\`, or pass --cassandra-restarts 0 --kafka-restarts 0`);
@@ -83,9 +108,11 @@ export async function runChaos(
   const runDir = mkdtempSync(path.join(os.tmpdir(), `exactlyonce-chaos-${o.seed}-`));
   const session = await connect(config);
   const admin = new KafkaAdmin(config);
-  await applySchema(session, config.keyspace, { class: 'SimpleStrategy', replicationFactor: 1 });
-  await admin.ensureTopic({ topic: config.topic, partitions: o.partitions, replicationFactor: 1 });
-  await admin.ensureTopic({ topic: config.alertsTopic, partitions: o.partitions, replicationFactor: 1, configs: { 'cleanup.policy': 'compact' } });
+  // On a cluster stack, replicated as widely as it allows (up to 3), so that a node can be lost.
+  const rf = { cassandra: Math.min(stack.cassandraNodes, 3), kafka: Math.min(stack.kafkaBrokers, 3) };
+  await applySchema(session, config.keyspace, rf.cassandra > 1 ? { class: 'NetworkTopologyStrategy', dataCenters: { [config.datacenter]: rf.cassandra } } : { class: 'SimpleStrategy', replicationFactor: 1 });
+  await admin.ensureTopic({ topic: config.topic, partitions: o.partitions, replicationFactor: rf.kafka });
+  await admin.ensureTopic({ topic: config.alertsTopic, partitions: o.partitions, replicationFactor: rf.kafka, configs: { 'cleanup.policy': 'compact' } });
   // Admin clients live only as long as one step: none is left connected across the broker restarts.
   await admin.close();
   say(`created keyspace ${config.keyspace}, topics ${config.topic} and ${config.alertsTopic}; logs in ${runDir}`);
@@ -94,7 +121,8 @@ export async function runChaos(
   const watch = new CheckpointWatch(() => store.readAll(), 250);
   const problems: string[] = [];
   const fleet: WorkerFleet = new WorkerFleet({
-    args: [...connectionArgs(config), '--session-timeout-ms', String(o.sessionTimeoutMs), '--max-batch', '500', ...ruleArgs(o.rule)],
+    // A worker started while a crashed server replays its log (minutes on a busy machine) waits for it.
+    args: [...connectionArgs(config), '--session-timeout-ms', String(o.sessionTimeoutMs), '--max-batch', '500', '--startup-timeout', '900', ...ruleArgs(o.rule), ...(o.layout === undefined ? [] : ['--layout', o.layout])],
     env: connectionEnv(config),
     logFile: (id) => path.join(runDir, `worker-${id}.log`),
     say,
@@ -106,10 +134,19 @@ export async function runChaos(
   });
   // No delivery timeout short of 10 minutes: records wait through broker restarts.
   const producer = new Producer(config, { 'message.timeout.ms': 600_000 });
-  const faults = new FaultRunner({ fleet, stack, producer, topic: config.topic, seed: o.seed, problems, say, aborted });
+  const progress = async (): Promise<number | null> => {
+    try {
+      return [...(await store.readAll()).values()].reduce((a, b) => a + Number(b), 0);
+    } catch {
+      return null;
+    }
+  };
+  let generating = true;
+  const faults = new FaultRunner({ fleet, stack, producer, topic: config.topic, seed: o.seed, problems, say, aborted, config, partitions: o.partitions, progress, producing: () => generating });
   let clean = false;
   try {
     for (let i = 0; i < o.workers; i++) fleet.start();
+    t0 = Date.now();
     await producer.connect();
     let generated = 0;
     // The generator's seeded stream, produced in-process rather than by `exactlyonce generate` so that
@@ -118,10 +155,12 @@ export async function runChaos(
     const records = generate({ eventsPerKey: 0, count: o.events, clients: 12, sources: 3, healthMix: [50, 20, 30], badRatio: o.badRatio, lateRatio: o.lateRatio, lateByMs: 20_000, seed: o.seed });
     const producing = producePaced(producer, records, { topic: config.topic, rate: chaosRate(o), chunk: 500, inFlight: 8, signal }).then(
       (n) => {
+        generating = false;
         generated = n;
         say(`generator finished: ${n} events acknowledged`);
       },
       (e: unknown) => {
+        generating = false;
         problems.push(`the generator failed: ${(e as Error).message}`);
         say(`generator failed: ${(e as Error).message}`);
       },
@@ -156,9 +195,10 @@ export async function runChaos(
       problems.push(`the topic holds ${audit.report.totals.records} records below the checkpoints, ${produced} were produced`);
     }
     problems.push(...fleet.unexpectedExits);
+    const quorumLostLines = sayQuorumLost(runDir, o.cassandraOutages ?? 0, problems);
     const checkpoints = { polls: watch.polls, regressions: watch.regressions };
     clean = audit.report.ok && watch.regressions.length === 0 && problems.length === 0;
-    return { ...audit, generated, faults, checkpoints, problems, warnings: [...fleet.badStops], runDir, clean };
+    return { ...audit, generated, faults, checkpoints, quorumLostLines, problems, warnings: [...fleet.badStops], runDir, clean };
   } finally {
     await fleet.close(true);
     await watch.stop();

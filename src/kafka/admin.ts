@@ -79,6 +79,12 @@ export class KafkaAdmin {
     return { partitions: meta.partitions.length, replicationFactor: Math.max(0, ...meta.partitions.map((p) => p.replicas.length)) };
   }
 
+  /** The broker id leading each partition of a topic (partition → leader). */
+  async leaders(topic: string): Promise<Map<number, number>> {
+    const [meta] = await this.call(() => this.admin.fetchTopicMetadata({ topics: [topic], timeout: this.timeoutMs }));
+    return new Map((meta?.partitions ?? []).map((p) => [p.partitionId, p.leader]));
+  }
+
   /**
    * Creates the topic unless it exists. Idempotent; returns what it found (or made) so the caller can
    * say so and warn about a different partition count or replication factor.

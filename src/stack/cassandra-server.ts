@@ -10,6 +10,7 @@ import { cassandraStoragePort, type StackOptions } from './options.js';
 import { serverPaths, serverVersion } from './paths.js';
 import { cassandraReady } from './ready.js';
 import { CASSANDRA_SECURE_JVM, cassandraSecureYaml, isSecure, secureCassandraReady, setupCassandraRoles } from './secure.js';
+import type { CassandraNode } from './cluster.js';
 import { serverPorts, stackTags, type ServerSpec } from './server.js';
 
 /**
@@ -51,8 +52,11 @@ const JVM17_OPTIONS = [
   '-Dio.netty.allocator.maxOrder=11',
 ];
 
-export function cassandraServer(o: StackOptions): ServerSpec {
-  const p = serverPaths(o.dir, 'cassandra');
+/** The single node (no `node`), or one node of a ring (cluster.ts gives its address, token, seed, JMX port). */
+export function cassandraServer(o: StackOptions, node?: CassandraNode): ServerSpec {
+  const id = node?.id ?? 'cassandra';
+  const host = node?.host ?? '127.0.0.1';
+  const p = serverPaths(o.dir, id);
   const port = o.cassandraPort;
   const storagePort = cassandraStoragePort(o);
   const yamlFile = path.join(p.conf, 'cassandra.yaml');
@@ -61,16 +65,16 @@ export function cassandraServer(o: StackOptions): ServerSpec {
 
   // Everything not listed keeps Cassandra's default (LWT, USING TIMESTAMP, … need nothing).
   const yaml = `# Written by exactlyonce stack on every start; edit src/stack/cassandra-server.ts instead.
-cluster_name: exactlyonce
-num_tokens: 1
+cluster_name: ${node?.clusterName ?? 'exactlyonce'}
+num_tokens: 1${node === undefined ? '' : `\ninitial_token: ${node.initialToken}\n# A fresh ring of empty nodes: nothing to stream when a node joins.\nauto_bootstrap: false`}
 partitioner: org.apache.cassandra.dht.Murmur3Partitioner
 endpoint_snitch: SimpleSnitch
 seed_provider:
   - class_name: org.apache.cassandra.locator.SimpleSeedProvider
     parameters:
-      - seeds: "127.0.0.1:${storagePort}"
-listen_address: 127.0.0.1
-rpc_address: 127.0.0.1
+      - seeds: "${node?.seed ?? `127.0.0.1:${storagePort}`}"
+listen_address: ${host}
+rpc_address: ${host}
 storage_port: ${storagePort}
 native_transport_port: ${port}
 commitlog_sync: periodic
@@ -100,9 +104,14 @@ unlogged_batch_across_partitions_warn_threshold: 1000
 
   return {
     name: 'cassandra',
+    id,
+    host,
     version: serverVersion('cassandra'),
     port,
-    ports: serverPorts('--cassandra-port', port, { port: storagePort, role: 'the Cassandra storage port, --cassandra-port − 2042' }),
+    ports: [
+      ...serverPorts('--cassandra-port', port, { port: storagePort, role: 'the Cassandra storage port, --cassandra-port − 2042' }).map((x) => ({ ...x, host })),
+      ...(node === undefined ? [] : [{ port: node.jmxPort, what: `port ${node.jmxPort} (JMX of ${id}) is already in use by another process` }]),
+    ],
     stopGraceMs: 60_000, // the shutdown hook drains: flushes memtables, syncs the commit log
     async prepare() {
       await Promise.all([p.conf, p.data, p.tmp, triggers, path.dirname(p.logFile)].map((d) => mkdir(d, { recursive: true })));
@@ -126,17 +135,20 @@ unlogged_batch_across_partitions_warn_threshold: 1000
         `-Dcassandra.triggers_dir=${triggers}`,
         `-Dlogback.configurationFile=${logback}`,
         `-Djava.io.tmpdir=${p.tmp}`,
-        // Single node: nothing to gossip with, and a fixed token avoids token allocation (~1 min → ~15 s).
+        // A fixed token avoids token allocation (~1 min → ~15 s); a ring's nodes have theirs in the yaml.
+        // Gossip settles at once on one node, and a ring's nodes start one after another anyway.
         '-Dcassandra.skip_wait_for_gossip_to_settle=0',
-        '-Dcassandra.initial_token=0',
-        ...(isSecure(o) ? CASSANDRA_SECURE_JVM : []),
-        ...stackTags(path.resolve(o.dir), 'cassandra', port),
+        ...(node === undefined
+          ? ['-Dcassandra.initial_token=0', ...(isSecure(o) ? CASSANDRA_SECURE_JVM : [])]
+          : // Local-only JMX for nodetool; the RMI server on the same port, not a random one.
+            [`-Dcassandra.jmx.local.port=${node.jmxPort}`, `-Dcom.sun.management.jmxremote.rmi.port=${node.jmxPort}`]),
+        ...stackTags(path.resolve(o.dir), id, port),
         '-cp',
         `${lib}/*`,
         'org.apache.cassandra.service.CassandraDaemon',
       ];
     },
-    probe: () => (isSecure(o) ? secureCassandraReady(o) : cassandraReady(port)),
-    afterReady: () => (isSecure(o) ? setupCassandraRoles(o) : Promise.resolve()),
+    probe: () => (isSecure(o) && node === undefined ? secureCassandraReady(o) : cassandraReady(port, 5000, host)),
+    afterReady: () => (isSecure(o) && node === undefined ? setupCassandraRoles(o) : Promise.resolve()),
   };
 }

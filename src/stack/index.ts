@@ -5,4 +5,4 @@
 export { defaultStackOptions, cassandraStoragePort, SERVER_NAMES } from './options.js';
 export type { ServerName, ServerStatus, StackOptions } from './options.js';
 export { isSecure, secureFiles, secureSummary } from './secure.js';
-export { stackUp, stackDown, stackStatus, stackLogs, startServer, stopServer } from './stack.js';
+export { stackUp, stackDown, stackStatus, stackLogs, startServer, stopServer, killServer, logEnd, crashRecovery } from './stack.js';

@@ -12,18 +12,23 @@ import { javaCommand } from './fetch.js';
 import { lastLines, run } from './process.js';
 import { kafkaReady } from './ready.js';
 import { formatSecureKafka, isSecure, kafkaSecureProperties, kafkaTlsReady, setupKafka } from './secure.js';
+import type { KafkaNode } from './cluster.js';
 import { serverPorts, stackTags, type ServerSpec } from './server.js';
 
-export function kafkaServer(o: StackOptions): ServerSpec {
-  const p = serverPaths(o.dir, 'kafka');
-  const port = o.kafkaPort;
+/** The single broker (no `node`), or one broker of a KRaft cluster (cluster.ts gives its id, ports, voters, replication). */
+export function kafkaServer(o: StackOptions, node?: KafkaNode): ServerSpec {
+  const id = node?.id ?? 'kafka';
+  const p = serverPaths(o.dir, id);
+  const port = node?.port ?? o.kafkaPort;
   const controllerPort = port + 1;
+  const rf = node?.replication ?? 1;
+  const minIsr = node?.minIsr ?? 1;
   const properties = path.join(p.conf, 'server.properties');
   const log4j = path.join(p.conf, 'log4j2.xml');
 
   const serverProperties = `# Written by exactlyonce stack on every start; edit src/stack/kafka-server.ts instead.
 process.roles=broker,controller
-node.id=1
+node.id=${node?.nodeId ?? 1}
 listeners=PLAINTEXT://127.0.0.1:${port},CONTROLLER://127.0.0.1:${controllerPort}
 advertised.listeners=PLAINTEXT://127.0.0.1:${port},CONTROLLER://127.0.0.1:${controllerPort}
 listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT
@@ -31,14 +36,18 @@ inter.broker.listener.name=PLAINTEXT
 controller.listener.names=CONTROLLER
 # A static voter set (not --standalone's dynamic quorum): the voter address lives in this file, not
 # in the metadata log, so changing --kafka-port later keeps working with the same data.
-controller.quorum.voters=1@127.0.0.1:${controllerPort}
+controller.quorum.voters=${node?.voters ?? `1@127.0.0.1:${controllerPort}`}
 log.dirs=${p.data}
-# One node: every internal topic has one replica.
-offsets.topic.replication.factor=1
-transaction.state.log.replication.factor=1
-transaction.state.log.min.isr=1
-share.coordinator.state.topic.replication.factor=1
-share.coordinator.state.topic.min.isr=1
+${
+  node === undefined
+    ? '# One node: every internal topic has one replica.'
+    : `# A cluster: internal topics on ${rf} brokers; a write needs ${minIsr} in sync.\ndefault.replication.factor=${rf}\nmin.insync.replicas=${minIsr}`
+}
+offsets.topic.replication.factor=${rf}
+transaction.state.log.replication.factor=${rf}
+transaction.state.log.min.isr=${minIsr}
+share.coordinator.state.topic.replication.factor=${rf}
+share.coordinator.state.topic.min.isr=${minIsr}
 # Fewer internal partitions than the default 50: the first group join / transactional producer
 # creates them, which on a 2-core machine is seconds of test time for nothing.
 offsets.topic.num.partitions=8
@@ -48,10 +57,16 @@ share.coordinator.state.topic.num.partitions=8
 group.initial.rebalance.delay.ms=0
 # Let crash tests use short session timeouts (default floor 6 s) to notice a SIGKILLed worker sooner.
 group.min.session.timeout.ms=1000
-# After a SIGKILL the restarted broker cannot register until its old session expires (default 9 s);
+${
+  node === undefined
+    ? `# After a SIGKILL the restarted broker cannot register until its old session expires (default 9 s);
 # crash tests kill Kafka, so expire sooner. Controller and broker share the JVM: heartbeats are local.
 broker.session.timeout.ms=4000
-broker.heartbeat.interval.ms=1000
+broker.heartbeat.interval.ms=1000`
+    : `# The defaults: with heartbeats going to another JVM's controller, 4000/1000 fenced live brokers under load.
+broker.session.timeout.ms=9000
+broker.heartbeat.interval.ms=2000`
+}
 # Topics are created explicitly through the Admin API, so a typo cannot create a stray topic.
 auto.create.topics.enable=false
 `;
@@ -82,6 +97,8 @@ auto.create.topics.enable=false
 
   return {
     name: 'kafka',
+    id,
+    host: '127.0.0.1',
     version: serverVersion('kafka'),
     port,
     ports: serverPorts('--kafka-port', port, { port: controllerPort, role: 'the Kafka controller, --kafka-port + 1' }),
@@ -97,17 +114,17 @@ auto.create.topics.enable=false
       // KRaft needs its log dir formatted once; meta.properties (written last by the format) holds
       // the random cluster id from then on.
       if (existsSync(path.join(p.data, 'meta.properties'))) return;
-      o.onProgress?.('formatting Kafka storage (first start)…');
-      const clusterId = randomBytes(16).toString('base64url'); // Kafka's Uuid format: 22 chars
-      if (isSecure(o)) return formatSecureKafka(o, lib, clusterId, properties); // with the SCRAM users
+      o.onProgress?.(`formatting ${node === undefined ? 'Kafka' : id} storage (first start)…`);
+      const clusterId = node?.clusterId() ?? randomBytes(16).toString('base64url'); // Kafka's Uuid format: 22 chars
+      if (isSecure(o) && node === undefined) return formatSecureKafka(o, lib, clusterId, properties); // with the SCRAM users
       const r = await run(javaCommand(), ['-Xmx256m', ...jvm(lib), 'kafka.tools.StorageTool', 'format', '-t', clusterId, '-c', properties]);
       await appendFile(p.logFile, r.output);
       if (r.code !== 0) {
         throw new ExactlyOnceError('EO_SERVER_EXITED', `formatting Kafka storage in ${p.data} failed (exit ${r.code})`, { details: lastLines(r.output, 20) });
       }
     },
-    javaArgs: (lib) => [`-Xms${o.kafkaHeapMb}m`, `-Xmx${o.kafkaHeapMb}m`, ...jvm(lib), ...stackTags(path.resolve(o.dir), 'kafka', port), 'kafka.Kafka', properties],
-    probe: () => (isSecure(o) ? kafkaTlsReady(o) : kafkaReady(port)),
-    afterReady: (lib) => (isSecure(o) ? setupKafka(o, lib, o.startTimeoutMs) : Promise.resolve()),
+    javaArgs: (lib) => [`-Xms${o.kafkaHeapMb}m`, `-Xmx${o.kafkaHeapMb}m`, ...jvm(lib), ...stackTags(path.resolve(o.dir), id, port), 'kafka.Kafka', properties],
+    probe: () => (isSecure(o) && node === undefined ? kafkaTlsReady(o) : kafkaReady(port)),
+    afterReady: (lib) => (isSecure(o) && node === undefined ? setupKafka(o, lib, o.startTimeoutMs) : Promise.resolve()),
   };
 }

@@ -20,6 +20,9 @@ export interface StackOptions {
   /** JVM heap (-Xms = -Xmx) in MiB. */
   kafkaHeapMb: number;
   cassandraHeapMb: number;
+  /** Cassandra nodes in one ring and Kafka brokers in one KRaft quorum (1 and 1: the single-node stack; see cluster.ts). */
+  cassandraNodes: number;
+  kafkaBrokers: number;
   /** How long a freshly started JVM may take to answer, in ms (the one-off jar fetch is not counted). */
   startTimeoutMs: number;
   /**
@@ -33,6 +36,9 @@ export interface StackOptions {
 
 export interface ServerStatus {
   name: ServerName;
+  /** `kafka` / `cassandra` alone, `kafka2` / `cassandra3` in a cluster (see cluster.ts). */
+  id: string;
+  host: string;
   pid: number | null;
   port: number;
   running: boolean;
@@ -50,6 +56,8 @@ export function defaultStackOptions(overrides: Partial<StackOptions> = {}): Stac
     kafkaHeapMb: 1024,
     cassandraHeapMb: 1024,
     startTimeoutMs: 180_000,
+    cassandraNodes: 1,
+    kafkaBrokers: 1,
     ...overrides,
   };
 }

@@ -26,15 +26,16 @@ export interface ServerPaths {
   pidFile: string;
 }
 
-export function serverPaths(dir: string, name: ServerName): ServerPaths {
+/** `id`: the server's name (`kafka`, `cassandra`) or, in a cluster, its node id (`kafka2`, `cassandra3`). */
+export function serverPaths(dir: string, id: string): ServerPaths {
   const abs = path.resolve(dir);
   return {
-    lib: path.join(abs, 'lib', name),
-    data: path.join(abs, 'data', name),
-    conf: path.join(abs, 'conf', name),
+    lib: path.join(abs, 'lib', id.replace(/\d+$/, '')),
+    data: path.join(abs, 'data', id),
+    conf: path.join(abs, 'conf', id),
     // JNA, snappy and zstd unpack native code into java.io.tmpdir; /tmp may be noexec or shared.
-    tmp: path.join(abs, 'tmp', name),
-    logFile: path.join(abs, 'logs', `${name}.log`),
-    pidFile: path.join(abs, 'run', `${name}.pid`),
+    tmp: path.join(abs, 'tmp', id),
+    logFile: path.join(abs, 'logs', `${id}.log`),
+    pidFile: path.join(abs, 'run', `${id}.pid`),
   };
 }

@@ -113,18 +113,18 @@ export async function removePidFile(file: string): Promise<void> {
  * True if nothing listens on 127.0.0.1:`port`, by binding it for a moment. Binding (not connecting)
  * also catches a process listening on 0.0.0.0 or [::] and does not disturb it.
  */
-export function isPortFree(port: number): Promise<boolean> {
+export function isPortFree(port: number, host = '127.0.0.1'): Promise<boolean> {
   return new Promise((resolve) => {
     const server = net.createServer();
     server.once('error', () => resolve(false));
-    server.listen({ port, host: '127.0.0.1', exclusive: true }, () => server.close(() => resolve(true)));
+    server.listen({ port, host, exclusive: true }, () => server.close(() => resolve(true)));
   });
 }
 
 /** True if something accepts TCP connections on 127.0.0.1:`port` within `timeoutMs`. */
-export function canConnect(port: number, timeoutMs = 1000): Promise<boolean> {
+export function canConnect(port: number, timeoutMs = 1000, host = '127.0.0.1'): Promise<boolean> {
   return new Promise((resolve) => {
-    const socket = net.connect({ host: '127.0.0.1', port });
+    const socket = net.connect({ host, port });
     const done = (ok: boolean): void => {
       socket.destroy();
       resolve(ok);
@@ -156,6 +156,16 @@ export async function terminate(pid: number, graceMs: number): Promise<'term' | 
   signal('SIGKILL');
   while (await isAlive(pid)) await sleep(100);
   return 'kill';
+}
+
+/** SIGKILLs a process (a crash: no shutdown hook runs) and resolves once it is gone. */
+export async function kill(pid: number): Promise<void> {
+  try {
+    process.kill(pid, 'SIGKILL');
+  } catch {
+    return; // already gone
+  }
+  while (await isAlive(pid)) await sleep(100);
 }
 
 /** The last `lines` lines of a file, reading only its end; '' if it does not exist. */

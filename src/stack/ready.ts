@@ -18,7 +18,8 @@ export async function kafkaReady(port: number, timeoutMs = 3000): Promise<boolea
   return metadataBrokerCount(port, timeoutMs).then((n) => n > 0, () => false);
 }
 
-function metadataBrokerCount(port: number, timeoutMs: number): Promise<number> {
+/** How many brokers a Metadata request to 127.0.0.1:`port` lists (registered and unfenced); rejects if it cannot ask. */
+export function metadataBrokerCount(port: number, timeoutMs = 3000): Promise<number> {
   const clientId = Buffer.from('exactlyonce-stack');
   // Request header v1: api_key, api_version, correlation_id, client_id (int16-length string).
   // Metadata v4 body: topics = [] (no topics, just brokers), allow_auto_topic_creation = false.
@@ -50,13 +51,15 @@ function metadataBrokerCount(port: number, timeoutMs: number): Promise<number> {
 }
 
 /** Cassandra is ready when a CQL query succeeds (the native transport opens last in start-up). */
-export async function cassandraReady(port: number, timeoutMs = 5000): Promise<boolean> {
+export async function cassandraReady(port: number, timeoutMs = 5000, host = '127.0.0.1'): Promise<boolean> {
   // A cheap TCP check first: no need to build a driver client while the port is still closed.
-  if (!(await canConnect(port))) return false;
+  if (!(await canConnect(port, 1000, host))) return false;
   const client = new cassandra.Client({
-    contactPoints: [`127.0.0.1:${port}`],
+    contactPoints: [`${host}:${port}`],
     localDataCenter: 'datacenter1',
     isMetadataSyncEnabled: false, // only one query: skip fetching the schema
+    // Ask this node, not a peer the driver finds through it (a cluster node is ready only when it answers itself).
+    policies: { loadBalancing: new cassandra.policies.loadBalancing.AllowListPolicy(new cassandra.policies.loadBalancing.DCAwareRoundRobinPolicy('datacenter1'), [`${host}:${port}`]) },
     socketOptions: { connectTimeout: timeoutMs, readTimeout: timeoutMs },
   });
   try {

@@ -3,11 +3,15 @@ import type { ServerName } from './options.js';
 
 export interface ServerSpec {
   name: ServerName;
+  /** The name alone; the node id in a cluster (see cluster.ts). */
+  id: string;
+  /** The address its client port listens on. */
+  host: string;
   version: string;
   /** The port clients use. */
   port: number;
   /** Every port the server binds, checked before start, with the flag that moves it (for the error). */
-  ports: readonly { port: number; what: string }[];
+  ports: readonly { port: number; what: string; host?: string }[];
   /** Writes configs, formats storage: everything that must exist before the JVM starts. */
   prepare(lib: string): Promise<void>;
   /** Everything after `java`. */
@@ -24,8 +28,8 @@ export interface ServerSpec {
  * Tags put on the java command line: they let status/stop recognise *our* process behind a pid file
  * (pids are reused) and recover the port it was started with.
  */
-export function stackTags(dir: string, name: ServerName, port: number): string[] {
-  return [`-Dexactlyonce.stack=${dir}#${name}`, `-Dexactlyonce.port=${port}`];
+export function stackTags(dir: string, id: string, port: number): string[] {
+  return [`-Dexactlyonce.stack=${dir}#${id}`, `-Dexactlyonce.port=${port}`];
 }
 
 /**

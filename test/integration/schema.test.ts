@@ -25,8 +25,19 @@ test('schema apply creates the original tables verbatim, and a second apply is a
   assert.equal(
     first.stdout,
     `keyspace ${config.keyspace}: created\n  applied 001_original_tables\n  applied 002_engine_tables\n  applied 003_alert_index\n` +
-      '  applied 004_workers\n  applied 005_audit_runs\n  applied 006_job\n  applied 007_checkpoint_epoch\n',
+      '  applied 004_workers\n  applied 005_audit_runs\n  applied 006_job\n  applied 007_checkpoint_epoch\n  applied 030_events_bucketed\n',
   );
+  // The bucketed layout's table: one Cassandra partition per (Kafka partition, bucket of offsets).
+  assert.deepEqual(await columns(session, config.keyspace, 'events_bucketed'), {
+    bucket: ['partition_key', 1, 'bigint', 'none'],
+    client: ['regular', -1, 'text', 'none'],
+    health: ['regular', -1, 'int', 'none'],
+    id: ['regular', -1, 'bigint', 'none'],
+    offset: ['clustering', 0, 'bigint', 'asc'],
+    partition: ['partition_key', 0, 'int', 'none'],
+    source: ['regular', -1, 'text', 'none'],
+    ts: ['regular', -1, 'timestamp', 'none'],
+  });
 
   assert.deepEqual(await columns(session, config.keyspace, 'events'), {
     client: ['regular', -1, 'text', 'none'],

@@ -98,3 +98,16 @@ test('every kill finds a worker and every removal two, whatever the seed and the
     }
   }
 });
+
+test('a cluster schedule: outages get slots of their own, Kafka kills alternate leader and controller', () => {
+  const plain = planChaos(options);
+  const cluster = planChaos({ ...options, kafkaRestarts: 2, cassandraOutages: 1, serverDownMs: [10_000, 25_000] });
+  assert.equal(cluster.filter((f) => f.kind === 'outage').length, 1);
+  assert.deepEqual(cluster.filter((f) => f.kind === 'restart' && f.server === 'kafka').map((f) => (f.kind === 'restart' ? f.role : '')), ['leader', 'controller']);
+  for (const f of cluster) if (f.kind === 'restart' || f.kind === 'outage') assert.ok(f.downMs >= 10_000 && f.downMs <= 25_000 && f.pick >= 0 && f.pick < 1);
+  for (const f of plain) if (f.kind === 'restart') assert.ok(f.downMs >= 1000 && f.downMs <= 5000);
+  const described = cluster.map((f) => describeFault(f, { cassandraNodes: 3, partitions: 6 })).join('\n');
+  assert.match(described, /SIGKILL two Cassandra nodes \(all but node [123]\)/);
+  assert.match(described, /SIGKILL the active KRaft controller/);
+  assert.match(described, /SIGKILL the broker leading partition [0-5]/);
+});

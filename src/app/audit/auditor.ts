@@ -28,6 +28,8 @@ import { KafkaAdmin, type Watermarks } from '../../kafka/admin.js';
 import { IncompleteRead, LogReader } from '../../kafka/log-reader.js';
 import { WindowCounter, type AlertRule } from '../alert-rule.js';
 import { decodeEvent, DEFAULT_MAX_RECORD_BYTES } from '../event.js';
+import { ORIGINAL_LAYOUT, type EventsLayout } from '../events-layout.js';
+import { EventRows } from './event-rows.js';
 import { AlertDiff, decodeAlertMessage, LatestPerKey, type AlertViolation } from './alert-diff.js';
 import { PartitionLedger, type EventRow, type QuarantineRowView } from './ledger.js';
 import { ViolationLog, type AlertsReport, type AuditReport, type PartitionReport } from './report.js';
@@ -37,6 +39,8 @@ export interface AuditOptions {
   readonly rule: AlertRule;
   /** Compare the alerts too (default true). */
   readonly checkAlerts?: boolean;
+  /** Where the job stores its events (default: the original `events` table). */
+  readonly layout?: EventsLayout;
   /** The workers' record size limit: larger records must be quarantined as too_large. */
   readonly maxRecordBytes?: number;
   /** Violations kept with their detail; all are counted (default 1000). */
@@ -88,9 +92,14 @@ function quarantineRow(row: Row): QuarantineRowView {
   };
 }
 
+async function* offsets(rows: AsyncIterable<EventRow>): AsyncGenerator<bigint> {
+  for await (const r of rows) yield r.offset;
+}
+
 export class Auditor {
   private readonly q: ReturnType<typeof auditStatements>;
   private readonly violations: ViolationLog;
+  private readonly events: EventRows<EventRow>;
 
   constructor(
     private readonly config: ConnectionConfig,
@@ -99,6 +108,7 @@ export class Auditor {
   ) {
     this.q = auditStatements(config.keyspace);
     this.violations = new ViolationLog(options.keepViolations ?? 1000);
+    this.events = new EventRows((q, p, m) => this.rows(q, p, m), config.keyspace, options.layout ?? ORIGINAL_LAYOUT, eventRow);
   }
 
   /** Every row of a query, page by page; a page that times out is fetched again. */
@@ -159,6 +169,7 @@ export class Auditor {
         // Read after the scan: a row at or beyond this log end cannot belong to any record.
         const after = new Map((await admin.watermarks(config.topic)).map((w) => [w.partition, w.high]));
         const checkpointsAfter = await store.readAll();
+        this.events.rescan(); // buckets written during the scan
         for (const s of states.values()) await this.aheadOfCheckpoint(s, after.get(s.partition) ?? s.high);
 
         const settled =
@@ -192,7 +203,7 @@ export class Auditor {
       await s.ledger.check(
         records,
         upTo,
-        this.rows(this.q.eventsRange, [p, toLong(from), toLong(upTo)], eventRow),
+        this.events.range(p, from, upTo),
         this.rows(this.q.quarantineRange, [p, toLong(from), toLong(upTo)], quarantineRow),
       );
       progress.done += Number(s.ledger.position - from);
@@ -264,17 +275,19 @@ export class Auditor {
       entry(p);
       this.violations.add({ kind: 'checkpoint', partition: p, offset: String(c), message: `partition ${p}: a checkpoint (${c}) for a partition the topic ${this.config.topic} does not have` });
     }
-    for (const [table, list, range] of [
-      ['events', this.q.eventsPartitions, this.q.eventsFrom],
-      ['quarantine', this.q.quarantinePartitions, this.q.quarantineFrom],
-    ] as const) {
-      for await (const p of this.rows(list, [], (r) => r['partition'] as number)) {
+    const first = -(2n ** 63n);
+    const tables = [
+      ['events', () => this.events.partitions(), (p: number) => offsets(this.events.from(p, first))],
+      ['quarantine', () => this.rows(this.q.quarantinePartitions, [], (r) => r['partition'] as number), (p: number) => this.rows(this.q.quarantineFrom, [p, toLong(first)], (r) => fromLong(r['offset']))],
+    ] as const;
+    for (const [table, partitions, rowsOf] of tables) {
+      for await (const p of partitions()) {
         if (known.has(p)) continue;
         const e = entry(p);
         const ledger = new PartitionLedger(p, 0n, { topic: this.config.topic, decode: decodeEvent, violations: this.violations });
-        for await (const row of this.rows(range, [p, toLong(-(2n ** 63n))], (r) => fromLong(r['offset']))) {
+        for await (const offset of rowsOf(p)) {
           e[table]++;
-          ledger.extraRow(table, row, `the topic has no partition ${p}`);
+          ledger.extraRow(table, offset, `the topic has no partition ${p}`);
         }
       }
     }
@@ -284,7 +297,7 @@ export class Auditor {
   /** Rows below the log start: stored before retention deleted their records. Counted, and they count in the alerts. */
   private async belowLogStart(s: PartitionState, counter: WindowCounter): Promise<void> {
     if (s.low === 0n) return;
-    for await (const row of this.rows(this.q.eventsBelow, [s.partition, toLong(s.low)], eventRow)) {
+    for await (const row of this.events.below(s.partition, s.low)) {
       s.belowLogStart++;
       if (row.source !== null && row.ts !== null && row.health !== null) counter.add({ source: row.source, ts: row.ts, health: row.health });
     }
@@ -293,11 +306,11 @@ export class Auditor {
 
   /** Rows at or after the checkpoint: in flight while the log holds their offset, extra beyond the log end. */
   private async aheadOfCheckpoint(s: PartitionState, logEndNow: bigint): Promise<void> {
-    for (const [table, query] of [
-      ['events', this.q.eventsFrom],
-      ['quarantine', this.q.quarantineFrom],
+    for (const [table, rowsOf] of [
+      ['events', () => offsets(this.events.from(s.partition, s.end))],
+      ['quarantine', () => this.rows(this.q.quarantineFrom, [s.partition, toLong(s.end)], (r) => fromLong(r['offset']))],
     ] as const) {
-      for await (const offset of this.rows(query, [s.partition, toLong(s.end)], (r) => fromLong(r['offset']))) {
+      for await (const offset of rowsOf()) {
         if (offset < logEndNow) s.aheadOfCheckpoint++;
         else s.ledger.extraRow(table, offset, s.checkpoint !== null && s.checkpoint > s.high ? 'beyond the log end; the checkpoint is too' : `beyond the log end ${logEndNow}`);
       }

@@ -16,8 +16,14 @@ export type Fault =
   | { atMs: number; kind: 'remove-worker'; pick: number }
   /** SIGSTOP a worker for `pauseMs` (> the session timeout: it loses its partitions), then SIGCONT. */
   | { atMs: number; kind: 'zombie'; pick: number; pauseMs: number }
-  /** Stop a server, keep it down `downMs`, start it again. */
-  | { atMs: number; kind: 'restart'; server: ServerName; downMs: number }
+  /**
+   * SIGKILL a server (a crash), keep it down `downMs`, start it again. On a cluster stack, which one:
+   * Cassandra node 1 + ⌊pick·N⌋; for Kafka, `role` says the broker leading partition ⌊pick·P⌋ of the
+   * topic being read, or the active KRaft controller.
+   */
+  | { atMs: number; kind: 'restart'; server: ServerName; downMs: number; pick: number; role: 'leader' | 'controller' }
+  /** Cluster only: SIGKILL two Cassandra nodes (all but node 1 + ⌊pick·N⌋ of 3), a lost quorum, for `downMs`; start them again. */
+  | { atMs: number; kind: 'outage'; downMs: number; pick: number }
   /** Publish `count` malformed records of every kind into the topic. */
   | { atMs: number; kind: 'inject'; count: number };
 
@@ -35,6 +41,10 @@ export interface ChaosPlanOptions {
   /** Bursts of malformed records. */
   injections: number;
   sessionTimeoutMs: number;
+  /** Cluster only: times two of three Cassandra nodes are SIGKILLed together (default 0). */
+  cassandraOutages?: number;
+  /** How long a server stays down, in ms: [min, max] (default [1000, 5000]; a cluster's node is kept down longer). */
+  serverDownMs?: readonly [number, number];
 }
 
 export function planChaos(o: ChaosPlanOptions): Fault[] {
@@ -55,14 +65,26 @@ export function planChaos(o: ChaosPlanOptions): Fault[] {
   for (let i = 0; i < o.injections; i++) faults.push({ atMs: at(), kind: 'inject', count: 5 + Math.floor(20 * rand()) });
   // Server restarts get slots of their own, spread over the run, so that two never overlap and the
   // pipeline runs between them; the order of the servers is drawn.
-  const servers: ServerName[] = [...Array<ServerName>(o.cassandraRestarts).fill('cassandra'), ...Array<ServerName>(o.kafkaRestarts).fill('kafka')];
+  const servers: Array<ServerName | 'outage'> = [
+    ...Array<ServerName>(o.cassandraRestarts).fill('cassandra'),
+    ...Array<ServerName>(o.kafkaRestarts).fill('kafka'),
+    ...Array<'outage'>(o.cassandraOutages ?? 0).fill('outage'),
+  ];
   for (let i = servers.length - 1; i > 0; i--) {
     const j = Math.floor(rand() * (i + 1));
     [servers[i], servers[j]] = [servers[j]!, servers[i]!];
   }
+  // Which node a fault hits comes from a generator of its own, so that seeds planned before it
+  // existed keep their schedules.
+  const pickRand = prng(o.seed ^ 0xc1a5);
+  const [downMin, downMax] = o.serverDownMs ?? [1000, 5000];
+  let kafkaKills = 0;
   servers.forEach((server, i) => {
     const slot = D * (0.1 + (0.75 * (i + 0.25 + 0.5 * rand())) / servers.length);
-    faults.push({ atMs: Math.round(slot), kind: 'restart', server, downMs: 1000 + Math.round(4000 * rand()) });
+    const downMs = downMin + Math.round((downMax - downMin) * rand());
+    const pick = pickRand();
+    if (server === 'outage') faults.push({ atMs: Math.round(slot), kind: 'outage', downMs, pick });
+    else faults.push({ atMs: Math.round(slot), kind: 'restart', server, downMs, pick, role: server === 'kafka' && kafkaKills++ % 2 === 1 ? 'controller' : 'leader' });
   });
   return keepWorkersForFaults(faults.sort((a, b) => a.atMs - b.atMs), o.workers);
 }
@@ -101,7 +123,8 @@ function keepWorkersForFaults(plan: Fault[], workers: number): Fault[] {
   return plan;
 }
 
-export function describeFault(f: Fault): string {
+/** One line per fault; `cluster` says which node a server fault hits on a cluster stack. */
+export function describeFault(f: Fault, cluster?: { cassandraNodes: number; partitions: number }): string {
   const t = `t+${(f.atMs / 1000).toFixed(1).padStart(6)}s`;
   switch (f.kind) {
     case 'kill':
@@ -112,8 +135,21 @@ export function describeFault(f: Fault): string {
       return `${t}  remove a worker with SIGTERM (pick ${f.pick.toFixed(3)})`;
     case 'zombie':
       return `${t}  SIGSTOP a worker (pick ${f.pick.toFixed(3)}) for ${(f.pauseMs / 1000).toFixed(1)} s, past the session timeout, then SIGCONT`;
-    case 'restart':
-      return `${t}  restart ${f.server === 'kafka' ? 'the Kafka broker' : 'Cassandra'} (down ${(f.downMs / 1000).toFixed(1)} s after it stopped)`;
+    case 'restart': {
+      const what =
+        cluster === undefined
+          ? f.server === 'kafka'
+            ? 'the Kafka broker'
+            : 'Cassandra'
+          : f.server === 'kafka'
+            ? f.role === 'controller'
+              ? 'the active KRaft controller'
+              : `the broker leading partition ${Math.floor(f.pick * cluster.partitions)}`
+            : `Cassandra node ${1 + Math.floor(f.pick * cluster.cassandraNodes)}`;
+      return `${t}  SIGKILL ${what}, start it again ${(f.downMs / 1000).toFixed(1)} s later`;
+    }
+    case 'outage':
+      return `${t}  SIGKILL two Cassandra nodes (all but node ${1 + Math.floor(f.pick * (cluster?.cassandraNodes ?? 3))}): no quorum for ${(f.downMs / 1000).toFixed(1)} s, then start them again`;
     case 'inject':
       return `${t}  inject ${f.count} malformed records`;
   }

@@ -1,0 +1,91 @@
+/**
+ * The auditor's reads of the events rows, in either layout of the job (src/app/events-layout.ts):
+ * the same offset ranges of one Kafka partition, ascending, whether they live in one Cassandra
+ * partition (`events`) or in one per bucket (`events_bucketed`). A bounded range reads the buckets it
+ * covers; an open one (rows ahead of a checkpoint, below a log start, of unknown partitions) the
+ * buckets that exist, from a scan of the partition keys (`SELECT DISTINCT`), taken when asked.
+ */
+import { fromLong, toLong, type Row } from '../../cassandra/session.js';
+import { bucketOf, type EventsLayout } from '../events-layout.js';
+
+type Rows = <T>(query: string, params: unknown[], map: (row: Row) => T) => AsyncGenerator<T>;
+
+const COLUMNS = 'offset, id, ts, source, client, health';
+
+export class EventRows<R> {
+  private buckets: Map<number, bigint[]> | undefined;
+
+  constructor(
+    private readonly rows: Rows,
+    private readonly keyspace: string,
+    private readonly layout: EventsLayout,
+    private readonly map: (row: Row) => R,
+  ) {}
+
+  /** Rows of [from, upTo), ascending. */
+  async *range(partition: number, from: bigint, upTo: bigint): AsyncGenerator<R> {
+    const l = this.layout;
+    if (l.kind === 'original') {
+      yield* this.rows(`SELECT ${COLUMNS} FROM ${this.keyspace}.events WHERE partition = ? AND offset >= ? AND offset < ? ORDER BY offset ASC`, [partition, toLong(from), toLong(upTo)], this.map);
+      return;
+    }
+    if (upTo <= from) return;
+    for (let b = bucketOf(l, from); b <= bucketOf(l, upTo - 1n); b++) {
+      yield* this.rows(`SELECT ${COLUMNS} FROM ${this.keyspace}.events_bucketed WHERE partition = ? AND bucket = ? AND offset >= ? AND offset < ?`, [partition, toLong(b), toLong(from), toLong(upTo)], this.map);
+    }
+  }
+
+  /** Rows at or after `from`, ascending (the buckets as of the last `rescan`). */
+  async *from(partition: number, from: bigint): AsyncGenerator<R> {
+    const l = this.layout;
+    if (l.kind === 'original') {
+      yield* this.rows(`SELECT ${COLUMNS} FROM ${this.keyspace}.events WHERE partition = ? AND offset >= ? ORDER BY offset ASC`, [partition, toLong(from)], this.map);
+      return;
+    }
+    for (const b of (await this.bucketMap()).get(partition) ?? []) {
+      if (b < bucketOf(l, from)) continue;
+      yield* this.rows(`SELECT ${COLUMNS} FROM ${this.keyspace}.events_bucketed WHERE partition = ? AND bucket = ? AND offset >= ?`, [partition, toLong(b), toLong(from)], this.map);
+    }
+  }
+
+  /** Rows below `before` (any order). */
+  async *below(partition: number, before: bigint): AsyncGenerator<R> {
+    const l = this.layout;
+    if (l.kind === 'original') {
+      yield* this.rows(`SELECT ${COLUMNS} FROM ${this.keyspace}.events WHERE partition = ? AND offset < ?`, [partition, toLong(before)], this.map);
+      return;
+    }
+    for (const b of (await this.bucketMap()).get(partition) ?? []) {
+      if (b > bucketOf(l, before - 1n)) break;
+      yield* this.rows(`SELECT ${COLUMNS} FROM ${this.keyspace}.events_bucketed WHERE partition = ? AND bucket = ? AND offset < ?`, [partition, toLong(b), toLong(before)], this.map);
+    }
+  }
+
+  /** The Kafka partitions that have rows (a scan of partition keys only). */
+  async *partitions(): AsyncGenerator<number> {
+    if (this.layout.kind === 'original') {
+      yield* this.rows(`SELECT DISTINCT partition FROM ${this.keyspace}.events`, [], (r) => r['partition'] as number);
+      return;
+    }
+    yield* (await this.bucketMap()).keys();
+  }
+
+  /** Forgets the buckets seen, so that the next open read scans for them again (rows written since). */
+  rescan(): void {
+    this.buckets = undefined;
+  }
+
+  private async bucketMap(): Promise<Map<number, bigint[]>> {
+    if (this.buckets === undefined) {
+      const m = new Map<number, bigint[]>();
+      for await (const [p, b] of this.rows(`SELECT DISTINCT partition, bucket FROM ${this.keyspace}.events_bucketed`, [], (r) => [r['partition'] as number, fromLong(r['bucket'])] as const)) {
+        const list = m.get(p) ?? [];
+        list.push(b);
+        m.set(p, list);
+      }
+      for (const list of m.values()) list.sort((a, b) => (a < b ? -1 : a > b ? 1 : 0));
+      this.buckets = m;
+    }
+    return this.buckets;
+  }
+}
