@@ -31,7 +31,8 @@ export interface BaselineArgs {
   sessionTimeoutMs: number;
 }
 
-const args = JSON.parse(process.env['EXACTLYONCE_BENCH_ARGS'] ?? '{}') // set by startScript (bench/processes.ts) as BaselineArgs;
+// Set by startScript (bench/processes.ts): the arguments hold the connection's secrets, so not on argv.
+const args = JSON.parse(process.env['EXACTLYONCE_BENCH_ARGS'] ?? '{}') as BaselineArgs;
 const { config } = args;
 const topic = config.topic;
 

@@ -24,7 +24,8 @@ export interface CeilingArgs {
 
 type Query = { query: string; params: unknown[] };
 
-const args = JSON.parse(process.env['EXACTLYONCE_BENCH_ARGS'] ?? '{}') // set by startScript (bench/processes.ts) as CeilingArgs;
+// Set by startScript (bench/processes.ts): the arguments hold the connection's secrets, so not on argv.
+const args = JSON.parse(process.env['EXACTLYONCE_BENCH_ARGS'] ?? '{}') as CeilingArgs;
 const emit = (o: unknown) => process.stdout.write(`${JSON.stringify(o)}\n`);
 
 /** The workload's rows as batches of `batchRows` consecutive offsets of one partition, partitions interleaved. */
