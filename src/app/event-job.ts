@@ -164,12 +164,13 @@ export class EventJob implements Job<Event> {
     this.session = ctx.session;
     this.insert = `INSERT INTO ${ctx.keyspace}.events (id, ts, partition, offset, source, client, health) VALUES (?, ?, ?, ?, ?, ?, ?)`;
     this.alerts.open(ctx);
+    await this.alerts.checkNoLegacyIndex();
   }
 
   /**
    * Idempotent: a row's key is (partition, offset) and every value is a pure function of the record,
    * so writing the same records again (replay after a crash, a zombie's late write) leaves the same
-   * rows; the alert index is keyed the same way and alert writes are monotonic (see alerts.ts). Rows
+   * rows; the alert counts never count an offset twice and alert writes are monotonic (see alerts.ts). Rows
    * of one Kafka partition share the Cassandra partition key, so each UNLOGGED batch is applied
    * atomically and in isolation without a batchlog.
    */
