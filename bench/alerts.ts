@@ -1,6 +1,6 @@
 /**
  * What the alerts cost: one exactly-once worker drains the original generator's events (all Critical,
- * one source, so every event is indexed in its window and every batch recounts the windows it touched;
+ * one source, so every event counts in its window and every batch adds to and sums the windows it touched;
  * see src/app/alerts.ts). Compare its events/s with exactlyOnce1, whose events are never Critical.
  */
 import type { BenchContext } from './context.js';

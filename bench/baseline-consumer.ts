@@ -20,7 +20,7 @@ import { connect } from '../src/cassandra/session.js';
 import type { ConnectionConfig } from '../src/config.js';
 import type { DecodedRecord } from '../src/engine/job.js';
 import { baseProperties, kafkaJS, quietLogger, type KafkaJSNamespace } from '../src/kafka/client.js';
-import { sourceRecord } from '../src/kafka/consumer.js';
+import { FETCH_QUEUE_BACKOFF_MS, sourceRecord } from '../src/kafka/consumer.js';
 import { Producer } from '../src/kafka/producer.js';
 
 export interface BaselineArgs {
@@ -47,6 +47,7 @@ await job.open({ session, keyspace: config.keyspace, publish: (t, records) => pr
 const { Kafka } = kafkaJS();
 const consumer = new Kafka({}).consumer({
   kafkaJS: { logger: quietLogger(() => undefined) },
+  'fetch.queue.backoff.ms': FETCH_QUEUE_BACKOFF_MS,
   ...baseProperties(config, `exactlyonce-baseline-${process.pid}`),
   'group.id': config.group,
   'partition.assignment.strategy': 'cooperative-sticky',

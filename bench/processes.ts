@@ -180,13 +180,16 @@ export function startWorker(ctx: ProcessHost, config: ConnectionConfig, label: s
   return start(ctx, label, process.execPath, [...memory.args, ...profileArgs(ctx, label), '--import', tsxLoader, `${repoRoot}src/cli/main.ts`, ...args], { ...memory.env, ...env });
 }
 
+/** bin/exactlyonce's default V8 heap cap for `run`, MiB (`run --max-heap-mb`). */
+const WORKER_HEAP_MB = 160;
+
 /**
  * What bin/exactlyonce gives a worker (`run`) to bound its memory: the same for a profiled worker and
  * for the baseline consumer, so that they differ from a worker only in the exactly-once machinery.
  */
 function workerMemory(): { args: string[]; env: Record<string, string> } {
   return {
-    args: [`--max-old-space-size=${process.env['EXACTLYONCE_WORKER_HEAP_MB'] ?? 512}`],
+    args: [`--max-old-space-size=${process.env['EXACTLYONCE_WORKER_HEAP_MB'] ?? WORKER_HEAP_MB}`],
     env: { MALLOC_ARENA_MAX: process.env['MALLOC_ARENA_MAX'] ?? '2' },
   };
 }

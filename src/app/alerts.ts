@@ -1,17 +1,23 @@
 /**
  * Exactly-once event-time alerts across partitions (DESIGN.md §4a option a).
  *
- * 1. Each event at the counted health level is indexed once per window it falls in, in
- *    `alert_window_events`, keyed by (source, window end, rule) and clustered by its Kafka partition
- *    and offset: idempotent by construction, so replays and zombies cannot double-count. Cost: one
- *    row per counted event and window (size/slide rows; 1 with the default tumbling windows), written
- *    in one unlogged single-partition batch per (source, window) per Kafka batch.
- * 2. After the batch's rows are acknowledged, every window it touched is recounted with COUNT(*) over
- *    that one small partition. Of two workers adding to one window, whichever counts last sees both
- *    writes (each counts after its own write is acknowledged), so the final count is exact.
+ * 1. State per (source, window end, rule) and Kafka partition, in `alert_window_counts`: the number of
+ *    counted events of that partition in the window, and the offset of the last one counted
+ *    (`through_offset`). A row's count is exactly the number of counted events of the partition in the
+ *    window with offset <= through_offset: a pure function of the log. Each Kafka batch adds its new
+ *    events (offset > through_offset) to each window it touches and writes that one row
+ *    `USING TIMESTAMP through_offset`, so the write that includes more of the log always wins: a replay
+ *    or a zombie rewrites a row it already holds or loses, and can neither count an event twice nor
+ *    lower a count. Cost: one row write per touched window per batch, whatever the window's size. The
+ *    row it adds to comes from a per-partition cache, valid while this worker reads the partition
+ *    contiguously; otherwise it is read back once (its checkpoint was written after every earlier
+ *    count, so the stored row includes every counted event below the batch).
+ * 2. After the batch's rows are acknowledged, every window it touched is summed over its partitions
+ *    (one single-partition read). Of two workers adding to one window, whichever sums last sees both
+ *    writes (each sums after its own write is acknowledged), so the final sum is exact.
  * 3. A window at or above the threshold is upserted into the original `alerts` table
  *    `USING TIMESTAMP windowEnd·1000 + count`: within a row the timestamp grows with the count, so a
- *    stale, smaller recount that lands last can never lower it (Cassandra keeps the highest timestamp).
+ *    stale, smaller sum that lands last can never lower it (Cassandra keeps the highest timestamp).
  *    No counters, no Paxos.
  * 4. The count is published to the alerts topic, keyed by source and window end; then the table row is
  *    read back and, while it is higher than what was published, that is published too. So the last
@@ -19,8 +25,9 @@
  *    table after the final count was stored (see README, "Alerts").
  * All of this runs before the batch's checkpoint, so a crash at any point replays it.
  */
-import { consistencies, toLong, type Client } from '../cassandra/session.js';
+import { consistencies, toLong, type Client, type Long } from '../cassandra/session.js';
 import type { DecodedRecord, JobContext } from '../engine/job.js';
+import { ExactlyOnceError } from '../errors.js';
 import type { Alert, AlertRule } from './alert-rule.js';
 import type { Event } from './event.js';
 import { windowEnds } from './windows.js';
@@ -49,12 +56,15 @@ export function alertInsert(keyspace: string): string {
   return `INSERT INTO ${keyspace}.alerts (source, ts, event_count) VALUES (?, ?, ?) USING TIMESTAMP ?`;
 }
 
-/** The index row insert; parameters (source, window_end, rule, partition, offset). Idempotent. */
-export function indexInsert(keyspace: string): string {
-  return `INSERT INTO ${keyspace}.alert_window_events (source, window_end, rule, partition, offset) VALUES (?, ?, ?, ?, ?)`;
+/**
+ * The count row upsert; parameters (source, window_end, rule, partition, event_count, through_offset,
+ * through_offset again as the write timestamp). Idempotent and monotonic (see the file comment).
+ */
+export function countInsert(keyspace: string): string {
+  return `INSERT INTO ${keyspace}.alert_window_counts (source, window_end, rule, partition, event_count, through_offset) VALUES (?, ?, ?, ?, ?, ?) USING TIMESTAMP ?`;
 }
 
-/** The index rows' key names the rule's windows and health (not the threshold: it does not change which events count where). */
+/** The count rows' key names the rule's windows and health (not the threshold: it does not change which events count where). */
 export function ruleName(rule: AlertRule): string {
   return `h${rule.health}/${rule.windows.sizeMs}/${rule.windows.slideMs}`;
 }
@@ -66,11 +76,43 @@ export interface AlertOutcome {
   revised: number;
 }
 
+/** A window touched by one batch: this batch's new events in it (its share of the count). */
+export interface TouchedWindow {
+  source: string;
+  end: number;
+  added: number;
+}
+
+/** One partition's count in one window: `count` counted events with offset <= `through`. */
+interface PartitionCount {
+  count: number;
+  through: number;
+}
+
+/** What a worker knows of one partition's counts, valid while it reads the partition contiguously. */
+interface PartitionCache {
+  /** The offset after the last batch this writer stored: a batch starting there continues it. */
+  next: number;
+  windows: Map<string, PartitionCount>;
+}
+
+/** Windows remembered per partition (the oldest touched is forgotten first, then read back if needed). */
+const CACHED_WINDOWS = 4096;
+
+/** An offset as a JS number for the count rows (offsets stay far below 2^53; a larger one is refused). */
+function offsetNumber(o: bigint | number): number {
+  const n = Number(o);
+  if (!Number.isSafeInteger(n) || n < 0) throw new ExactlyOnceError('EO_PERMANENT_ERROR', `offset ${o} is beyond 2^53 - 1, the largest the alert counts hold`);
+  return n;
+}
+
 export class AlertWriter {
   private ctx!: JobContext;
   private session!: Client;
   private ks = '';
+  private insert = '';
   private readonly rule: string;
+  private readonly cache = new Map<number, PartitionCache>();
 
   constructor(
     private readonly alertRule: AlertRule,
@@ -83,34 +125,109 @@ export class AlertWriter {
     this.ctx = ctx;
     this.session = ctx.session;
     this.ks = ctx.keyspace;
+    this.insert = countInsert(ctx.keyspace);
   }
 
-  /** Indexes the batch's counted events; returns the windows touched with this batch's share of each. */
-  async index(partition: number, records: readonly DecodedRecord<Event>[]): Promise<Map<string, { source: string; end: number; added: number }>> {
-    const byWindow = new Map<string, { source: string; end: number; offsets: bigint[] }>();
-    for (const { record, value: e } of records) {
-      if (e.health !== this.alertRule.health) continue;
-      for (const end of windowEnds(e.ts, this.alertRule.windows)) {
+  /**
+   * Refuses a keyspace whose alert state is still the per-event index of an earlier version
+   * (`alert_window_events`, migration 003): its counts are not in `alert_window_counts`, so workers
+   * would count those windows short. `alerts rule` rebuilds the counts from the stored events.
+   */
+  async checkNoLegacyIndex(): Promise<void> {
+    let rows: number;
+    try {
+      rows = (await this.session.execute(`SELECT source FROM ${this.ks}.alert_window_events LIMIT 1`, [], { consistency: consistencies.localQuorum })).rowLength;
+    } catch {
+      return; // no such table: nothing left over
+    }
+    if (rows > 0) {
+      throw new ExactlyOnceError(
+        'EO_JOB_CONFIG_MISMATCH',
+        `keyspace ${this.ks} holds alert index rows of an earlier version (${this.ks}.alert_window_events), whose counts workers no longer read. ` +
+          'With every worker stopped, run `exactlyonce alerts rule` once (flags left out keep the stored rule): it rebuilds the per-partition counts from the stored events',
+      );
+    }
+  }
+
+  /**
+   * Adds the batch's counted events to its partition's count in each window they fall in and stores
+   * those counts; returns every window touched with this batch's new events in each (0 when a replay
+   * brought nothing new: the window is still summed and published again, in case a crash came first).
+   */
+  async index(partition: number, records: readonly DecodedRecord<Event>[]): Promise<Map<string, TouchedWindow>> {
+    const touched = new Map<string, TouchedWindow & { offsets: number[] }>();
+    const health = this.alertRule.health;
+    const windows = this.alertRule.windows;
+    for (let i = 0; i < records.length; i++) {
+      const { record, value: e } = records[i]!;
+      if (e.health !== health) continue;
+      const offset = offsetNumber(record.offset);
+      for (const end of windowEnds(e.ts, windows)) {
         const k = alertTopicKey(e.source, end);
-        let w = byWindow.get(k);
-        if (w === undefined) byWindow.set(k, (w = { source: e.source, end, offsets: [] }));
-        w.offsets.push(record.offset);
+        let w = touched.get(k);
+        if (w === undefined) touched.set(k, (w = { source: e.source, end, added: 0, offsets: [] }));
+        w.offsets.push(offset);
       }
     }
-    const insert = indexInsert(this.ks);
+    if (records.length === 0) return touched;
+    const first = offsetNumber(records[0]!.record.offset);
+    const last = offsetNumber(records[records.length - 1]!.record.offset);
+    let cache = this.cache.get(partition);
+    if (cache === undefined || cache.next !== first) this.cache.set(partition, (cache = { next: first, windows: new Map() }));
+    const known = cache.windows;
+    const stored = new Map<string, PartitionCount>();
     await Promise.all(
-      [...byWindow.values()].map((w) =>
-        this.session.batch(
-          w.offsets.map((o) => ({ query: insert, params: [w.source, new Date(w.end), this.rule, partition, toLong(o)] })),
-          { prepare: true, logged: false, consistency: consistencies.localQuorum },
-        ),
-      ),
+      [...touched].map(async ([k, w]) => {
+        const had = known.get(k) ?? (await this.readCount(w.source, w.end, partition));
+        let { count, through } = had;
+        for (const o of w.offsets) {
+          if (o <= through) continue; // already counted (a replay)
+          count++;
+          through = o;
+        }
+        w.added = count - had.count;
+        if (w.added > 0) {
+          await this.session.execute(this.insert, [w.source, new Date(w.end), this.rule, partition, count, through, through], {
+            prepare: true,
+            consistency: consistencies.localQuorum,
+          });
+        }
+        stored.set(k, { count, through });
+      }),
     );
-    return new Map([...byWindow].map(([k, w]) => [k, { source: w.source, end: w.end, added: w.offsets.length }]));
+    if (this.cache.get(partition) === cache && cache.next === first) {
+      cache.next = last + 1;
+      for (const [k, c] of stored) {
+        known.delete(k);
+        known.set(k, c);
+      }
+      if (known.size > CACHED_WINDOWS) {
+        for (const k of known.keys()) {
+          known.delete(k);
+          if (known.size <= CACHED_WINDOWS) break;
+        }
+      }
+    } else {
+      this.cache.delete(partition); // another batch of the partition ran meanwhile: read back next time
+    }
+    const out = new Map<string, TouchedWindow>();
+    for (const [k, w] of touched) out.set(k, { source: w.source, end: w.end, added: w.added });
+    return out;
   }
 
-  /** Recounts each touched window and stores + publishes the alerts at or above the threshold. */
-  async update(touched: Map<string, { source: string; end: number; added: number }>): Promise<AlertOutcome> {
+  /** The stored count of one partition in one window (none: 0 through -1). */
+  private async readCount(source: string, end: number, partition: number): Promise<PartitionCount> {
+    const r = await this.session.execute(
+      `SELECT event_count, through_offset FROM ${this.ks}.alert_window_counts WHERE source = ? AND window_end = ? AND rule = ? AND partition = ?`,
+      [source, new Date(end), this.rule, partition],
+      { prepare: true, consistency: consistencies.localQuorum },
+    );
+    const row = r.first();
+    return row === null ? { count: 0, through: -1 } : { count: row['event_count'] as number, through: (row['through_offset'] as Long).toNumber() };
+  }
+
+  /** Sums each touched window and stores + publishes the alerts at or above the threshold. */
+  async update(touched: Map<string, TouchedWindow>): Promise<AlertOutcome> {
     const outcome: AlertOutcome = { raised: 0, revised: 0 };
     await Promise.all(
       [...touched.values()].map(async (w) => {
@@ -133,13 +250,16 @@ export class AlertWriter {
     return outcome;
   }
 
+  /** A window's count: the sum of its partitions' counts. */
   protected async count(source: string, end: number): Promise<number> {
     const r = await this.session.execute(
-      `SELECT COUNT(*) AS n FROM ${this.ks}.alert_window_events WHERE source = ? AND window_end = ? AND rule = ?`,
+      `SELECT event_count FROM ${this.ks}.alert_window_counts WHERE source = ? AND window_end = ? AND rule = ?`,
       [source, new Date(end), this.rule],
       { prepare: true, consistency: consistencies.localQuorum },
     );
-    return Number(r.first()['n']);
+    let n = 0;
+    for (const row of r.rows) n += row['event_count'] as number;
+    return n;
   }
 
   /** Idempotent and monotonic: the write timestamp grows with the count within a row. */

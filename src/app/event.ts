@@ -51,7 +51,7 @@ export const DEFAULT_MAX_RECORD_BYTES = 64 * 1024;
  * `--max-record-bytes` allows:
  * - `source` is a key: the partition key of `alerts` (Cassandra refuses a partition key over 65,535
  *   bytes, or an empty one), with the window end and the rule the partition key of
- *   `alert_window_events` (the same limit for the three together), and part of the alerts topic's key
+ *   `alert_window_counts` (the same limit for the three together), and part of the alerts topic's key
  *   `source@windowEnd`. 1 KiB is an identifier, not a payload: far above any real source name (the
  *   original's is "My Router") and far below every server limit, so a source that decodes can always
  *   be written. An empty source is quarantined as `empty_source`.

@@ -42,9 +42,9 @@ export function bucketOf(l: Extract<EventsLayout, { kind: 'bucketed' }>, offset:
  * Splits records (in offset order) into runs that share one Cassandra partition: the whole list in
  * the original layout, one run per bucket in the bucketed one.
  */
-export function sameCassandraPartition<T>(l: EventsLayout, items: readonly T[], offsetOf: (t: T) => bigint): T[][] {
-  if (l.kind === 'original' || items.length === 0) return items.length === 0 ? [] : [[...items]];
-  const runs: T[][] = [];
+export function sameCassandraPartition<T>(l: EventsLayout, items: readonly T[], offsetOf: (t: T) => bigint): (readonly T[])[] {
+  if (l.kind === 'original' || items.length === 0) return items.length === 0 ? [] : [items]; // no copy on the hot path
+  const runs: (readonly T[])[] = [];
   let current: T[] = [];
   let bucket: bigint | null = null;
   for (const t of items) {

@@ -6,11 +6,14 @@
  *    no worker is registered in `<keyspace>.workers`. From the mark on, a worker that starts refuses
  *    (its settings lack the mark: EO_JOB_CONFIG_MISMATCH), and so does `verify`; an interrupted run
  *    leaves the mark, so nothing runs on half-rewritten alerts until the command is run again.
- * 2. Reads every `events` row and counts the new rule's windows; writes the new rule's rows of the
- *    `alert_window_events` index (idempotent upserts: rows keyed by partition and offset), so that a
- *    worker's later recount of a window counts every stored event. The index is keyed by rule, so
- *    the old rule's rows never mix with the new; they are deleted (space), and so are rows under the
- *    new rule's name that the events do not give (left from an earlier use of that rule).
+ * 2. Reads every `events` row and counts the new rule's windows per Kafka partition, and writes those
+ *    counts to `alert_window_counts` with the offset of the last event each includes (the state workers
+ *    add to, src/app/alerts.ts). Workers write those rows `USING TIMESTAMP through_offset`, so a row
+ *    left from another rule, or from an earlier use of this rule on other records, cannot be deleted
+ *    or lowered by a write (its timestamp may be higher); when any stored row is not exactly one the
+ *    events give, the table is TRUNCATEd first (no tombstone, no timestamp left behind) and all the new
+ *    rule's rows written again. The per-event index of earlier versions (`alert_window_events`) is
+ *    emptied too: from then on the counts are the whole state.
  * 3. The `alerts` table. Workers write rows `USING TIMESTAMP windowEnd·1000 + count`, so a larger count
  *    always wins (alerts.ts). A rule change may have to LOWER a count or delete a row, which no write
  *    or delete can do without breaking that: a write or tombstone with a timestamp above the old
@@ -39,7 +42,7 @@ import { KafkaAdmin } from '../kafka/admin.js';
 import { IncompleteRead, LogReader } from '../kafka/log-reader.js';
 import { Producer, type OutgoingRecord } from '../kafka/producer.js';
 import { alertKey, describeRule, WindowCounter, type Alert, type AlertRule } from './alert-rule.js';
-import { alertInsert, alertTopicKey, alertTopicValue, alertWriteTimestamp, indexInsert, ruleName } from './alerts.js';
+import { alertInsert, alertTopicKey, alertTopicValue, alertWriteTimestamp, countInsert, ruleName } from './alerts.js';
 import { decodeAlertMessage, LatestPerKey } from './audit/alert-diff.js';
 import { parseSettings, RULE_CHANGE_MARK, storedSettings } from './event-job.js';
 import { windowEnds } from './windows.js';
@@ -69,15 +72,14 @@ export interface RuleChangeReport {
   readonly counted: number;
   /** Workers registered while a dry run ran (a real run refuses instead). */
   readonly workers: RegisteredWorkerRow[];
-  readonly index: { rule: string; rows: number; deletedPartitions: number; deletedRows: number };
+  /** The count rows of the new rule, those stored that differed, and whether the table was emptied first. */
+  readonly counts: { rule: string; rows: number; written: number; stale: number; truncated: boolean; legacyIndexEmptied: boolean };
   readonly table: { alerts: number; unchanged: number; added: number; raised: number; lowered: number; deleted: number; truncated: boolean };
   readonly topic: { name: string; published: number; tombstones: number; deleted: Array<{ key: string }> };
   /** The settings stored at the end (a dry run: that would be stored). */
   readonly settings: Settings;
 }
 
-/** Cassandra rows per unlogged single-partition batch of index rows. */
-const ROWS_PER_BATCH = 100;
 /** Statements in flight at once. */
 const CONCURRENCY = 32;
 
@@ -164,50 +166,28 @@ export class RuleChange {
     const counter = new WindowCounter(to);
     let events = 0;
     let counted = 0;
-    // 2. The events, counted under the new rule; their index rows written as they are read.
-    step(`reading ${this.ks}.events${o.dryRun ? '' : ` and writing the index rows of rule ${rule}`}`);
-    const pending = new Map<string, { source: string; end: number; rows: Array<[number, bigint]> }>();
-    let pendingRows = 0;
-    let indexRows = 0;
-    const flush = async () => {
-      const insert = indexInsert(this.ks);
-      const batches: Array<{ source: string; end: number; rows: Array<[number, bigint]> }> = [];
-      for (const w of pending.values()) {
-        for (let i = 0; i < w.rows.length; i += ROWS_PER_BATCH) batches.push({ ...w, rows: w.rows.slice(i, i + ROWS_PER_BATCH) });
-      }
-      pending.clear();
-      pendingRows = 0;
-      await inParallel(batches, CONCURRENCY, (b) =>
-        retry(
-          () =>
-            this.session.batch(
-              b.rows.map(([p, offset]) => ({ query: insert, params: [b.source, new Date(b.end), rule, p, toLong(offset)] })),
-              { prepare: true, logged: false },
-            ),
-          { server: 'Cassandra', isRetriable: isRetriableCassandraError, deadlineMs: 120_000 },
-        ).then(() => undefined),
-      );
-    };
+    // 2. The events, counted under the new rule, per window and Kafka partition.
+    step(`reading ${this.ks}.events`);
+    const perPartition = new Map<string, { source: string; end: number; partition: number; count: number; through: number }>();
     for await (const row of this.rows(`SELECT partition, offset, ts, source, health FROM ${this.ks}.events`)) {
       events++;
       const e = { source: row['source'] as string, ts: (row['ts'] as Date).getTime(), health: row['health'] as number };
       if (e.health !== to.health) continue;
       counted++;
       counter.add(e);
-      if (o.dryRun) continue;
-      const offset = fromLong(row['offset'] as Long);
+      const partition = row['partition'] as number;
+      const offset = Number(fromLong(row['offset'] as Long));
       for (const end of windowEnds(e.ts, to.windows)) {
-        const k = alertKey(e.source, end);
-        let w = pending.get(k);
-        if (w === undefined) pending.set(k, (w = { source: e.source, end, rows: [] }));
-        w.rows.push([row['partition'] as number, offset]);
-        pendingRows++;
-        indexRows++;
+        const k = `${partition}\u0000${alertKey(e.source, end)}`;
+        const c = perPartition.get(k);
+        if (c === undefined) perPartition.set(k, { source: e.source, end, partition, count: 1, through: offset });
+        else {
+          c.count++;
+          if (offset > c.through) c.through = offset;
+        }
       }
-      if (pendingRows >= 5000) await flush();
     }
-    if (!o.dryRun) await flush();
-    const index = o.dryRun ? { rule, rows: 0, deletedPartitions: 0, deletedRows: 0 } : { rule, rows: indexRows, ...(await this.cleanIndex(rule, to, counter, step)) };
+    const counts = await this.rewriteCounts(rule, [...perPartition.values()], o.dryRun, step);
 
     // 3. The alerts table.
     const expected = counter.alerts();
@@ -221,56 +201,54 @@ export class RuleChange {
       step('storing the new rule with the job');
       await this.binding.updateSettings(this.job.name, settings);
     }
-    return { dryRun: o.dryRun, keyspace: this.ks, from: current.rule, to, events, counted, workers, index, table, topic, settings };
+    return { dryRun: o.dryRun, keyspace: this.ks, from: current.rule, to, events, counted, workers, counts, table, topic, settings };
   }
 
   /**
-   * Deletes the index rows the new rule's events do not give: every partition of another rule, and
-   * rows under the new rule's name that no stored event gives (left from an earlier use of that rule
-   * on other records). Deletes carry the wall-clock timestamp, as the index's inserts do.
+   * Makes `alert_window_counts` hold exactly the new rule's rows (see the file comment), and empties
+   * the per-event index of earlier versions.
    */
-  private async cleanIndex(rule: string, to: AlertRule, counter: WindowCounter, step: (s: string) => void): Promise<{ deletedPartitions: number; deletedRows: number }> {
-    step(`removing the index rows of other rules from ${this.ks}.alert_window_events`);
-    const others = new Map<string, { source: string; end: Date; rule: string }>();
-    const stored = new Map<string, { source: string; end: number; n: number }>();
-    for await (const row of this.rows(`SELECT source, window_end, rule FROM ${this.ks}.alert_window_events`)) {
-      const source = row['source'] as string;
-      const end = row['window_end'] as Date;
-      const r = row['rule'] as string;
-      if (r !== rule) {
-        others.set(`${r}\u0000${alertKey(source, end.getTime())}`, { source, end, rule: r });
-        continue;
-      }
-      const k = alertKey(source, end.getTime());
-      const s = stored.get(k);
-      if (s === undefined) stored.set(k, { source, end: end.getTime(), n: 1 });
-      else s.n++;
+  private async rewriteCounts(
+    rule: string,
+    expected: ReadonlyArray<{ source: string; end: number; partition: number; count: number; through: number }>,
+    dryRun: boolean,
+    step: (s: string) => void,
+  ): Promise<RuleChangeReport['counts']> {
+    const key = (source: string, end: number, r: string, partition: number) => `${r}\u0000${partition}\u0000${alertKey(source, end)}`;
+    const want = new Map(expected.map((c) => [key(c.source, c.end, rule, c.partition), c]));
+    const missing = new Set(want.keys());
+    let stale = 0;
+    for await (const row of this.rows(`SELECT source, window_end, rule, partition, event_count, through_offset FROM ${this.ks}.alert_window_counts`)) {
+      const k = key(row['source'] as string, (row['window_end'] as Date).getTime(), row['rule'] as string, row['partition'] as number);
+      const c = want.get(k);
+      if (c !== undefined && c.count === row['event_count'] && c.through === (row['through_offset'] as Long).toNumber()) missing.delete(k);
+      else stale++;
     }
-    let deletedPartitions = 0;
-    let deletedRows = 0;
-    const deletePartition = `DELETE FROM ${this.ks}.alert_window_events WHERE source = ? AND window_end = ? AND rule = ?`;
-    await inParallel(others.values(), CONCURRENCY, async (p) => {
-      await this.exec(deletePartition, [p.source, p.end, p.rule]);
-      deletedPartitions++;
+    let legacy = false;
+    try {
+      legacy = (await this.exec(`SELECT source FROM ${this.ks}.alert_window_events LIMIT 1`, [])).rowLength > 0;
+    } catch {
+      // no such table
+    }
+    const truncated = stale > 0;
+    const write = truncated ? [...want.values()] : [...missing].map((k) => want.get(k)!);
+    const out = { rule, rows: want.size, written: write.length, stale, truncated, legacyIndexEmptied: legacy };
+    if (dryRun) return out;
+    if (legacy) {
+      step(`emptying ${this.ks}.alert_window_events (the per-event index of earlier versions; TRUNCATE)`);
+      await this.exec(`TRUNCATE ${this.ks}.alert_window_events`, [], { prepare: false, readTimeout: 120_000 });
+    }
+    if (truncated) {
+      step(`emptying ${this.ks}.alert_window_counts (TRUNCATE: ${stale} row(s) of other rules or other counts) and writing its ${want.size} row(s) again`);
+      await this.exec(`TRUNCATE ${this.ks}.alert_window_counts`, [], { prepare: false, readTimeout: 120_000 });
+    } else {
+      step(`writing ${write.length} row(s) to ${this.ks}.alert_window_counts`);
+    }
+    const insert = countInsert(this.ks);
+    await inParallel(write, CONCURRENCY, async (c) => {
+      await this.exec(insert, [c.source, new Date(c.end), rule, c.partition, c.count, c.through, c.through]);
     });
-    // Every row the events give was written above, so a window holding more rows than its count has
-    // extra ones; which, only the events can say.
-    const extra = [...stored.values()].filter((s) => s.n > counter.count(s.source, s.end));
-    await inParallel(extra, CONCURRENCY, async (s) => {
-      if (counter.count(s.source, s.end) === 0) {
-        await this.exec(deletePartition, [s.source, new Date(s.end), rule]);
-        deletedPartitions++;
-        return;
-      }
-      for await (const row of this.rows(`SELECT partition, offset FROM ${this.ks}.alert_window_events WHERE source = ? AND window_end = ? AND rule = ?`, [s.source, new Date(s.end), rule])) {
-        const e = (await this.exec(`SELECT ts, source, health FROM ${this.ks}.events WHERE partition = ? AND offset = ?`, [row['partition'], row['offset']])).first();
-        const gives = e !== null && e['source'] === s.source && e['health'] === to.health && windowEnds((e['ts'] as Date).getTime(), to.windows).includes(s.end);
-        if (gives) continue;
-        await this.exec(`DELETE FROM ${this.ks}.alert_window_events WHERE source = ? AND window_end = ? AND rule = ? AND partition = ? AND offset = ?`, [s.source, new Date(s.end), rule, row['partition'], row['offset']]);
-        deletedRows++;
-      }
-    });
-    return { deletedPartitions, deletedRows };
+    return out;
   }
 
   /** Makes the `alerts` table equal `expected` (see the file comment for the timestamps). */

@@ -25,11 +25,12 @@ export function formatRuleChange(r: RuleChangeReport, topic: string): string {
     `  to:   ${describeRule(r.to)}`,
     `events: ${n(r.events)} read, ${n(r.counted)} at health ${r.to.health}`,
   ];
-  if (r.dryRun) {
-    out.push(`index ${r.keyspace}.alert_window_events: the rows of rule ${r.index.rule} would be written, those of other rules deleted`);
-  } else {
-    out.push(`index ${r.keyspace}.alert_window_events: ${n(r.index.rows)} row(s) of rule ${r.index.rule} written; ${n(r.index.deletedPartitions)} window(s) of other rules (or no longer given) and ${n(r.index.deletedRows)} stray row(s) deleted`);
-  }
+  const c = r.counts;
+  out.push(
+    `counts ${r.keyspace}.alert_window_counts: ${n(c.rows)} row(s) of rule ${c.rule} (per window and partition); ${n(c.written)} ${would}written` +
+      (c.truncated ? ` (the table ${r.dryRun ? 'would be' : 'was'} emptied with TRUNCATE first: ${n(c.stale)} row(s) of other rules or other counts, which no write can lower over the workers' monotonic timestamps)` : '') +
+      (c.legacyIndexEmptied ? `; the per-event index ${r.keyspace}.alert_window_events of earlier versions ${r.dryRun ? 'would be' : 'was'} emptied` : ''),
+  );
   out.push(
     `alerts table: ${n(t.alerts)} alert(s) under the new rule — ${n(t.unchanged)} unchanged, ${n(t.added)} new, ${n(t.raised)} raised, ${n(t.lowered)} lowered; ${n(t.deleted)} ${would}deleted` +
       (t.truncated ? ` (the table ${r.dryRun ? 'would be' : 'was'} emptied with TRUNCATE and written again: a count cannot be lowered or deleted over the workers' monotonic timestamps)` : ''),

@@ -40,6 +40,11 @@ export function runCommand(): Command {
       .addOption(new Option('--max-batch <n>', 'most records per batch').default(d.maxBatchSize).argParser(intOption('--max-batch', 1, 100000)))
       .addOption(new Option('--concurrency <n>', 'partitions processed at once').default(d.concurrency).argParser(intOption('--concurrency', 1, 1024)))
       .addOption(new Option('--max-buffer-mb <n>', 'bound on prefetched data in MiB (backpressure)').default(d.maxBufferKb / 1024).argParser(intOption('--max-buffer-mb', 1, 65536)))
+      .addOption(
+        new Option('--max-heap-mb <n>', "V8 heap cap in MiB: with --max-buffer-mb, the bound on the worker's memory (bin/exactlyonce starts node with it; env EXACTLYONCE_WORKER_HEAP_MB)")
+          .default(160)
+          .argParser(intOption('--max-heap-mb', 64, 65536)),
+      )
       .addOption(new Option('--session-timeout-ms <ms>', 'group session timeout').default(d.sessionTimeoutMs).argParser(intOption('--session-timeout-ms', 1000, 3600000)))
       .addOption(settingOption('max-record-bytes', "larger records are quarantined; left out: the job's stored value (a new job: the default)"))
       .addOption(

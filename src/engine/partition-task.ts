@@ -76,7 +76,8 @@ export class PartitionTask {
     const started = performance.now();
     const p = String(this.partition);
     // Records before the checkpoint are already stored (a re-delivery after a seek): skip them.
-    const fresh = this.next === null ? records : records.filter((r) => r.offset >= this.next!);
+    const next = this.next;
+    const fresh = next === null || records[0]!.offset >= next ? records : records.filter((r) => r.offset >= next);
     if (fresh.length === 0) return;
     const first = fresh[0]!.offset;
     if (this.next !== null && first > this.next) {
@@ -92,8 +93,10 @@ export class PartitionTask {
 
     const decoded: DecodedRecord<unknown>[] = [];
     const bad: QuarantineEntry[] = [];
-    for (const record of fresh) {
-      const d = this.ctx.job.decode(record);
+    const job = this.ctx.job;
+    for (let i = 0; i < fresh.length; i++) {
+      const record = fresh[i]!;
+      const d = job.decode(record);
       if (d.ok) decoded.push({ record, value: d.value });
       else bad.push({ record, reason: d.reason, detail: d.detail });
     }

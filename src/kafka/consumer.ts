@@ -57,6 +57,9 @@ export interface ConsumerOptions {
 /** librdkafka's words for a fetch position outside the log, with auto.offset.reset=error. */
 const POSITION_OUT_OF_RANGE = /No offset to automatically reset to|Offset out of range/i;
 
+/** See the consumer's properties: how long a partition whose prefetch queue is full waits to fetch again. */
+export const FETCH_QUEUE_BACKOFF_MS = 20;
+
 const ERR_ASSIGN_PARTITIONS = -175;
 const OFFSET_BEGINNING = -2;
 
@@ -77,6 +80,10 @@ export class GroupConsumer {
           options.onClientLog?.(level, message);
         }),
       },
+      // When the prefetch queue is over its bound (queued.max.messages.kbytes: --max-buffer-mb),
+      // librdkafka postpones the partition's next fetch by this much (its default: 1 s). See
+      // bench/README.md, "Latency". Before the user's properties: --kafka-config can set it.
+      'fetch.queue.backoff.ms': FETCH_QUEUE_BACKOFF_MS,
       ...baseProperties(config, `exactlyonce-${process.pid}`),
       // Set after the user's properties (--kafka-config), so that none of them can be weakened:
       'group.id': options.groupId,

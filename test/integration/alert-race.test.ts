@@ -101,3 +101,43 @@ test('many concurrent recounts of one window converge on the exact count', async
   assert.deepEqual(await alertsTable(session, config), [{ source: 'router', ts: WINDOW_END, eventCount: total }]);
   assert.deepEqual((await alertsTopicLatest(config)).alerts, [{ source: 'router', ts: WINDOW_END, eventCount: total }]);
 });
+
+test("a partition's count never counts an offset twice nor goes down: replays, a new owner without the cache, a zombie's stale write", async (t) => {
+  const { config, session, ctx } = await jobContext(t);
+  const row = async () => {
+    const r = await session.execute(`SELECT partition, event_count, through_offset FROM ${config.keyspace}.alert_window_counts WHERE source = 'router' AND window_end = ? AND rule = 'h2/5000/5000'`, [new Date(WINDOW_END)]);
+    return r.rows.map((x) => [x['partition'] as number, x['event_count'] as number, String(x['through_offset'])]);
+  };
+  const writer = () => {
+    const w = new AlertWriter(DEFAULT_ALERT_RULE, config.alertsTopic);
+    w.open(ctx);
+    return w;
+  };
+  // A owns partition 0 and stores offsets 0..9.
+  const a = writer();
+  assert.deepEqual(await a.update(await a.index(0, events(0, 0, 10))), { raised: 1, revised: 0 });
+  assert.deepEqual(await row(), [[0, 10, '9']]);
+  // The same batch again (a retry): nothing new, the alert is published again.
+  assert.deepEqual(await a.update(await a.index(0, events(0, 0, 10))), { raised: 0, revised: 1 });
+  assert.deepEqual(await row(), [[0, 10, '9']]);
+  // B takes the partition over from an older checkpoint (5): it reads the row back and adds only 10..14.
+  const b = writer();
+  const touched = await b.index(0, events(0, 5, 10));
+  assert.equal(touched.get(`router@${WINDOW_END}`)!.added, 5);
+  await b.update(touched);
+  assert.deepEqual(await row(), [[0, 15, '14']]);
+  // A, now a zombie, continues from its own cache: 10..12 makes its (correct) 13 through 12, which loses.
+  await a.update(await a.index(0, events(0, 10, 3)));
+  assert.deepEqual(await row(), [[0, 15, '14']], "the zombie's smaller count does not land");
+  // ...and 13..17 makes 18 through 17, which is right and wins.
+  await a.update(await a.index(0, events(0, 13, 5)));
+  assert.deepEqual(await row(), [[0, 18, '17']]);
+  // B's next batch 15..19 continues its cache: 20 through 19.
+  await b.update(await b.index(0, events(0, 15, 5)));
+  assert.deepEqual(await row(), [[0, 20, '19']]);
+  // Another partition adds to the same window: the alert is the sum.
+  await b.update(await b.index(1, events(1, 0, 4)));
+  assert.deepEqual(await row(), [[0, 20, '19'], [1, 4, '3']]);
+  assert.deepEqual(await alertsTable(session, config), [{ source: 'router', ts: WINDOW_END, eventCount: 24 }]);
+  assert.deepEqual((await alertsTopicLatest(config)).alerts, [{ source: 'router', ts: WINDOW_END, eventCount: 24 }]);
+});

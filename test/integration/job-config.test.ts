@@ -234,8 +234,8 @@ test('alerts rule: recomputes the alerts of a drained job, lowers and deletes wi
   assert.equal([...latest.values()].filter((v) => v !== null).length, 3, 'no other alert on the topic');
   assert.equal(after.get(alertTopicKey('keep', T + 10_000))!.length, before.get(alertTopicKey('keep', T + 10_000))!.length, 'an unchanged alert is not published again');
   assert.deepEqual(await storedSettings(session, config), { 'max-record-bytes': 65536, 'window-ms': 5000, 'slide-ms': 5000, threshold: 8, 'alert-health': 2 });
-  const rows = await session.execute(`SELECT DISTINCT source, window_end, rule FROM ${config.keyspace}.alert_window_events`);
-  assert.deepEqual([...new Set(rows.rows.map((r) => r['rule']))], ['h2/5000/5000'], "only the new rule's index rows are left");
+  const rows = await session.execute(`SELECT DISTINCT source, window_end, rule FROM ${config.keyspace}.alert_window_counts`);
+  assert.deepEqual([...new Set(rows.rows.map((r) => r['rule']))], ['h2/5000/5000'], "only the new rule's count rows are left");
 
   // verify audits with the stored rule: table and topic equal the recomputation.
   const v = await verifyJson(config);
@@ -287,6 +287,41 @@ test('an unfinished rule change stops workers and verify until the command is ru
   assert.equal(v.ok, true);
   assert.equal(v.alerts.expected, 1);
   await stopWorkers([startWorker(t, config)]);
+});
+
+test('a keyspace with the per-event alert index of an earlier version: workers refuse, coded, until `alerts rule` rebuilds the counts', async (t) => {
+  const config = testConfig();
+  const session = await freshKeyspace(t, config);
+  await freshTopic(t, config, 1);
+  const worker = startWorker(t, config);
+  await produce(config, burst('router', T, 10));
+  await waitDrained(session, config);
+  await stopWorkers([worker]);
+  // As an earlier version left it: one index row per counted event, no counts.
+  await session.execute(`TRUNCATE ${config.keyspace}.alert_window_counts`);
+  for (let offset = 0; offset < 10; offset++) {
+    await session.execute(`INSERT INTO ${config.keyspace}.alert_window_events (source, window_end, rule, partition, offset) VALUES ('router', ?, 'h2/5000/5000', 0, ?)`, [new Date(T + 5000), offset], { prepare: true });
+  }
+  const args = connectionArgs(config);
+  assertOneCodedLine(
+    await runCli(['run', ...args]),
+    5,
+    `error EO_JOB_CONFIG_MISMATCH: keyspace ${config.keyspace} holds alert index rows of an earlier version (${config.keyspace}.alert_window_events), whose counts workers no longer read. ` +
+      'With every worker stopped, run `exactlyonce alerts rule` once (flags left out keep the stored rule): it rebuilds the per-partition counts from the stored events',
+  );
+  const rebuild = await runCli(['alerts', 'rule', ...args]);
+  assert.equal(rebuild.code, 0, rebuild.stderr);
+  assert.match(rebuild.stdout, /counts \S+\.alert_window_counts: 1 row\(s\) of rule h2\/5000\/5000 \(per window and partition\); 1 written; the per-event index \S+ of earlier versions was emptied/);
+  assert.equal((await session.execute(`SELECT * FROM ${config.keyspace}.alert_window_events`)).rowLength, 0);
+  const counts = await session.execute(`SELECT partition, event_count, through_offset FROM ${config.keyspace}.alert_window_counts`);
+  assert.deepEqual(counts.rows.map((r) => [r['partition'], r['event_count'], String(r['through_offset'])]), [[0, 10, '9']]);
+  // A worker runs again and adds to the rebuilt count.
+  const next = startWorker(t, config);
+  await produce(config, burst('router', T, 2));
+  await waitDrained(session, config);
+  await stopWorkers([next]);
+  assert.deepEqual(await alertsTable(session, config), [{ source: 'router', ts: T + 5000, eventCount: 12 }]);
+  assert.equal((await verifyJson(config)).ok, true);
 });
 
 test("the job's settings changed under a running worker (not registered, so `alerts rule` ran): its partitions stop, coded, and nothing more is stored", async (t) => {
