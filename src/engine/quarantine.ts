@@ -5,6 +5,7 @@
  */
 import { createHash } from 'node:crypto';
 import { consistencies, fromLong, toLong, type Client } from '../cassandra/session.js';
+import { engineTables, type EngineTables } from './engine-tables.js';
 import type { SourceRecord } from './job.js';
 
 export interface QuarantineEntry {
@@ -32,18 +33,24 @@ const QUARANTINE_ROWS_PER_BATCH = 100;
 const QUARANTINE_BATCH_BYTES = 512 * 1024;
 
 export class Quarantine {
+  private readonly t: EngineTables;
+
+  /** The quarantine of job `job` (its rows of `job_quarantine`), or without one the events job's table (src/engine/engine-tables.ts). */
   constructor(
     private readonly session: Client,
-    private readonly keyspace: string,
+    keyspace: string,
     private readonly maxRawBytes = DEFAULT_MAX_RAW_BYTES,
-  ) {}
+    job?: string,
+  ) {
+    this.t = engineTables(keyspace, job);
+  }
 
   /**
    * Stores the entries of one partition. Idempotent: rows are keyed by (partition, offset) and their
    * values are a pure function of the record, so a replay rewrites the same row.
    */
   async write(entries: readonly QuarantineEntry[]): Promise<void> {
-    const statement = `INSERT INTO ${this.keyspace}.quarantine (partition, offset, topic, reason, detail, key, raw, raw_length, raw_sha256, kafka_ts) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`;
+    const statement = `INSERT INTO ${this.t.quarantine} (${this.t.jobColumn}partition, offset, topic, reason, detail, key, raw, raw_length, raw_sha256, kafka_ts) VALUES (${this.t.jobMarker}?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`;
     // The rows of one Kafka partition share the Cassandra partition key: each UNLOGGED batch is one
     // mutation, applied atomically, like the `events` rows. Batches are cut by count and by bytes
     // (raw values are up to maxRawBytes each) to keep every mutation small.
@@ -62,6 +69,7 @@ export class Quarantine {
       batch.push({
         query: statement,
         params: [
+          ...this.t.jobParams,
           record.partition,
           toLong(record.offset),
           record.topic,
@@ -85,14 +93,17 @@ export class Quarantine {
   }
 
   async list(options: { partition?: number; limit: number }): Promise<QuarantineRow[]> {
-    const where = options.partition === undefined ? '' : ' WHERE partition = ?';
-    const params = options.partition === undefined ? [options.limit] : [options.partition, options.limit];
+    // The job-keyed table is partitioned by (job, partition): without a partition, every row is read and the job's kept.
+    const keyed = this.t.jobWhere !== '';
+    const where = options.partition === undefined ? '' : ` WHERE ${this.t.jobWhere}partition = ?`;
+    const params = options.partition === undefined ? [] : [...this.t.jobParams, options.partition];
     const r = await this.session.execute(
-      `SELECT partition, offset, topic, reason, detail, key, raw, raw_length, raw_sha256, kafka_ts FROM ${this.keyspace}.quarantine${where} LIMIT ?`,
-      params,
-      { prepare: true },
+      `SELECT ${this.t.jobColumn}partition, offset, topic, reason, detail, key, raw, raw_length, raw_sha256, kafka_ts FROM ${this.t.quarantine}${where}${keyed && options.partition === undefined ? '' : ' LIMIT ?'}`,
+      keyed && options.partition === undefined ? params : [...params, options.limit],
+      { prepare: true, fetchSize: 5000 },
     );
-    return r.rows.map((row) => ({
+    const rows = keyed && options.partition === undefined ? r.rows.filter((row) => row['job'] === this.t.jobParams[0]).slice(0, options.limit) : r.rows;
+    return rows.map((row) => ({
       partition: row['partition'] as number,
       offset: fromLong(row['offset']),
       topic: row['topic'] as string,

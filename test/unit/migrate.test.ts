@@ -29,10 +29,24 @@ test('replication specs', () => {
 
 test('the migrations are numbered 1..N without gaps; 007 adds the checkpoint epoch and partition_state, safe to run again', () => {
   const ms = loadMigrations('ks1');
-  assert.deepEqual(ms.map((m) => m.version), ms.map((_, i) => i + 1));
-  assert.deepEqual(ms.slice(5).map((m) => `${m.version} ${m.name}`), ['6 job', '7 checkpoint_epoch']);
+  // Later migrations are numbered in blocks per change (010-019: jobs first-class), so gaps may follow 007.
+  assert.deepEqual(ms.slice(0, 7).map((m) => m.version), [1, 2, 3, 4, 5, 6, 7]);
+  assert.equal(new Set(ms.map((m) => m.version)).size, ms.length);
+  assert.deepEqual(ms.slice(5, 7).map((m) => `${m.version} ${m.name}`), ['6 job', '7 checkpoint_epoch']);
   assert.deepEqual(ms[6]!.statements.map((s) => s.split('\n')[0]), [
     'ALTER TABLE ks1.checkpoints ADD IF NOT EXISTS epoch int',
     'CREATE TABLE IF NOT EXISTS ks1.partition_state (',
+  ]);
+});
+
+test('010 adds the job-keyed engine tables beside the first ones, and the job of a registered worker', () => {
+  const m = loadMigrations('ks1').find((x) => x.version === 10)!;
+  assert.equal(m.name, 'job_tables');
+  assert.deepEqual(m.statements.map((s) => s.split('\n')[0]), [
+    'CREATE TABLE IF NOT EXISTS ks1.job_checkpoints (',
+    'CREATE TABLE IF NOT EXISTS ks1.job_partition_state (',
+    'CREATE TABLE IF NOT EXISTS ks1.job_quarantine (',
+    'CREATE TABLE IF NOT EXISTS ks1.job_schema_migrations (',
+    'ALTER TABLE ks1.workers ADD IF NOT EXISTS job text',
   ]);
 });
