@@ -31,6 +31,8 @@ export const ErrorCodes = {
   EO_PRODUCE_FAILED: { retriable: true, exitCode: 7 },
   EO_FENCED: { retriable: false, exitCode: 8 },
   EO_VERIFY_FAILED: { retriable: false, exitCode: 9 },
+  /** A sink's table is missing, lacks a column, or holds writes that break the sink's rules (wall-clock timestamps). */
+  EO_SINK_TABLE_INVALID: { retriable: false, exitCode: 5 },
 } as const satisfies Record<string, { retriable: boolean; exitCode: number }>;
 
 export type ErrorCode = keyof typeof ErrorCodes;

@@ -11,6 +11,8 @@ import type { ConnectionConfig } from './config.js';
 import type { Job } from './engine/job.js';
 import { ExactlyOnceError } from './errors.js';
 import type { Logger } from './log.js';
+import { loadSinkConfig } from './sink/sink-config.js';
+import { SinkJob } from './sink/sink-job.js';
 
 /** What a job factory is given. */
 export interface JobFactoryContext {
@@ -40,10 +42,19 @@ async function importModule(file: string): Promise<Record<string, unknown>> {
   }
 }
 
-/** Imports `spec` (a path, relative to the working directory) and makes its job. */
+/** A sink's config file rather than a module (`.yaml`, `.yml`, `.json`). */
+export function isSinkConfig(spec: string): boolean {
+  return /\.(ya?ml|json)$/i.test(spec);
+}
+
+/**
+ * Imports `spec` (a path, relative to the working directory) and makes its job; a sink config
+ * (`.yaml`, `.yml`, `.json`) makes the sink's job.
+ */
 export async function loadJobModule(spec: string, context: JobFactoryContext): Promise<Job<unknown>> {
   const file = path.resolve(spec);
   if (!existsSync(file)) throw new ExactlyOnceError('EO_CONFIG_INVALID', `--job: no such file ${file}`);
+  if (isSinkConfig(file)) return new SinkJob(loadSinkConfig(file)) as Job<unknown>;
   const mod = await importModule(file);
   const factory = mod['default'] ?? mod['createJob'];
   const job = typeof factory === 'function' ? await (factory as JobFactory)(context) : (mod['job'] ?? factory);
