@@ -23,7 +23,8 @@ function replayCommand(o: ChaosOptions): string {
   return (
     `exactlyonce chaos --seed ${o.seed} --events ${o.events} --duration ${o.durationMs / 1000} --workers ${o.workers} --partitions ${o.partitions} ` +
     `--kills ${o.kills} --zombies ${o.zombies} --cassandra-restarts ${o.cassandraRestarts} --kafka-restarts ${o.kafkaRestarts} ` +
-    `--add-remove ${o.addRemove} --injections ${o.injections} --bad-ratio ${o.badRatio} --late-ratio ${o.lateRatio} --session-timeout-ms ${o.sessionTimeoutMs} ${ruleArgs(o.rule).join(' ')}`
+    `--add-remove ${o.addRemove} --injections ${o.injections} --bad-ratio ${o.badRatio} --late-ratio ${o.lateRatio} --session-timeout-ms ${o.sessionTimeoutMs} ` +
+    (o.job === undefined ? ruleArgs(o.rule).join(' ') : `--job ${o.job}`)
   );
 }
 
@@ -130,6 +131,7 @@ export function chaosCommand(): Command {
       .addOption(new Option('--session-timeout-ms <ms>', "the workers' group session timeout").default(6000).argParser(intOption('--session-timeout-ms', 1000, 3_600_000)))
       .addOption(new Option('--drain-timeout <s>', 'seconds the workers may take to drain after the faults').default(300).argParser(intOption('--drain-timeout', 10, 86_400)))
       .addOption(new Option('--stack-dir <dir>', 'the local stack whose servers are restarted').env('EXACTLYONCE_STACK_DIR').default(defaultStackOptions().dir, '<repo>/.stack'))
+      .option('--job <module>', "put this job under chaos instead of the events job: a sink config, or a job module whose audit has sample() (records are its samples; the proof is `verify --job`)")
       .option('--keep', 'keep the keyspace, topics and logs after a successful run (a failed run always keeps them)')
       .option('--json', 'also print the figures as one JSON line at the end'),
     ['brokers', 'cassandra', 'datacenter', 'cassandraUsername', 'cassandraPassword', 'kafkaConfig'],
@@ -145,6 +147,7 @@ export function chaosCommand(): Command {
         drainTimeoutMs: opts.drainTimeout * 1000,
         keep: opts.keep === true,
         rule: alertRuleFrom(opts),
+        ...(opts.job === undefined ? {} : { job: opts.job }),
       };
       try {
         return await chaos(base, o, opts.json === true, stackOptionsFrom({ stackDir: opts.stackDir }));

@@ -34,4 +34,9 @@ export interface JobAudit {
   readonly writeTimestamp?: (offset: bigint) => bigint;
   /** Pure: what the record must produce. */
   expect(record: SourceRecord): Expectation;
+  /**
+   * Seeded records of the kind the job reads (a `badRatio` of them malformed), for `chaos --job`:
+   * without it the job can be verified, not put under chaos.
+   */
+  sample?(o: { seed: number; count: number; badRatio: number }): Iterable<{ key: string | Buffer | null; value: string | Buffer | null }>;
 }

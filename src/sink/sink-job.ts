@@ -30,6 +30,7 @@ import type { Expectation, JobAudit } from '../engine/job-audit.js';
 import type { Decoded, DecodedRecord, Job, JobContext, JobMigration, SourceRecord } from '../engine/job.js';
 import { ExactlyOnceError } from '../errors.js';
 import { canonical, convert, cqlTypeName } from './cql-types.js';
+import { sampleRecords } from './sample.js';
 import type { SinkColumn, SinkConfig } from './sink-config.js';
 
 /** What one record becomes. `values` follow `config.columns`; `key` follows `config.key`. */
@@ -217,6 +218,7 @@ export class SinkJob implements Job<SinkRow> {
       columns: config.columns.map((c) => c.name).filter((c) => !config.key.includes(c)),
       writeTimestamp: config.mode === 'upsert' ? (offset) => offset : undefined,
       expect: (record) => codec.expect(record),
+      sample: (o) => sampleRecords(config, o),
     } as JobAudit;
   }
 
