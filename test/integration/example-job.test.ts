@@ -4,7 +4,8 @@ import { isDrained } from '../../src/harness/drain.js';
 import { KafkaAdmin } from '../../src/kafka/admin.js';
 import { Producer } from '../../src/kafka/producer.js';
 import { connectionArgs } from '../../src/harness/cli-process.js';
-import { cassandraSession, runCli, startCli, testConfig, waitFor } from '../helpers.js';
+import { cassandraSession, freshKeyspace, freshTopic, runCli, startCli, testConfig, waitFor } from '../helpers.js';
+import { assertExactlyOnce, checkpoints, generate, startWorker, waitDrained } from '../pipeline.js';
 
 const JOB = 'examples/page-views/job.ts';
 
@@ -84,4 +85,38 @@ test('the example job runs from the public API, beside the events job on the sam
   assert.equal(example.exitCode, 0);
   assert.match(example.output(), /page-views: partitions assigned/);
   assert.match(example.output(), /page-views: closed/);
+});
+
+test('upgrading a keyspace to job-keyed tables (migration 010) keeps the events job\'s positions: the worker resumes from its stored checkpoints', async (t) => {
+  const config = testConfig();
+  const session = await freshKeyspace(t, config);
+  await freshTopic(t, config, 2);
+  // A keyspace as the previous version left it: no job-keyed tables, migration 010 not recorded.
+  for (const table of ['job_checkpoints', 'job_partition_state', 'job_quarantine', 'job_schema_migrations']) await session.execute(`DROP TABLE ${config.keyspace}.${table}`);
+  await session.execute(`DELETE FROM ${config.keyspace}.schema_migrations WHERE version = 10`);
+
+  await generate(config, ['--count', '100', '--no-delay', '--seed', '3']);
+  const before = startWorker(t, config);
+  const positions = await waitDrained(session, config);
+  before.kill('SIGTERM');
+  await waitFor(() => before.exitCode !== null, { timeoutMs: 60_000, message: 'the worker stops' });
+
+  const apply = await runCli(['schema', 'apply', '--cassandra', '127.0.0.1', '--keyspace', config.keyspace]);
+  assert.equal(apply.code, 0, apply.stderr);
+  assert.deepEqual(apply.stdout.split('\n').filter((l) => l.includes('applied')), ['  applied 010_job_tables']);
+  assert.deepEqual(await checkpoints(session, config), positions, 'the checkpoints are where they were');
+  assert.equal((await session.execute(`SELECT * FROM ${config.keyspace}.job_checkpoints`)).rowLength, 0, 'nothing copied: the events job keeps its tables');
+
+  await generate(config, ['--count', '100', '--no-delay', '--seed', '4']);
+  const after = startWorker(t, config);
+  await waitDrained(session, config);
+  // It resumed from the stored positions, not from the log start (nor the end).
+  const assigned = /"assigned":(\{[^}]*\})/.exec(after.output());
+  assert.ok(assigned !== null, after.output().slice(-2000));
+  const starts = JSON.parse(assigned[1]!) as Record<string, string>;
+  assert.ok(positions.size > 0);
+  for (const [p, o] of positions) assert.equal(starts[String(p)], String(o), `partition ${p} resumes at its checkpoint`);
+  const ledger = await assertExactlyOnce(session, config);
+  assert.equal(ledger.records, 200);
+  after.kill('SIGTERM');
 });
