@@ -97,7 +97,8 @@ test('upgrading a keyspace to job-keyed tables (migration 010) keeps the events 
 
   await generate(config, ['--count', '100', '--no-delay', '--seed', '3']);
   const before = startWorker(t, config);
-  const positions = await waitDrained(session, config);
+  await waitDrained(session, config);
+  const positions = await checkpoints(session, config);
   before.kill('SIGTERM');
   await waitFor(() => before.exitCode !== null, { timeoutMs: 60_000, message: 'the worker stops' });
 
