@@ -4,7 +4,7 @@
  * full length and a SHA-256 of the whole record are kept so a cut record can still be identified.
  */
 import { createHash } from 'node:crypto';
-import { consistencies, fromLong, toLong, type Client } from '../cassandra/session.js';
+import { consistencies, fromLong, toLong, type Client, type Row } from '../cassandra/session.js';
 import { engineTables, type EngineTables } from './engine-tables.js';
 import type { SourceRecord } from './job.js';
 
@@ -93,16 +93,24 @@ export class Quarantine {
   }
 
   async list(options: { partition?: number; limit: number }): Promise<QuarantineRow[]> {
-    // The job-keyed table is partitioned by (job, partition): without a partition, every row is read and the job's kept.
-    const keyed = this.t.jobWhere !== '';
-    const where = options.partition === undefined ? '' : ` WHERE ${this.t.jobWhere}partition = ?`;
-    const params = options.partition === undefined ? [] : [...this.t.jobParams, options.partition];
-    const r = await this.session.execute(
-      `SELECT ${this.t.jobColumn}partition, offset, topic, reason, detail, key, raw, raw_length, raw_sha256, kafka_ts FROM ${this.t.quarantine}${where}${keyed && options.partition === undefined ? '' : ' LIMIT ?'}`,
-      keyed && options.partition === undefined ? params : [...params, options.limit],
-      { prepare: true, fetchSize: 5000 },
-    );
-    const rows = keyed && options.partition === undefined ? r.rows.filter((row) => row['job'] === this.t.jobParams[0]).slice(0, options.limit) : r.rows;
+    const columns = `${this.t.jobColumn}partition, offset, topic, reason, detail, key, raw, raw_length, raw_sha256, kafka_ts`;
+    let rows: Row[];
+    if (this.t.jobWhere !== '' && options.partition === undefined) {
+      // The job-keyed table is partitioned by (job, partition): without a partition, every row is read
+      // page by page and the job's are kept.
+      rows = [];
+      let pageState: string | undefined;
+      do {
+        const r = await this.session.execute(`SELECT ${columns} FROM ${this.t.quarantine}`, [], { prepare: true, fetchSize: 5000, pageState });
+        rows.push(...r.rows.filter((row) => row['job'] === this.t.jobParams[0]));
+        pageState = r.pageState ?? undefined;
+      } while (pageState !== undefined && rows.length < options.limit);
+      rows = rows.slice(0, options.limit);
+    } else {
+      const where = options.partition === undefined ? '' : ` WHERE ${this.t.jobWhere}partition = ?`;
+      const params = options.partition === undefined ? [options.limit] : [...this.t.jobParams, options.partition, options.limit];
+      rows = (await this.session.execute(`SELECT ${columns} FROM ${this.t.quarantine}${where} LIMIT ?`, params, { prepare: true })).rows;
+    }
     return rows.map((row) => ({
       partition: row['partition'] as number,
       offset: fromLong(row['offset']),
