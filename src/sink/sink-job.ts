@@ -248,7 +248,9 @@ export class SinkJob implements Job<SinkRow> {
   /** Rule 2 (see above), on a sample: a cell written at wall-clock time would win over every later record. */
   private async checkNoWallClockWrites(): Promise<void> {
     const { config } = this;
-    const col = this.audit.columns[0]!;
+    // A scalar column (a collection's WRITETIME is one per element, and refused before Cassandra 5).
+    const col = config.columns.find((c) => c.type.kind === 'scalar' && !config.key.includes(c.name))?.name;
+    if (col === undefined) return;
     const r = await this.session!.execute(`SELECT ${config.key.join(', ')}, WRITETIME(${col}) AS wt FROM ${this.keyspace}.${config.table} LIMIT 1000`, [], { prepare: true });
     const foreign = r.rows.find((row) => row['wt'] !== null && BigInt(String(row['wt'])) >= WALL_CLOCK_FLOOR);
     if (foreign !== undefined) {
