@@ -79,6 +79,19 @@ test('the example job runs from the public API, beside the events job on the sam
   const boundJobs = await session.execute(`SELECT name, input_topic FROM ${config.keyspace}.job`);
   assert.deepEqual(boundJobs.rows.map((r) => `${r['name']} ${r['input_topic']}`).sort(), [`events ${config.topic}`, `page-views ${config.topic}`]);
 
+  // The proof from the job's own description of its output (audit.expect), offset by offset.
+  const proof = await runCli(['verify', ...args, ...jobArgs, '--json', '--no-record']);
+  assert.equal(proof.code, 0, proof.stdout.slice(-3000) + proof.stderr);
+  const report = JSON.parse(proof.stdout) as { ok: boolean; job: string; violationTotal: number; totals: { records: number; stored: number; quarantined: number } };
+  assert.deepEqual([report.ok, report.job, report.violationTotal], [true, 'page-views', 0]);
+  assert.deepEqual(report.totals.records, n);
+  assert.deepEqual([report.totals.stored, report.totals.quarantined], [expectedRows.length, expectedBad.length]);
+  // A row that differs from its record is found, by partition and offset.
+  await session.execute(`UPDATE ${config.keyspace}.page_views SET duration_ms = -1 WHERE partition = 0 AND offset = 0`);
+  const broken = await runCli(['verify', ...args, ...jobArgs, '--no-record']);
+  assert.equal(broken.code, 9);
+  assert.match(broken.stdout, /partition 0 offset 0: duration_ms is -1, the record says 0/);
+
   // A clean stop runs the job's close hook.
   example.kill('SIGTERM');
   await waitFor(() => example.exitCode !== null, { timeoutMs: 60_000, message: 'the example worker stops on SIGTERM' });
