@@ -77,7 +77,10 @@ export interface Job<T> {
   readonly settings?: Readonly<Record<string, string | number | boolean>>;
   /** Pure and deterministic: the same record always decodes the same way. */
   decode(record: SourceRecord): Decoded<T>;
-  /** Called once the Cassandra session is open (prepare statements, check tables). */
+  /**
+   * Called once the Cassandra session is open (prepare statements, check tables); called again when it
+   * fails with a retriable error (a server restarting), so it must be safe to repeat.
+   */
   open(context: JobContext): Promise<void>;
   /**
    * Partitions were assigned to this worker, before any of their records is fetched (after their

@@ -137,11 +137,12 @@ export class Runner {
     const session = this.session;
     const publisher = new Publisher(config, (fn) => this.retrying('Kafka', fn));
     this.publisher = publisher;
-    await this.job.open({
-      session,
-      keyspace: config.keyspace,
-      publish: (topic, records) => publisher.publish(topic, records),
-    });
+    // Retried like every start-up call: a job's open may query Cassandra (a sink checks its table).
+    await this.retrying(
+      'Cassandra',
+      () => this.job.open({ session, keyspace: config.keyspace, publish: (topic, records) => publisher.publish(topic, records) }),
+      options.startupTimeoutMs,
+    );
     // What this keyspace serves: bound on the first run, checked on every later one (one input topic,
     // its identity, the output topics, the job's settings).
     const topicId = await this.retrying('Kafka', () => admin.topicId(config.topic), options.startupTimeoutMs);

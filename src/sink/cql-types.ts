@@ -43,6 +43,16 @@ export function cqlTypeName(t: CqlType): string {
   return t.kind === 'scalar' ? t.name : t.kind === 'list' ? `list<${t.of}>` : `map<text, ${t.of}>`;
 }
 
+/**
+ * The column type in the table: collections are frozen (one cell). A non-frozen list is not idempotent:
+ * its elements are keyed by a time-UUID made at each write, so writing the same record twice (a replay
+ * after a crash, a zombie) — even at the same timestamp — appends its elements again (found by
+ * `chaos --job`: `items` held every element twice). A frozen value is overwritten whole, like a scalar.
+ */
+export function cqlColumnType(t: CqlType): string {
+  return t.kind === 'scalar' ? t.name : `frozen<${cqlTypeName(t)}>`;
+}
+
 export type Converted = { ok: true; value: unknown } | { ok: false; problem: string };
 
 const INT64_MIN = -(2n ** 63n);

@@ -29,7 +29,7 @@ import { consistencies, toLong, type Client } from '../cassandra/session.js';
 import type { Expectation, JobAudit } from '../engine/job-audit.js';
 import type { Decoded, DecodedRecord, Job, JobContext, JobMigration, SourceRecord } from '../engine/job.js';
 import { ExactlyOnceError } from '../errors.js';
-import { canonical, convert, cqlTypeName } from './cql-types.js';
+import { canonical, convert, cqlColumnType, cqlTypeName } from './cql-types.js';
 import { sampleRecords } from './sample.js';
 import type { SinkColumn, SinkConfig } from './sink-config.js';
 
@@ -164,7 +164,7 @@ export class SinkCodec {
 
 /** The CQL that creates the sink's table (`sink --print-cql`, and the job's migration 1). */
 export function createTableCql(config: SinkConfig, keyspace = '{{keyspace}}'): string {
-  const cols = config.columns.map((c) => `    ${c.name} ${cqlTypeName(c.type)}`);
+  const cols = config.columns.map((c) => `    ${c.name} ${cqlColumnType(c.type)}`);
   if (config.mode === 'log') {
     return [
       `-- Sink ${config.name}: topic ${config.topic}, log mode: one row per record, keyed by its Kafka partition and offset.`,
