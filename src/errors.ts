@@ -41,6 +41,8 @@ export const ErrorCodes = {
   EO_TLS_UNTRUSTED: { retriable: false, exitCode: 11 },
   /** Authenticated, but a permission (Cassandra grant, Kafka ACL) is missing. */
   EO_NOT_AUTHORIZED: { retriable: false, exitCode: 12 },
+  /** A sink's table is missing, lacks a column, or holds writes that break the sink's rules (wall-clock timestamps). */
+  EO_SINK_TABLE_INVALID: { retriable: false, exitCode: 5 },
 } as const satisfies Record<string, { retriable: boolean; exitCode: number }>;
 
 export type ErrorCode = keyof typeof ErrorCodes;

@@ -189,6 +189,8 @@ export interface EventJobOptions {
 
 export class EventJob implements Job<Event> {
   readonly name = EVENT_JOB_NAME;
+  /** Its checkpoints and quarantine stay in the engine's first tables (src/engine/engine-tables.ts). */
+  readonly legacyTables = true;
   /** Stored with the job by its first worker; every later worker must have the same (the Runner checks). */
   readonly settings: Settings;
   private session: Client | undefined;

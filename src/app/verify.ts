@@ -9,7 +9,9 @@ import type { AuditReport } from './audit/report.js';
 import { checkNoRuleChange, EVENT_JOB_NAME, parseSettings, readJob, resolveSettings, storedSettings, type EventJobSettings } from './event-job.js';
 import { connect } from '../cassandra/session.js';
 import type { ConnectionConfig } from '../config.js';
-import { checkSame } from '../engine/job-binding.js';
+import { checkSame, JobBinding } from '../engine/job-binding.js';
+import type { Job } from '../engine/job.js';
+import { JobAuditor } from './audit/job-auditor.js';
 
 export interface VerifyRun {
   report: AuditReport;
@@ -71,6 +73,36 @@ export async function verify(
       );
     }
     return { report, recorded, settings: { ...settings, from: job === null ? 'flags' : 'job' } };
+  } finally {
+    await session.shutdown();
+  }
+}
+
+/**
+ * Audits any job that describes its output (`Job.audit`): `verify --job` and `chaos --job`. The job must
+ * be the one stored in the keyspace (same topic, same settings: EO_TOPIC_MISMATCH /
+ * EO_JOB_CONFIG_MISMATCH otherwise), so the audit judges with the workers' own rules.
+ */
+export async function verifyJob(
+  config: ConnectionConfig,
+  job: Job<unknown>,
+  o: { record: boolean; onProgress?: (done: number, total: number) => void },
+): Promise<Omit<VerifyRun, 'settings'>> {
+  const topic = job.topic ?? config.topic;
+  const cfg: ConnectionConfig = Object.freeze({ ...config, topic });
+  const session = await connect(cfg);
+  try {
+    const bound = await new JobBinding(session, cfg.keyspace).read(job.name);
+    if (bound !== null) checkSame(bound, { name: job.name, inputTopic: topic, outputTopics: job.outputTopics ?? [], settings: job.settings ?? {} }, cfg.keyspace, 'verify');
+    const report = await new JobAuditor(cfg, session, job, { onProgress: o.onProgress }).run();
+    let recorded: VerifyRun['recorded'] = null;
+    if (o.record) {
+      recorded = await recordAuditRun(session, cfg.keyspace, report).then(
+        (id) => ({ id }),
+        (e: unknown) => ({ error: (e as Error).message.split('\n')[0]! }),
+      );
+    }
+    return { report, recorded };
   } finally {
     await session.shutdown();
   }

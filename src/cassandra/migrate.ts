@@ -125,3 +125,55 @@ export async function applySchema(
   }
   return result;
 }
+
+/** A job's own migration (src/engine/job.ts JobMigration). */
+export interface JobMigrationSource {
+  readonly version: number;
+  readonly name: string;
+  readonly cql: string;
+}
+
+export interface JobApplyResult {
+  applied: string[];
+  skipped: string[];
+}
+
+/**
+ * Applies a job's own migrations to `keyspace` (which `applySchema` made), in version order, each once:
+ * recorded under the job's name in `job_schema_migrations` (migration 010), apart from the engine's
+ * `schema_migrations`. A recorded migration whose text changed since is refused (EO_CONFIG_INVALID):
+ * its tables would silently differ from what the job now declares; add a new version instead.
+ */
+export async function applyJobMigrations(client: Client, keyspace: string, job: string, migrations: readonly JobMigrationSource[]): Promise<JobApplyResult> {
+  const versions = migrations.map((m) => m.version);
+  if (versions.some((v) => !Number.isSafeInteger(v) || v < 1) || new Set(versions).size !== versions.length) {
+    throw new ExactlyOnceError('EO_CONFIG_INVALID', `job ${job}: migration versions must be distinct whole numbers from 1 (got ${versions.join(', ')})`);
+  }
+  const done = new Map(
+    (await client.execute(`SELECT version, checksum FROM ${keyspace}.job_schema_migrations WHERE job = ?`, [job], { prepare: true })).rows.map((r) => [
+      r['version'] as number,
+      r['checksum'] as string,
+    ]),
+  );
+  const result: JobApplyResult = { applied: [], skipped: [] };
+  for (const m of [...migrations].sort((a, b) => a.version - b.version)) {
+    const label = `${job}/${m.version}_${m.name}`;
+    const checksum = createHash('sha256').update(m.cql).digest('hex').slice(0, 16);
+    const recorded = done.get(m.version);
+    if (recorded !== undefined) {
+      if (recorded !== checksum) {
+        throw new ExactlyOnceError('EO_CONFIG_INVALID', `job ${job}: migration ${m.version} (${m.name}) was applied with another text (checksum ${recorded}, now ${checksum}); applied migrations never change: add version ${Math.max(...versions) + 1}`);
+      }
+      result.skipped.push(label);
+      continue;
+    }
+    for (const statement of splitStatements(m.cql.replaceAll('{{keyspace}}', keyspace))) await client.execute(statement);
+    await client.execute(
+      `INSERT INTO ${keyspace}.job_schema_migrations (job, version, name, checksum, applied_at) VALUES (?, ?, ?, ?, toTimestamp(now()))`,
+      [job, m.version, m.name, checksum],
+      { prepare: true },
+    );
+    result.applied.push(label);
+  }
+  return result;
+}

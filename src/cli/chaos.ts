@@ -25,7 +25,8 @@ function replayCommand(o: ChaosOptions): string {
   return (
     `exactlyonce chaos --seed ${o.seed} --events ${o.events} --duration ${o.durationMs / 1000} --workers ${o.workers} --partitions ${o.partitions} ` +
     `--kills ${o.kills} --zombies ${o.zombies} --cassandra-restarts ${o.cassandraRestarts} --kafka-restarts ${o.kafkaRestarts} ` +
-    `${o.cassandraOutages ? `--cassandra-outages ${o.cassandraOutages} ` : ''}${o.layout !== undefined && o.layout !== 'original' ? `--layout ${o.layout} ` : ''}--add-remove ${o.addRemove} --injections ${o.injections} --bad-ratio ${o.badRatio} --late-ratio ${o.lateRatio} --session-timeout-ms ${o.sessionTimeoutMs} ${ruleArgs(o.rule).join(' ')}`
+    `${o.cassandraOutages ? `--cassandra-outages ${o.cassandraOutages} ` : ''}${o.layout !== undefined && o.layout !== 'original' ? `--layout ${o.layout} ` : ''}--add-remove ${o.addRemove} --injections ${o.injections} --bad-ratio ${o.badRatio} --late-ratio ${o.lateRatio} --session-timeout-ms ${o.sessionTimeoutMs} ` +
+    (o.job === undefined ? ruleArgs(o.rule).join(' ') : `--job ${o.job}`)
   );
 }
 
@@ -145,6 +146,7 @@ export function chaosCommand(): Command {
       .addOption(new Option('--drain-timeout <s>', 'seconds the workers may take to drain after the faults').default(300).argParser(intOption('--drain-timeout', 10, 86_400)))
       .addOption(new Option('--stack-dir <dir>', 'the local stack whose servers are restarted').env('EXACTLYONCE_STACK_DIR').default(defaultStackOptions().dir, '<repo>/.stack'))
       .addOption(new Option('--layout <layout>', "the workers' events layout: original or bucketed[:N] (run --layout)").default('original'))
+      .option('--job <module>', "put this job under chaos instead of the events job: a sink config, or a job module whose audit has sample() (records are its samples; the proof is `verify --job`)")
       .option('--keep', 'keep the keyspace, topics and logs after a successful run (a failed run always keeps them)')
       .option('--json', 'also print the figures as one JSON line at the end'),
     ['brokers', 'cassandra', 'datacenter', 'cassandraUsername', 'cassandraPassword', 'kafkaConfig'],
@@ -168,6 +170,7 @@ export function chaosCommand(): Command {
         keep: opts.keep === true,
         rule: alertRuleFrom(opts),
         layout: formatLayout(parseLayout(opts.layout)),
+        ...(opts.job === undefined ? {} : { job: opts.job }),
       };
       try {
         return await chaos(base, o, opts.json === true, stack);

@@ -15,6 +15,7 @@ import { generateCommand } from './generate.js';
 import { quarantineCommand } from './quarantine.js';
 import { runCommand } from './run.js';
 import { schemaCommand } from './schema.js';
+import { sinkCommand } from './sink.js';
 import { stackCommand } from './stack.js';
 import { topicCommand } from './topic.js';
 import { verifyCommand } from './verify.js';
@@ -28,7 +29,7 @@ const program = new Command('exactlyonce')
   .showHelpAfterError('(run with --help for usage)')
   .exitOverride();
 
-for (const cmd of [stackCommand(), schemaCommand(), topicCommand(), generateCommand(), runCommand(), alertsCommand(), quarantineCommand(), checkpointsCommand(), cqlCommand(), dashboardCommand(), demoCommand(), benchCommand(), verifyCommand(), chaosCommand()]) program.addCommand(cmd);
+for (const cmd of [stackCommand(), schemaCommand(), topicCommand(), generateCommand(), runCommand(), sinkCommand(), alertsCommand(), quarantineCommand(), checkpointsCommand(), cqlCommand(), dashboardCommand(), demoCommand(), benchCommand(), verifyCommand(), chaosCommand()]) program.addCommand(cmd);
 
 function exitOverrideAll(cmd: CommandUnknownOpts): void {
   cmd.exitOverride();

@@ -14,6 +14,7 @@ export function quarantineCommand(): Command {
       .description('list quarantined records: partition, offset, reason, key and the start of the raw bytes')
       .addOption(new Option('--partition <p>', 'only this partition').argParser(intOption('--partition', 0, 1e6)))
       .addOption(new Option('--limit <n>', 'most rows shown').default(100).argParser(intOption('--limit', 1, 1e7)))
+      .option('--job <name>', "a job's quarantine by its name (e.g. a sink's; the job-keyed tables); left out: the events job's")
       .option('--json', 'one JSON object per line (raw bytes in base64)'),
     ['cassandra', 'datacenter', 'keyspace', 'cassandraUsername', 'cassandraPassword'],
   ).action(
@@ -21,7 +22,7 @@ export function quarantineCommand(): Command {
       const config = connection(cmd);
       const session = await connect(config, { keyspace: config.keyspace });
       try {
-        const rows = await new Quarantine(session, config.keyspace).list({
+        const rows = await new Quarantine(session, config.keyspace, undefined, opts.job === 'events' ? undefined : opts.job).list({
           partition: opts.partition,
           limit: opts.limit,
         });

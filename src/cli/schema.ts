@@ -1,7 +1,9 @@
 /** `exactlyonce schema apply`: the keyspace, the original's tables verbatim, and ours. */
 import { Command, Option } from '@commander-js/extra-typings';
-import { applySchema, parseReplication } from '../cassandra/migrate.js';
+import { applyJobMigrations, applySchema, parseReplication } from '../cassandra/migrate.js';
 import { connect } from '../cassandra/session.js';
+import { loadJobModule, parseJobOptions } from '../job-loader.js';
+import { createLogger } from '../log.js';
 import { action, connection, localCluster, withConnection } from './common.js';
 
 export function schemaCommand(): Command {
@@ -11,12 +13,14 @@ export function schemaCommand(): Command {
       .command('apply')
       .description('create the keyspace and apply the versioned CQL files in order (a second apply is a no-op)')
       .option('--reset', 'truncate every table afterwards, as the original set-up did')
+      .option('--job <module>', "then apply this job's own migrations (a job module, as for `run --job`, or a sink config, as for `sink --config`), recorded apart from the engine's")
+      .option('--job-option <key=value...>', 'passed to the job factory as context.options (repeatable)')
       .addOption(
         new Option('--replication <spec>', 'SimpleStrategy:RF or NetworkTopologyStrategy:DC=RF[,DC=RF…] (on a local cluster stack: its size, up to 3)')
           .env('EXACTLYONCE_REPLICATION')
           .default(localCluster()?.keyspaceReplication ?? 'SimpleStrategy:1'),
       ),
-    ['cassandra', 'datacenter', 'keyspace', 'cassandraUsername', 'cassandraPassword'],
+    ['cassandra', 'datacenter', 'keyspace', 'topic', 'cassandraUsername', 'cassandraPassword'],
   ).action(
     action(async (opts, cmd) => {
       const config = connection(cmd);
@@ -29,6 +33,12 @@ export function schemaCommand(): Command {
         for (const m of r.applied) out.write(`  applied ${m}\n`);
         if (r.applied.length === 0) out.write(`  up to date (${r.skipped.length} migrations already applied)\n`);
         if (r.truncated.length > 0) out.write(`  truncated ${r.truncated.join(', ')}\n`);
+        if (opts.job !== undefined) {
+          const job = await loadJobModule(opts.job, { config, options: parseJobOptions(opts.jobOption), log: createLogger('schema') });
+          const j = await applyJobMigrations(client, config.keyspace, job.name, job.migrations ?? []);
+          for (const m of j.applied) out.write(`  applied ${m}\n`);
+          if (j.applied.length === 0) out.write(`  job ${job.name}: up to date (${j.skipped.length} migrations already applied)\n`);
+        }
       } finally {
         await client.shutdown();
       }

@@ -5,7 +5,9 @@
  * Exit 0 only when everything holds; EO_VERIFY_FAILED (exit 9) otherwise.
  */
 import { Command, Option } from '@commander-js/extra-typings';
-import { verify } from '../app/verify.js';
+import { verify, verifyJob } from '../app/verify.js';
+import { loadJobModule, parseJobOptions } from '../job-loader.js';
+import { createLogger } from '../log.js';
 import { intOption } from '../config.js';
 import { formatReport, verifyFailed } from '../format/audit-report.js';
 import { settingFlags, settingOption, unvalidatedSettings, withAlertRule } from './alert-flags.js';
@@ -17,6 +19,8 @@ export function verifyCommand(): Command {
     withAlertRule(new Command('verify'))
       .description('audit the pipeline against the topic: every offset up to the checkpoints stored exactly once, alerts exact (exit 0 only if all holds)')
       .addOption(settingOption('max-record-bytes', "the workers' limit: larger records must be quarantined; left out: the job's stored value (a new job: the default)"))
+      .option('--job <module>', "audit this job's table instead (a job module with `audit`, or a sink config): log mode offset by offset, upsert mode key by key against each key's last record")
+      .option('--job-option <key=value...>', 'passed to the job factory as context.options (repeatable)')
       .option('--json', 'print the full report as JSON on stdout')
       .option('--skip-alerts', 'check the events ledger only')
       .option('--no-record', 'do not record the run in <keyspace>.audit_runs')
@@ -26,6 +30,25 @@ export function verifyCommand(): Command {
     action(async (opts, cmd) => {
       const config = connection(cmd);
       const json = opts.json === true;
+      if (opts.job !== undefined) {
+        const job = await loadJobModule(opts.job, { config, options: parseJobOptions(opts.jobOption), log: createLogger('verify') });
+        let bar: Progress | undefined;
+        const { report, recorded } = await verifyJob(config, job, {
+          record: opts.record !== false,
+          onProgress: json ? undefined : (done, total) => (bar ??= new Progress('verify', total)).update(done),
+        });
+        bar?.update(report.totals.records, true);
+        bar?.done();
+        if (json) process.stdout.write(JSON.stringify({ ...report, job: job.name, auditRun: recorded }) + '\n');
+        else {
+          const mode = job.audit?.mode === 'upsert' ? `upsert: table ${job.audit.table}, key by key against each key's last record` : `log: table ${job.audit?.table}, offset by offset`;
+          process.stdout.write(`job ${job.name} (${mode})\n`);
+          process.stdout.write(formatReport(report, opts.list).replace(/\nalerts: not checked \(--skip-alerts\)/, '') + '\n');
+        }
+        if (recorded !== null && 'error' in recorded) process.stderr.write(`warning: the run was not recorded: ${recorded.error}\n`);
+        if (!report.ok) throw verifyFailed(report);
+        return 0;
+      }
       const flags = settingFlags(cmd);
       // Validated inside verify(), once merged with the job's (a flag alone may only make sense with them).
       const given = unvalidatedSettings(flags.values);

@@ -45,7 +45,7 @@ export interface Announcement {
 /** Starts announcing this worker; returns at once (the first heartbeat is sent in the background). */
 export function announceWorker(
   config: ConnectionConfig,
-  o: { workerId: string; port: number; log: Logger; host?: string; heartbeatMs?: number },
+  o: { workerId: string; port: number; log: Logger; host?: string; heartbeatMs?: number; job?: string },
 ): Announcement {
   const ks = config.keyspace;
   const host = o.host ?? advertisedHost();
@@ -64,6 +64,13 @@ export function announceWorker(
         [o.workerId, host, o.port, config.topic, config.group, process.pid, startedAt, new Date()],
         { prepare: true },
       );
+      // The job's name, in its own statement (same TTL): a keyspace whose schema predates migration 010
+      // still registers its workers; only the name is missing then.
+      if (o.job !== undefined) {
+        await session
+          .execute(`UPDATE ${ks}.workers USING TTL ${WORKER_TTL_S} SET job = ? WHERE worker_id = ?`, [o.job, o.workerId], { prepare: true })
+          .catch(() => undefined);
+      }
       if (warned) o.log.info({ table: `${ks}.workers` }, 'worker registered for the dashboard');
       warned = false;
     } catch (e) {

@@ -27,6 +27,7 @@
  */
 import { consistencies, fromLong, toLong, type Client } from '../cassandra/session.js';
 import { ExactlyOnceError } from '../errors.js';
+import { engineTables, type EngineTables } from './engine-tables.js';
 
 /** Bits of a checkpoint's write timestamp below the epoch: offsets must stay below 2^44. */
 export const EPOCH_SHIFT = 44n;
@@ -80,17 +81,29 @@ export interface PartitionState {
 }
 
 export class CheckpointStore {
+  private readonly t: EngineTables;
+  /** The key of this store's rows: the job's name (job-keyed tables only) and the topic. */
+  private readonly key: readonly string[];
+
+  /**
+   * The checkpoints of `topic` in `keyspace`: the job `job`'s (its rows of `job_checkpoints`), or
+   * without a job the first, unkeyed tables (the events job's; src/engine/engine-tables.ts).
+   */
   constructor(
     private readonly session: Client,
-    private readonly keyspace: string,
+    keyspace: string,
     private readonly topic: string,
-  ) {}
+    job?: string,
+  ) {
+    this.t = engineTables(keyspace, job);
+    this.key = [...this.t.jobParams, topic];
+  }
 
   /** The next offset to read, or null when the partition was never checkpointed. */
   async read(partition: number): Promise<bigint | null> {
     const r = await this.session.execute(
-      `SELECT next_offset FROM ${this.keyspace}.checkpoints WHERE topic = ? AND partition = ?`,
-      [this.topic, partition],
+      `SELECT next_offset FROM ${this.t.checkpoints} WHERE ${this.t.jobWhere}topic = ? AND partition = ?`,
+      [...this.key, partition],
       { prepare: true, consistency: consistencies.localQuorum },
     );
     const row = r.first();
@@ -105,8 +118,8 @@ export class CheckpointStore {
   /** The next offset and reset epoch of every checkpointed partition (rows from before epochs: 0). */
   async readStored(): Promise<Map<number, StoredCheckpoint>> {
     const r = await this.session.execute(
-      `SELECT partition, next_offset, epoch FROM ${this.keyspace}.checkpoints WHERE topic = ?`,
-      [this.topic],
+      `SELECT partition, next_offset, epoch FROM ${this.t.checkpoints} WHERE ${this.t.jobWhere}topic = ?`,
+      [...this.key],
       { prepare: true, consistency: consistencies.localQuorum },
     );
     return new Map(
@@ -124,8 +137,8 @@ export class CheckpointStore {
   async write(partition: number, nextOffset: bigint, epoch = 0): Promise<void> {
     const timestamp = checkpointTimestamp(epoch, nextOffset);
     await this.session.execute(
-      `UPDATE ${this.keyspace}.checkpoints USING TIMESTAMP ? SET next_offset = ?, epoch = ? WHERE topic = ? AND partition = ?`,
-      [toLong(timestamp), toLong(nextOffset), epoch, this.topic, partition],
+      `UPDATE ${this.t.checkpoints} USING TIMESTAMP ? SET next_offset = ?, epoch = ? WHERE ${this.t.jobWhere}topic = ? AND partition = ?`,
+      [toLong(timestamp), toLong(nextOffset), epoch, ...this.key, partition],
       { prepare: true, consistency: consistencies.localQuorum },
     );
   }
@@ -146,8 +159,8 @@ export class CheckpointStore {
   /** Owner and stop record of every partition that has one. */
   async readStates(): Promise<Map<number, PartitionState>> {
     const r = await this.session.execute(
-      `SELECT partition, owner, stopped_code, stopped_message, stopped_at, stopped_epoch, stopped_by FROM ${this.keyspace}.partition_state WHERE topic = ?`,
-      [this.topic],
+      `SELECT partition, owner, stopped_code, stopped_message, stopped_at, stopped_epoch, stopped_by FROM ${this.t.partitionState} WHERE ${this.t.jobWhere}topic = ?`,
+      [...this.key],
       { prepare: true, consistency: consistencies.localQuorum },
     );
     return new Map(
@@ -172,19 +185,19 @@ export class CheckpointStore {
 
   /** Says that `owner` owns `partitions` now (expires after OWNER_TTL_S unless said again). */
   async recordOwner(partitions: readonly number[], owner: string): Promise<void> {
-    await this.batch(partitions, `UPDATE ${this.keyspace}.partition_state USING TTL ${OWNER_TTL_S} SET owner = ? WHERE topic = ? AND partition = ?`, (p) => [owner, this.topic, p]);
+    await this.batch(partitions, `UPDATE ${this.t.partitionState} USING TTL ${OWNER_TTL_S} SET owner = ? WHERE ${this.t.jobWhere}topic = ? AND partition = ?`, (p) => [owner, ...this.key, p]);
   }
 
   /** The partitions are no longer owned (revoked, or the worker stops). */
   async clearOwner(partitions: readonly number[]): Promise<void> {
-    await this.batch(partitions, `UPDATE ${this.keyspace}.partition_state SET owner = null WHERE topic = ? AND partition = ?`, (p) => [this.topic, p]);
+    await this.batch(partitions, `UPDATE ${this.t.partitionState} SET owner = null WHERE ${this.t.jobWhere}topic = ? AND partition = ?`, (p) => [...this.key, p]);
   }
 
   /** Records why a partition was stopped, for `checkpoints list`. */
   async recordStop(partition: number, stop: { code: string; message: string; epoch: number | null; by: string }): Promise<void> {
     await this.session.execute(
-      `UPDATE ${this.keyspace}.partition_state SET stopped_code = ?, stopped_message = ?, stopped_epoch = ?, stopped_at = ?, stopped_by = ? WHERE topic = ? AND partition = ?`,
-      [stop.code, stop.message, stop.epoch, new Date(), stop.by, this.topic, partition],
+      `UPDATE ${this.t.partitionState} SET stopped_code = ?, stopped_message = ?, stopped_epoch = ?, stopped_at = ?, stopped_by = ? WHERE ${this.t.jobWhere}topic = ? AND partition = ?`,
+      [stop.code, stop.message, stop.epoch, new Date(), stop.by, ...this.key, partition],
       { prepare: true, consistency: consistencies.localQuorum },
     );
   }
@@ -193,12 +206,12 @@ export class CheckpointStore {
   async clearStop(partitions: readonly number[]): Promise<void> {
     await this.batch(
       partitions,
-      `DELETE stopped_code, stopped_message, stopped_epoch, stopped_at, stopped_by FROM ${this.keyspace}.partition_state WHERE topic = ? AND partition = ?`,
-      (p) => [this.topic, p],
+      `DELETE stopped_code, stopped_message, stopped_epoch, stopped_at, stopped_by FROM ${this.t.partitionState} WHERE ${this.t.jobWhere}topic = ? AND partition = ?`,
+      (p) => [...this.key, p],
     );
   }
 
-  /** One statement per partition in one unlogged batch (every row is in the topic's Cassandra partition). */
+  /** One statement per partition in one unlogged batch (every row is in the topic's (and job's) Cassandra partition). */
   private async batch(partitions: readonly number[], query: string, params: (p: number) => unknown[]): Promise<void> {
     if (partitions.length === 0) return;
     await this.session.batch(

@@ -5,6 +5,7 @@
  */
 import type { Client } from '../cassandra/session.js';
 import type { SourceRecord } from '../kafka/record.js';
+import type { JobAudit } from './job-audit.js';
 
 /** One Kafka record as the engine hands it to a job. */
 export type { SourceRecord } from '../kafka/record.js';
@@ -34,9 +35,38 @@ export interface JobContext {
   publish(topic: string, records: readonly PublishRecord[]): Promise<void>;
 }
 
-export interface Job<T> {
-  /** The job's name: the key of its row in the keyspace's `job` table (src/engine/job-binding.ts). */
+/**
+ * A migration the job declares for its own tables (`exactlyonce schema apply --job`): applied once, in
+ * version order, and recorded in `<keyspace>.job_schema_migrations` under the job's name, apart from
+ * the engine's own. `{{keyspace}}` in the CQL is replaced by the keyspace; statements end in `;`.
+ */
+export interface JobMigration {
+  readonly version: number;
   readonly name: string;
+  readonly cql: string;
+}
+
+export interface Job<T> {
+  /**
+   * The job's name: the key of its row in the keyspace's `job` table (src/engine/job-binding.ts) and
+   * of its checkpoints and quarantined records (src/engine/engine-tables.ts). Letters, digits, `_`, `-`.
+   */
+  readonly name: string;
+  /** The input topic; left out, the worker's `--topic`. */
+  readonly topic?: string;
+  /**
+   * Keep the engine's first, unkeyed tables (`checkpoints`, `quarantine`, `partition_state`) instead of
+   * the job-keyed ones: only for the events job, which used them before jobs were keyed, so that an
+   * existing keyspace keeps its positions (src/engine/engine-tables.ts).
+   */
+  readonly legacyTables?: boolean;
+  /**
+   * What each record must produce in the job's table, for `verify --job` and `chaos --job`
+   * (src/engine/job-audit.ts). Left out, the job's output cannot be audited.
+   */
+  readonly audit?: JobAudit;
+  /** The job's own tables, created by `exactlyonce schema apply --job` (never by a worker). */
+  readonly migrations?: readonly JobMigration[];
   /** The topics the job publishes to, if any: the Runner checks at start that they exist. */
   readonly outputTopics?: readonly string[];
   /**
@@ -47,13 +77,30 @@ export interface Job<T> {
   readonly settings?: Readonly<Record<string, string | number | boolean>>;
   /** Pure and deterministic: the same record always decodes the same way. */
   decode(record: SourceRecord): Decoded<T>;
-  /** Called once the Cassandra session is open (prepare statements, check tables). */
+  /**
+   * Called once the Cassandra session is open (prepare statements, check tables); called again when it
+   * fails with a retriable error (a server restarting), so it must be safe to repeat.
+   */
   open(context: JobContext): Promise<void>;
+  /**
+   * Partitions were assigned to this worker, before any of their records is fetched (after their
+   * checkpoints are read). A rejected promise is logged; the partitions are still processed.
+   */
+  onAssign?(partitions: readonly number[]): Promise<void> | void;
+  /**
+   * Partitions were revoked (`lost`: taken without a clean hand-over, e.g. after a session timeout).
+   * Batches of them in flight may still finish; no new one starts. Must not throw.
+   */
+  onRevoke?(partitions: readonly number[], lost: boolean): void;
+  /** Called once when the worker stops, after the last batch; idempotent. */
+  close?(): Promise<void>;
   /**
    * Stores the outputs of the decoded records of one batch of one partition. Called before that
    * batch's checkpoint is written, and possibly again for the same records after a crash or by a
    * zombie, so it MUST be idempotent: writing the same records twice leaves the same rows.
-   * A rejected promise is retried by the engine when the error is retriable.
+   * A rejected promise is retried by the engine when the error is retriable. `signal` is aborted when
+   * the worker stops: the write may give up (its batch's checkpoint is then not written, so the records
+   * are read again by the next owner).
    */
-  write(partition: number, records: readonly DecodedRecord<T>[]): Promise<void>;
+  write(partition: number, records: readonly DecodedRecord<T>[], signal: AbortSignal): Promise<void>;
 }

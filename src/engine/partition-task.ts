@@ -19,6 +19,8 @@ export interface TaskContext {
   /** The per-partition checkpoint and lag gauges (told when the task stops and when it checkpoints). */
   lag: LagWatcher;
   log: Logger;
+  /** Aborted when the worker stops (handed to the job's writes). */
+  signal?: AbortSignal;
   /** Runs a Cassandra operation with retries until it succeeds or the worker shuts down. */
   withRetry: <T>(fn: () => Promise<T>) => Promise<T>;
   /** The partition's current log start offset, to tell a deleted range from an ordinary offset gap. */
@@ -26,6 +28,8 @@ export interface TaskContext {
   /** Told when a task stops (to record why, for `exactlyonce checkpoints list`); must not throw. */
   onStop?: (partition: number, epoch: number | null, error: ExactlyOnceError) => void;
 }
+
+const NEVER = new AbortController().signal;
 
 export type TaskState = 'running' | 'revoked' | 'stopped';
 
@@ -101,7 +105,7 @@ export class PartitionTask {
       else bad.push({ record, reason: d.reason, detail: d.detail });
     }
     await Promise.all([
-      decoded.length > 0 ? this.ctx.withRetry(() => this.ctx.job.write(this.partition, decoded)) : undefined,
+      decoded.length > 0 ? this.ctx.withRetry(() => this.ctx.job.write(this.partition, decoded, this.ctx.signal ?? NEVER)) : undefined,
       bad.length > 0 ? this.ctx.withRetry(() => this.ctx.quarantine.write(bad)) : undefined,
     ]);
     if (bad.length > 0) {

@@ -4,7 +4,8 @@
  * full length and a SHA-256 of the whole record are kept so a cut record can still be identified.
  */
 import { createHash } from 'node:crypto';
-import { consistencies, fromLong, toLong, type Client } from '../cassandra/session.js';
+import { consistencies, fromLong, toLong, type Client, type Row } from '../cassandra/session.js';
+import { engineTables, type EngineTables } from './engine-tables.js';
 import type { SourceRecord } from './job.js';
 
 export interface QuarantineEntry {
@@ -32,18 +33,24 @@ const QUARANTINE_ROWS_PER_BATCH = 100;
 const QUARANTINE_BATCH_BYTES = 512 * 1024;
 
 export class Quarantine {
+  private readonly t: EngineTables;
+
+  /** The quarantine of job `job` (its rows of `job_quarantine`), or without one the events job's table (src/engine/engine-tables.ts). */
   constructor(
     private readonly session: Client,
-    private readonly keyspace: string,
+    keyspace: string,
     private readonly maxRawBytes = DEFAULT_MAX_RAW_BYTES,
-  ) {}
+    job?: string,
+  ) {
+    this.t = engineTables(keyspace, job);
+  }
 
   /**
    * Stores the entries of one partition. Idempotent: rows are keyed by (partition, offset) and their
    * values are a pure function of the record, so a replay rewrites the same row.
    */
   async write(entries: readonly QuarantineEntry[]): Promise<void> {
-    const statement = `INSERT INTO ${this.keyspace}.quarantine (partition, offset, topic, reason, detail, key, raw, raw_length, raw_sha256, kafka_ts) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`;
+    const statement = `INSERT INTO ${this.t.quarantine} (${this.t.jobColumn}partition, offset, topic, reason, detail, key, raw, raw_length, raw_sha256, kafka_ts) VALUES (${this.t.jobMarker}?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`;
     // The rows of one Kafka partition share the Cassandra partition key: each UNLOGGED batch is one
     // mutation, applied atomically, like the `events` rows. Batches are cut by count and by bytes
     // (raw values are up to maxRawBytes each) to keep every mutation small.
@@ -62,6 +69,7 @@ export class Quarantine {
       batch.push({
         query: statement,
         params: [
+          ...this.t.jobParams,
           record.partition,
           toLong(record.offset),
           record.topic,
@@ -85,14 +93,25 @@ export class Quarantine {
   }
 
   async list(options: { partition?: number; limit: number }): Promise<QuarantineRow[]> {
-    const where = options.partition === undefined ? '' : ' WHERE partition = ?';
-    const params = options.partition === undefined ? [options.limit] : [options.partition, options.limit];
-    const r = await this.session.execute(
-      `SELECT partition, offset, topic, reason, detail, key, raw, raw_length, raw_sha256, kafka_ts FROM ${this.keyspace}.quarantine${where} LIMIT ?`,
-      params,
-      { prepare: true },
-    );
-    return r.rows.map((row) => ({
+    const columns = `${this.t.jobColumn}partition, offset, topic, reason, detail, key, raw, raw_length, raw_sha256, kafka_ts`;
+    let rows: Row[];
+    if (this.t.jobWhere !== '' && options.partition === undefined) {
+      // The job-keyed table is partitioned by (job, partition): without a partition, every row is read
+      // page by page and the job's are kept.
+      rows = [];
+      let pageState: string | undefined;
+      do {
+        const r = await this.session.execute(`SELECT ${columns} FROM ${this.t.quarantine}`, [], { prepare: true, fetchSize: 5000, pageState });
+        rows.push(...r.rows.filter((row) => row['job'] === this.t.jobParams[0]));
+        pageState = r.pageState ?? undefined;
+      } while (pageState !== undefined && rows.length < options.limit);
+      rows = rows.slice(0, options.limit);
+    } else {
+      const where = options.partition === undefined ? '' : ` WHERE ${this.t.jobWhere}partition = ?`;
+      const params = options.partition === undefined ? [options.limit] : [...this.t.jobParams, options.partition, options.limit];
+      rows = (await this.session.execute(`SELECT ${columns} FROM ${this.t.quarantine}${where} LIMIT ?`, params, { prepare: true })).rows;
+    }
+    return rows.map((row) => ({
       partition: row['partition'] as number,
       offset: fromLong(row['offset']),
       topic: row['topic'] as string,

@@ -145,11 +145,12 @@ export class Runner {
     const session = this.session;
     const publisher = new Publisher(config, (fn) => this.retrying('Kafka', fn));
     this.publisher = publisher;
-    await this.job.open({
-      session,
-      keyspace: config.keyspace,
-      publish: (topic, records) => publisher.publish(topic, records),
-    });
+    // Retried like every start-up call: a job's open may query Cassandra (a sink checks its table).
+    await this.retrying(
+      'Cassandra',
+      () => this.job.open({ session, keyspace: config.keyspace, publish: (topic, records) => publisher.publish(topic, records) }),
+      options.startupTimeoutMs,
+    );
     // What this keyspace serves: bound on the first run, checked on every later one (one input topic,
     // its identity, the output topics, the job's settings).
     const topicId = await this.retrying('Kafka', () => admin.topicId(config.topic), options.startupTimeoutMs);
@@ -164,11 +165,14 @@ export class Runner {
     );
     this.binding.topicId = bound.inputTopicId;
     if (bound.inputTopicId !== topicId) this.log.error({ code: 'EO_TOPIC_RECREATED' }, topicRecreated(config.topic, bound.inputTopicId, topicId).message);
-    const checkpoints = new CheckpointStore(session, config.keyspace, config.topic);
+    // The job's own engine rows (src/engine/engine-tables.ts); the events job keeps the first tables.
+    const tablesKey = this.job.legacyTables === true ? undefined : this.job.name;
+    const checkpoints = new CheckpointStore(session, config.keyspace, config.topic, tablesKey);
     const ctx: TaskContext = {
       job: this.job,
       checkpoints,
-      quarantine: new Quarantine(session, config.keyspace, options.maxQuarantineBytes),
+      quarantine: new Quarantine(session, config.keyspace, options.maxQuarantineBytes, tablesKey),
+      signal: this.abort.signal,
       metrics: this.metrics,
       lag: this.lag,
       log: this.log,
@@ -223,7 +227,17 @@ export class Runner {
     const tasks: TaskManager = new TaskManager(ctx, planner, checkpoints, this.metrics, this.log, identity);
     this.taskManager = tasks;
     const startConsumer = (consumer: GroupConsumer) => consumer.start(
-      { onAssign: (assigned) => tasks.assign(assigned), onRevoke: (revoked, lost) => tasks.revoke(revoked, lost) },
+      {
+        onAssign: async (assigned) => {
+          const starts = await tasks.assign(assigned);
+          if (assigned.length > 0) await this.jobHook('onAssign', () => this.job.onAssign?.(assigned));
+          return starts;
+        },
+        onRevoke: (revoked, lost) => {
+          tasks.revoke(revoked, lost);
+          if (revoked.length > 0) void this.jobHook('onRevoke', () => this.job.onRevoke?.(revoked, lost));
+        },
+      },
       async (partition, records) => {
         if (this.kafkaDownSince !== undefined) {
           this.log.info({ server: 'Kafka', downMs: Date.now() - this.kafkaDownSince }, 'Kafka answers again');
@@ -273,6 +287,15 @@ export class Runner {
     this.log.info({ topic: config.topic, group: config.group, partitions }, 'worker started');
   }
 
+  /** Runs one of the job's lifecycle hooks: a failure is logged, never stops the worker. */
+  private async jobHook(name: string, fn: () => Promise<void> | void): Promise<void> {
+    try {
+      await fn();
+    } catch (e) {
+      this.log.error({ err: e, hook: name }, `the job's ${name} hook failed`);
+    }
+  }
+
   /** Why a partition's checkpoint may not be moving, in words, for the stall warning. */
   private stallCause(partition: number): string {
     const failing = failingServers().map((f) => `${f.server} failing for ${Math.round((Date.now() - f.since) / 1000)} s (${f.error}), retried with backoff`);
@@ -296,6 +319,7 @@ export class Runner {
       this.positions?.close();
       this.resets?.close();
       await this.consumer?.stop();
+      await this.jobHook('close', () => this.job.close?.());
       await this.publisher?.close();
       await this.admin?.close();
       await this.session?.shutdown().catch(() => undefined);

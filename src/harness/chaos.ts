@@ -5,19 +5,23 @@
  * returned for the command to print; what it made is removed only after a clean run (unless `keep`).
  */
 import { randomBytes } from 'node:crypto';
-import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import type { AlertRule } from '../app/alert-rule.js';
 import type { ChaosPlanOptions, Fault } from '../app/audit/chaos-schedule.js';
 import { DEFAULT_MAX_RECORD_BYTES } from '../app/event.js';
 import { generate } from '../app/generator.js';
-import { verify, type VerifyRun } from '../app/verify.js';
-import { applySchema } from '../cassandra/migrate.js';
+import { verify, verifyJob, type VerifyRun } from '../app/verify.js';
+import { applyJobMigrations, applySchema } from '../cassandra/migrate.js';
 import { connect } from '../cassandra/session.js';
 import type { ConnectionConfig } from '../config.js';
 import { CheckpointStore } from '../engine/checkpoint-store.js';
+import type { Job } from '../engine/job.js';
 import { ExactlyOnceError } from '../errors.js';
+import { isSinkConfig, loadJobModule } from '../job-loader.js';
+import { createLogger } from '../log.js';
+import { loadSinkConfig } from '../sink/sink-config.js';
 import { KafkaAdmin } from '../kafka/admin.js';
 import { Producer } from '../kafka/producer.js';
 import { stackStatus, type StackOptions } from '../stack/index.js';
@@ -39,9 +43,17 @@ export interface ChaosOptions extends ChaosPlanOptions {
   rule: AlertRule;
   /** The workers' `--layout` (original or bucketed[:N]). */
   layout?: string;
+  /**
+   * Put this job under chaos instead of the events job (`chaos --job`): a job module whose `audit` has
+   * a `sample`, or a sink config. Its workers run on the run's fresh topic (a sink config is copied
+   * with that topic; a module gets `--job-option topic=<topic>`).
+   */
+  job?: string;
 }
 
-export interface ChaosOutcome extends VerifyRun {
+export interface ChaosOutcome extends Omit<VerifyRun, 'settings'> {
+  /** The events job's settings (none for `--job`). */
+  settings?: VerifyRun['settings'];
   generated: number;
   faults: FaultRunner;
   checkpoints: { polls: number; regressions: readonly string[] };
@@ -117,12 +129,29 @@ export async function runChaos(
   await admin.close();
   say(`created keyspace ${config.keyspace}, topics ${config.topic} and ${config.alertsTopic}; logs in ${runDir}`);
 
-  const store = new CheckpointStore(session, config.keyspace, config.topic);
+  // `--job`: the job, bound to the run's topic, and its own tables.
+  let job: Job<unknown> | undefined;
+  let workerArgs = [...ruleArgs(o.rule), ...(o.layout === undefined ? [] : ['--layout', o.layout])];
+  if (o.job !== undefined) {
+    let spec = path.resolve(o.job);
+    if (isSinkConfig(spec)) {
+      const sink = loadSinkConfig(spec);
+      spec = path.join(runDir, 'sink.json');
+      writeFileSync(spec, JSON.stringify({ ...(JSON.parse(sink.source) as object), topic: config.topic }, null, 2));
+    }
+    job = await loadJobModule(spec, { config, options: { topic: config.topic }, log: createLogger('chaos') });
+    if (job.audit?.sample === undefined) throw new ExactlyOnceError('EO_USAGE', `--job: job ${job.name} has no audit.sample(): chaos cannot make records for it (it can still be verified)`);
+    const applied = await applyJobMigrations(session, config.keyspace, job.name, job.migrations ?? []);
+    workerArgs = ['--job', spec, '--job-option', `topic=${config.topic}`];
+    say(`job ${job.name} (${job.audit.mode} into table ${job.audit.table}); applied ${applied.applied.join(', ') || 'no migration'}`);
+  }
+
+  const store = new CheckpointStore(session, config.keyspace, config.topic, job === undefined || job.legacyTables === true ? undefined : job.name);
   const watch = new CheckpointWatch(() => store.readAll(), 250);
   const problems: string[] = [];
   const fleet: WorkerFleet = new WorkerFleet({
     // A worker started while a crashed server replays its log (minutes on a busy machine) waits for it.
-    args: [...connectionArgs(config), '--session-timeout-ms', String(o.sessionTimeoutMs), '--max-batch', '500', '--startup-timeout', '900', ...ruleArgs(o.rule), ...(o.layout === undefined ? [] : ['--layout', o.layout])],
+    args: [...connectionArgs(config), '--session-timeout-ms', String(o.sessionTimeoutMs), '--max-batch', '500', '--startup-timeout', '900', ...workerArgs],
     env: connectionEnv(config),
     logFile: (id) => path.join(runDir, `worker-${id}.log`),
     say,
@@ -152,7 +181,10 @@ export async function runChaos(
     // The generator's seeded stream, produced in-process rather than by `exactlyonce generate` so that
     // a record waits through a long broker restart (over a minute on a 2-core machine) instead of
     // timing out after 60 s. The producer is idempotent, so its retries add no duplicates.
-    const records = generate({ eventsPerKey: 0, count: o.events, clients: 12, sources: 3, healthMix: [50, 20, 30], badRatio: o.badRatio, lateRatio: o.lateRatio, lateByMs: 20_000, seed: o.seed });
+    const records =
+      job?.audit?.sample !== undefined
+        ? job.audit.sample({ seed: o.seed, count: o.events, badRatio: o.badRatio })
+        : generate({ eventsPerKey: 0, count: o.events, clients: 12, sources: 3, healthMix: [50, 20, 30], badRatio: o.badRatio, lateRatio: o.lateRatio, lateByMs: 20_000, seed: o.seed });
     const producing = producePaced(producer, records, { topic: config.topic, rate: chaosRate(o), chunk: 500, inFlight: 8, signal }).then(
       (n) => {
         generating = false;
@@ -188,7 +220,8 @@ export async function runChaos(
     if (aborted()) throw new ExactlyOnceError('EO_USAGE', `chaos interrupted (seed ${o.seed}); keyspace ${config.keyspace} and topic ${config.topic} kept`);
 
     say('running verify');
-    const audit = await verify(config, { rule: o.rule, checkAlerts: true, maxRecordBytes: DEFAULT_MAX_RECORD_BYTES, record: true });
+    const audit: Omit<VerifyRun, 'settings'> =
+      job !== undefined ? await verifyJob(config, job, { record: true }) : await verify(config, { rule: o.rule, checkAlerts: true, maxRecordBytes: DEFAULT_MAX_RECORD_BYTES, record: true });
     if (audit.recorded !== null && 'error' in audit.recorded) problems.push(`the audit run was not recorded: ${audit.recorded.error}`);
     const produced = generated + faults.injected;
     if (audit.report.totals.records !== produced) {

@@ -39,3 +39,15 @@ test('the migrations are numbered 1..7, then in ascending ranges of their own (0
     'CREATE TABLE IF NOT EXISTS ks1.partition_state (',
   ]);
 });
+
+test('010 adds the job-keyed engine tables beside the first ones, and the job of a registered worker', () => {
+  const m = loadMigrations('ks1').find((x) => x.version === 10)!;
+  assert.equal(m.name, 'job_tables');
+  assert.deepEqual(m.statements.map((s) => s.split('\n')[0]), [
+    'CREATE TABLE IF NOT EXISTS ks1.job_checkpoints (',
+    'CREATE TABLE IF NOT EXISTS ks1.job_partition_state (',
+    'CREATE TABLE IF NOT EXISTS ks1.job_quarantine (',
+    'CREATE TABLE IF NOT EXISTS ks1.job_schema_migrations (',
+    'ALTER TABLE ks1.workers ADD IF NOT EXISTS job text',
+  ]);
+});

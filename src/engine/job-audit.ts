@@ -1,0 +1,42 @@
+/**
+ * The proof for any job: a job that says what each record must produce can be audited by
+ * `exactlyonce verify --job` (and `chaos --job`) against the broker's log, the way the events job is
+ * (src/engine/job-auditor.ts):
+ *
+ * - log mode: every offset the job passed has exactly its row (or its quarantine row), and no other
+ *   row exists;
+ * - upsert mode: per key, the table holds exactly the row of the key's last record (the highest
+ *   offset that was not quarantined), or none when that record deletes the key; no other row exists.
+ */
+import type { SourceRecord } from '../kafka/record.js';
+
+/** What one record must produce. Values are the ones the job binds to Cassandra (bigint, Date, …). */
+export type Expectation =
+  /** A row: its primary key columns and its other columns. */
+  | { readonly kind: 'row'; readonly key: Readonly<Record<string, unknown>>; readonly row: Readonly<Record<string, unknown>> }
+  /** Upsert mode: the key's row is deleted (a tombstone record). */
+  | { readonly kind: 'delete'; readonly key: Readonly<Record<string, unknown>> }
+  /** The record is quarantined, with this reason. */
+  | { readonly kind: 'quarantine'; readonly reason: string };
+
+export interface JobAudit {
+  /** The table the job writes, in the worker's keyspace. */
+  readonly table: string;
+  readonly mode: 'log' | 'upsert';
+  /** The table's primary key columns, in order. */
+  readonly keyColumns: readonly string[];
+  /** The other columns compared. */
+  readonly columns: readonly string[];
+  /**
+   * Upsert mode: the write timestamp (µs) each row's cells must carry, from the record's offset
+   * (checks that no other writer with wall-clock timestamps touched the table).
+   */
+  readonly writeTimestamp?: (offset: bigint) => bigint;
+  /** Pure: what the record must produce. */
+  expect(record: SourceRecord): Expectation;
+  /**
+   * Seeded records of the kind the job reads (a `badRatio` of them malformed), for `chaos --job`:
+   * without it the job can be verified, not put under chaos.
+   */
+  sample?(o: { seed: number; count: number; badRatio: number }): Iterable<{ key: string | Buffer | null; value: string | Buffer | null }>;
+}

@@ -1,0 +1,28 @@
+/**
+ * The public face of the exactlyonce engine: what a user's own job and program import
+ * (`import { runWorker, type Job } from 'exactlyonce'`). Everything else under src/ is internal and
+ * may change between versions.
+ *
+ * A job decodes records and writes their outputs idempotently; the engine owns partitions,
+ * checkpoints, fencing, retries and quarantine (README "Your own job").
+ */
+
+// The job contract and what the engine gives a job.
+export type { Decoded, DecodedRecord, Job, JobContext, JobMigration, PublishRecord, SourceRecord } from './engine/job.js';
+export type { SettingValue, Settings } from './engine/job-binding.js';
+// The proof: what each record must produce, for `verify --job` and `chaos --job`.
+export type { Expectation, JobAudit } from './engine/job-audit.js';
+
+// Running a worker, and loading jobs as `exactlyonce run --job` does.
+export { runWorker, type WorkerOptions } from './worker.js';
+export type { JobFactory, JobFactoryContext } from './job-loader.js';
+export { defaultRunnerOptions, type RunnerOptions } from './engine/runner.js';
+export { EngineMetrics } from './engine/metrics.js';
+export { loadConnectionConfig, type ConnectionConfig } from './config.js';
+export { createLogger, type Logger } from './log.js';
+
+// The error codes (one registry; `retriable` decides whether the engine retries a job's failed write).
+export { ErrorCodes, ExactlyOnceError, isExactlyOnceError, type ErrorCode } from './errors.js';
+
+// Cassandra helpers a job's `write` needs (the session is the cassandra-driver Client).
+export { consistencies, fromLong, toLong, type Client } from './cassandra/session.js';

@@ -1,0 +1,152 @@
+/**
+ * The CQL types a sink column can have, and the pure conversion of a JSON field (numbers parsed
+ * losslessly) to the value bound to Cassandra. No I/O: unit-tested exhaustively
+ * (test/unit/sink-cql-types.test.ts).
+ *
+ * - text: a JSON string;
+ * - int: a whole JSON number in [-2^31, 2^31);
+ * - bigint: a whole JSON number or a string of digits, exact over the whole int64 range (never
+ *   through float64);
+ * - double: a JSON number;
+ * - boolean: true or false;
+ * - timestamp: epoch milliseconds (a whole number) or an ISO-8601 string with a time zone;
+ * - uuid: the canonical 8-4-4-4-12 hex string;
+ * - decimal: a JSON number or numeric string, digits kept as written (1.50 stays 1.50);
+ * - list<T>: a JSON array of T (no null elements); map<text, T>: a JSON object of T.
+ */
+import { isLosslessNumber, type LosslessNumber } from 'lossless-json';
+import { types } from '../cassandra/session.js';
+
+export const SCALAR_TYPES = ['text', 'int', 'bigint', 'double', 'boolean', 'timestamp', 'uuid', 'decimal'] as const;
+export type ScalarType = (typeof SCALAR_TYPES)[number];
+export type CqlType = { kind: 'scalar'; name: ScalarType } | { kind: 'list'; of: ScalarType } | { kind: 'map'; of: ScalarType };
+
+/** Parses `text`, `list<int>`, `map<text, bigint>` (spaces and case ignored); undefined if not one of ours. */
+export function parseCqlType(spec: string): CqlType | undefined {
+  const s = spec.replace(/\s+/g, '').toLowerCase();
+  const scalar = (x: string) => (SCALAR_TYPES as readonly string[]).includes(x) ? (x as ScalarType) : undefined;
+  const list = /^list<(\w+)>$/.exec(s);
+  if (list) {
+    const of = scalar(list[1]!);
+    return of && { kind: 'list', of };
+  }
+  const map = /^map<text,(\w+)>$/.exec(s);
+  if (map) {
+    const of = scalar(map[1]!);
+    return of && { kind: 'map', of };
+  }
+  const name = scalar(s);
+  return name && { kind: 'scalar', name };
+}
+
+export function cqlTypeName(t: CqlType): string {
+  return t.kind === 'scalar' ? t.name : t.kind === 'list' ? `list<${t.of}>` : `map<text, ${t.of}>`;
+}
+
+/**
+ * The column type in the table: collections are frozen (one cell). A non-frozen list is not idempotent:
+ * its elements are keyed by a time-UUID made at each write, so writing the same record twice (a replay
+ * after a crash, a zombie) — even at the same timestamp — appends its elements again (found by
+ * `chaos --job`: `items` held every element twice). A frozen value is overwritten whole, like a scalar.
+ */
+export function cqlColumnType(t: CqlType): string {
+  return t.kind === 'scalar' ? t.name : `frozen<${cqlTypeName(t)}>`;
+}
+
+export type Converted = { ok: true; value: unknown } | { ok: false; problem: string };
+
+const INT64_MIN = -(2n ** 63n);
+const INT64_MAX = 2n ** 63n - 1n;
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+const ISO_8601 = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d{1,9})?)?(Z|[+-]\d{2}:?\d{2})$/;
+/** Plain decimal notation only: the driver's BigDecimal does not read exponents (1e3). */
+const DECIMAL = /^-?\d+(\.\d+)?$/;
+
+const fail = (problem: string): Converted => ({ ok: false, problem });
+const shown = (v: unknown) => (isLosslessNumber(v) ? v.toString() : JSON.stringify(v) ?? String(v)).slice(0, 80);
+
+function scalar(type: ScalarType, v: unknown): Converted {
+  const num = isLosslessNumber(v) ? (v as LosslessNumber).toString() : undefined;
+  switch (type) {
+    case 'text':
+      return typeof v === 'string' ? { ok: true, value: v } : fail(`expected a string, got ${shown(v)}`);
+    case 'boolean':
+      return typeof v === 'boolean' ? { ok: true, value: v } : fail(`expected true or false, got ${shown(v)}`);
+    case 'int': {
+      if (num === undefined || !/^-?\d+$/.test(num)) return fail(`expected a whole number, got ${shown(v)}`);
+      const n = Number(num);
+      return n >= -(2 ** 31) && n < 2 ** 31 ? { ok: true, value: n } : fail(`${num} is outside int's range [-2^31, 2^31)`);
+    }
+    case 'bigint': {
+      const digits = num ?? (typeof v === 'string' ? v : undefined);
+      if (digits === undefined || !/^-?\d+$/.test(digits)) return fail(`expected a whole number (or a string of digits), got ${shown(v)}`);
+      const b = BigInt(digits);
+      return b >= INT64_MIN && b <= INT64_MAX ? { ok: true, value: types.Long.fromString(b.toString()) } : fail(`${digits} is outside bigint's 64-bit range`);
+    }
+    case 'double': {
+      if (num === undefined) return fail(`expected a number, got ${shown(v)}`);
+      const n = Number(num);
+      return Number.isFinite(n) ? { ok: true, value: n } : fail(`${num} is not a finite double`);
+    }
+    case 'timestamp': {
+      if (num !== undefined) {
+        if (!/^-?\d+$/.test(num)) return fail(`expected epoch milliseconds (a whole number) or an ISO-8601 string, got ${num}`);
+        const ms = Number(num);
+        return Math.abs(ms) <= 8.64e15 ? { ok: true, value: new Date(ms) } : fail(`${num} ms is outside the dates a timestamp holds`);
+      }
+      if (typeof v === 'string' && ISO_8601.test(v) && !Number.isNaN(Date.parse(v))) return { ok: true, value: new Date(Date.parse(v)) };
+      return fail(`expected epoch milliseconds or an ISO-8601 string with a time zone (2026-01-31T12:00:00Z), got ${shown(v)}`);
+    }
+    case 'uuid':
+      return typeof v === 'string' && UUID.test(v) ? { ok: true, value: types.Uuid.fromString(v.toLowerCase()) } : fail(`expected a UUID (8-4-4-4-12 hex digits), got ${shown(v)}`);
+    case 'decimal': {
+      const text = num ?? (typeof v === 'string' ? v : undefined);
+      return text !== undefined && DECIMAL.test(text) ? { ok: true, value: types.BigDecimal.fromString(text) } : fail(`expected a decimal number in plain notation (or such a string), got ${shown(v)}`);
+    }
+  }
+}
+
+/** Converts a JSON value (not null: the caller applies required/default) to the column's type. */
+export function convert(type: CqlType, v: unknown): Converted {
+  if (type.kind === 'scalar') return scalar(type.name, v);
+  if (type.kind === 'list') {
+    if (!Array.isArray(v)) return fail(`expected a JSON array, got ${shown(v)}`);
+    const out: unknown[] = [];
+    for (const [i, x] of v.entries()) {
+      if (x === null) return fail(`element ${i} is null (a list cannot hold null)`);
+      const c = scalar(type.of, x);
+      if (!c.ok) return fail(`element ${i}: ${c.problem}`);
+      out.push(c.value);
+    }
+    return { ok: true, value: out };
+  }
+  if (v === null || typeof v !== 'object' || Array.isArray(v) || isLosslessNumber(v)) return fail(`expected a JSON object, got ${shown(v)}`);
+  const out: Record<string, unknown> = {};
+  for (const [k, x] of Object.entries(v as Record<string, unknown>)) {
+    if (x === null) return fail(`value of "${k}" is null (a map cannot hold null)`);
+    const c = scalar(type.of, x);
+    if (!c.ok) return fail(`value of "${k}": ${c.problem}`);
+    out[k] = c.value;
+  }
+  return { ok: true, value: out };
+}
+
+/**
+ * A value as comparable text, the same for what a sink binds and what Cassandra returns: Long,
+ * BigDecimal and Uuid by their text, dates by epoch ms, an empty collection as null (Cassandra stores
+ * none), map entries in key order.
+ */
+export function canonical(v: unknown): unknown {
+  if (v === null || v === undefined) return null;
+  if (v instanceof Date) return v.getTime();
+  if (typeof v === 'bigint') return v.toString();
+  if (v instanceof types.Long || v instanceof types.BigDecimal || v instanceof types.Uuid) return v.toString();
+  if (Buffer.isBuffer(v)) return v.toString('hex');
+  if (Array.isArray(v)) return v.length === 0 ? null : v.map(canonical);
+  if (v instanceof Map) return canonical(Object.fromEntries(v));
+  if (typeof v === 'object') {
+    const entries = Object.entries(v as Record<string, unknown>).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+    return entries.length === 0 ? null : Object.fromEntries(entries.map(([k, x]) => [k, canonical(x)]));
+  }
+  return v;
+}

@@ -1,0 +1,136 @@
+/**
+ * A sink's configuration file (`exactlyonce sink --config orders.yaml`, YAML or JSON), validated once:
+ * unknown keys are refused and every problem names its key (`columns.total.type: …`).
+ *
+ *   name: orders                # the job's name (default: the table's)
+ *   topic: shop.orders          # input topic: records are JSON objects
+ *   table: orders               # target table in the keyspace
+ *   mode: upsert                # log: one row per (partition, offset); upsert: one row per key
+ *   key: [order_id]             # upsert: the key columns (the table's primary key)
+ *   columns:
+ *     order_id: { type: bigint, field: id }   # field: the JSON field (a.b for nested; default: the column's name)
+ *     status: text                            # shorthand for { type: text }
+ *     total: { type: decimal, required: true }
+ *     currency: { type: text, default: EUR }  # used when the field is missing or null
+ */
+import { readFileSync } from 'node:fs';
+import { LosslessNumber } from 'lossless-json';
+import { parse as parseYaml } from 'yaml';
+import { z } from 'zod';
+import { ExactlyOnceError } from '../errors.js';
+import { convert, parseCqlType, SCALAR_TYPES, type CqlType } from './cql-types.js';
+
+/** Unquoted CQL identifiers in lower case (so the generated CQL needs no quoting). */
+const identifier = z.string().regex(/^[a-z][a-z0-9_]{0,47}$/, 'expected a lower-case CQL name: a letter, then letters, digits or _ (at most 48)');
+const TYPES_HELP = `${SCALAR_TYPES.join(', ')}, list<T> or map<text, T> of those`;
+const cqlType = z.string().refine((s) => parseCqlType(s) !== undefined, { message: `expected a CQL type: ${TYPES_HELP}` });
+
+const columnSchema = z.union([
+  cqlType,
+  z
+    .object({
+      type: cqlType,
+      field: z.string().min(1).optional(),
+      required: z.boolean().optional(),
+      default: z.unknown().optional(),
+    })
+    .strict(),
+]);
+
+const sinkSchema = z
+  .object({
+    name: z.string().regex(/^[A-Za-z0-9_-]{1,64}$/, 'expected 1-64 letters, digits, _ or -').optional(),
+    topic: z.string().regex(/^[A-Za-z0-9._-]{1,249}$/, 'expected a Kafka topic name: 1-249 characters of [A-Za-z0-9._-]'),
+    table: identifier,
+    mode: z.enum(['log', 'upsert']),
+    key: z.array(identifier).min(1).optional(),
+    columns: z.record(identifier, columnSchema).refine((c) => Object.keys(c).length > 0, { message: 'expected at least one column' }),
+  })
+  .strict();
+
+export interface SinkColumn {
+  readonly name: string;
+  readonly type: CqlType;
+  /** The JSON field's path (`customer.id` → ['customer', 'id']). */
+  readonly field: readonly string[];
+  readonly required: boolean;
+  /** The converted default, or undefined (then a missing field is stored as null). */
+  readonly default: unknown;
+}
+
+export interface SinkConfig {
+  readonly name: string;
+  readonly topic: string;
+  readonly table: string;
+  readonly mode: 'log' | 'upsert';
+  /** Upsert: the key columns, in order (the table's partition key). Log: empty. */
+  readonly key: readonly string[];
+  readonly columns: readonly SinkColumn[];
+  /** The validated file as given, for the job's stored settings. */
+  readonly source: string;
+}
+
+/** Columns a log-mode table has already: the record's position. */
+const LOG_COLUMNS = ['partition', 'offset'];
+
+function invalid(where: string, lines: string[]): ExactlyOnceError {
+  return new ExactlyOnceError('EO_CONFIG_INVALID', `${where}: ${lines.join('; ')}`);
+}
+
+/** Validates a parsed config (`where` names the file in errors). */
+export function sinkConfig(raw: unknown, where = 'sink config'): SinkConfig {
+  const parsed = sinkSchema.safeParse(raw);
+  if (!parsed.success) {
+    throw invalid(where, parsed.error.issues.map((i) => `${i.path.length > 0 ? i.path.join('.') : '(top level)'}: ${i.message}`));
+  }
+  const c = parsed.data;
+  const problems: string[] = [];
+  const columns: SinkColumn[] = Object.entries(c.columns).map(([name, spec]) => {
+    const s = typeof spec === 'string' ? { type: spec } : spec;
+    const type = parseCqlType(s.type)!;
+    let dflt: unknown;
+    if (s.default !== undefined && s.default !== null) {
+      const d = convert(type, typeof s.default === 'number' ? toLossless(s.default) : s.default);
+      if (d.ok) dflt = d.value;
+      else problems.push(`columns.${name}.default: ${d.problem}`);
+    }
+    return { name, type, field: (s.field ?? name).split('.'), required: s.required === true, default: dflt };
+  });
+  if (c.mode === 'log') {
+    if (c.key !== undefined) problems.push('key: a log-mode table is keyed by (partition, offset); key is for mode upsert');
+    for (const col of columns) if (LOG_COLUMNS.includes(col.name)) problems.push(`columns.${col.name}: the name is taken by the record's position in log mode (partition, offset)`);
+  } else {
+    if (c.key === undefined) problems.push('key: mode upsert needs the key columns, e.g. key: [order_id]');
+    for (const [i, k] of (c.key ?? []).entries()) {
+      const col = columns.find((x) => x.name === k);
+      if (col === undefined) problems.push(`key.${i}: ${k} is not one of the columns`);
+      else if (col.type.kind !== 'scalar' || col.type.name === 'double') problems.push(`key.${i}: ${k} is a ${col.type.kind === 'scalar' ? 'double' : col.type.kind}; a key column is text, int, bigint, boolean, timestamp, uuid or decimal`);
+      else if (col.default !== undefined) problems.push(`columns.${k}.default: a key column has no default (a record without its key cannot be placed)`);
+    }
+    if (columns.length === (c.key ?? []).length) problems.push('columns: an upsert table needs at least one column besides the key');
+  }
+  if (problems.length > 0) throw invalid(where, problems);
+  return Object.freeze({ name: c.name ?? c.table, topic: c.topic, table: c.table, mode: c.mode, key: c.key ?? [], columns, source: JSON.stringify(c) });
+}
+
+/** A YAML default's number as the decoder sees a JSON number (lossless). */
+function toLossless(n: number): unknown {
+  return new LosslessNumber(String(n));
+}
+
+/** Reads and validates a sink config file: `.json` as JSON, anything else as YAML (a superset). */
+export function loadSinkConfig(file: string): SinkConfig {
+  let text: string;
+  try {
+    text = readFileSync(file, 'utf8');
+  } catch (e) {
+    throw new ExactlyOnceError('EO_CONFIG_INVALID', `--config: cannot read ${file} (${(e as NodeJS.ErrnoException).code ?? (e as Error).message})`);
+  }
+  let raw: unknown;
+  try {
+    raw = file.endsWith('.json') ? JSON.parse(text) : parseYaml(text);
+  } catch (e) {
+    throw new ExactlyOnceError('EO_CONFIG_INVALID', `${file}: not valid ${file.endsWith('.json') ? 'JSON' : 'YAML'}: ${(e as Error).message.split('\n')[0]}`);
+  }
+  return sinkConfig(raw, file);
+}

@@ -1,0 +1,304 @@
+/**
+ * The declarative sink as a Job (`exactlyonce sink --config`): JSON records of one topic into one table,
+ * in one of two modes.
+ *
+ * log: one row per record, keyed by (partition, offset) like the original `events` table. A replay
+ * rewrites the same row with the same values.
+ *
+ * upsert: one row per key; the row equals the key's record with the highest offset, however often and
+ * in whatever order writes land (a replay after a crash, a paused zombie writing late). A plain upsert
+ * does not give that: the last write to arrive wins, and a zombie's late write of an older record would
+ * overwrite a newer one. So every write carries `USING TIMESTAMP <offset>` and Cassandra keeps, per cell,
+ * the write with the highest timestamp: the highest offset wins whatever the arrival order (the trick the
+ * checkpoints use, src/engine/checkpoint-store.ts). A record without a value (a tombstone) deletes the
+ * row `USING TIMESTAMP <offset>`: it hides every older write, and a later record of the key (a higher
+ * offset) brings the row back. This holds only when:
+ *   1. all records of a key are on one partition (offsets of two partitions are not comparable): the
+ *      sink requires the Kafka record key and checks that it names the same key as the value;
+ *      `verify --job` checks the whole log;
+ *   2. nobody else writes the table with wall-clock timestamps (µs since 1970, far above any offset:
+ *      such a write would win over every later record): the sink refuses to start on a table holding
+ *      such writes, and `verify --job` checks every row's write time;
+ *   3. the topic is not re-created under the table (offsets restart at 0 and would lose to the old
+ *      rows): after `checkpoints reset --rebind`, truncate the table.
+ * A deletion's tombstone is kept gc_grace_seconds (10 days by default); a zombie write older than
+ * that could only come from a worker paused for longer.
+ */
+import { isLosslessNumber, parse } from 'lossless-json';
+import { consistencies, toLong, type Client } from '../cassandra/session.js';
+import type { Expectation, JobAudit } from '../engine/job-audit.js';
+import type { Decoded, DecodedRecord, Job, JobContext, JobMigration, SourceRecord } from '../engine/job.js';
+import { ExactlyOnceError } from '../errors.js';
+import { canonical, convert, cqlColumnType, cqlTypeName } from './cql-types.js';
+import { sampleRecords } from './sample.js';
+import type { SinkColumn, SinkConfig } from './sink-config.js';
+
+/** What one record becomes. `values` follow `config.columns`; `key` follows `config.key`. */
+export type SinkRow = { kind: 'row'; key: unknown[]; values: unknown[] } | { kind: 'delete'; key: unknown[] };
+
+/** Rows per unlogged batch in log mode (all in one Cassandra partition: applied atomically). */
+const LOG_BATCH_ROWS = 100;
+/** Upsert statements in flight at once per batch. */
+const UPSERT_CONCURRENCY = 64;
+/** Write times at or above this are not offsets (2^44 µs is 1970-07-24: every wall clock is past it). */
+export const WALL_CLOCK_FLOOR = 1n << 44n;
+
+const bad = (reason: string, detail: string): Decoded<SinkRow> => ({ ok: false, reason, detail });
+
+function field(doc: Record<string, unknown>, path: readonly string[]): unknown {
+  let v: unknown = doc;
+  for (const p of path) {
+    if (v === null || typeof v !== 'object' || Array.isArray(v) || isLosslessNumber(v)) return undefined;
+    v = (v as Record<string, unknown>)[p];
+  }
+  return v;
+}
+
+function parseObject(bytes: Buffer): Record<string, unknown> | string {
+  let doc: unknown;
+  try {
+    doc = parse(bytes.toString('utf8'));
+  } catch (e) {
+    return (e as Error).message;
+  }
+  if (doc === null || typeof doc !== 'object' || Array.isArray(doc) || isLosslessNumber(doc)) return 'not a JSON object';
+  return doc as Record<string, unknown>;
+}
+
+/** A column's value from the document: converted, its default, null, or why not. */
+function columnValue(col: SinkColumn, doc: Record<string, unknown>): { ok: true; value: unknown } | { ok: false; reason: string; detail: string } {
+  const v = field(doc, col.field);
+  if (v === undefined || v === null) {
+    if (col.default !== undefined) return { ok: true, value: col.default };
+    if (col.required) return { ok: false, reason: 'missing_field', detail: `${col.name}: field ${col.field.join('.')} is required and ${v === null ? 'null' : 'missing'}` };
+    return { ok: true, value: null };
+  }
+  const c = convert(col.type, v);
+  return c.ok ? c : { ok: false, reason: 'bad_value', detail: `${col.name} (${cqlTypeName(col.type)}, field ${col.field.join('.')}): ${c.problem}` };
+}
+
+export class SinkCodec {
+  private readonly keyColumns: SinkColumn[];
+
+  constructor(readonly config: SinkConfig) {
+    this.keyColumns = config.key.map((k) => config.columns.find((c) => c.name === k)!);
+  }
+
+  /** The key a Kafka record key names: one column's value as text (or JSON), or a JSON object of the key fields. */
+  private kafkaKey(bytes: Buffer): { ok: true; key: unknown[] } | { ok: false; detail: string } {
+    const text = bytes.toString('utf8');
+    if (this.keyColumns.length === 1) {
+      const col = this.keyColumns[0]!;
+      let v: unknown = text;
+      if (col.type.kind === 'scalar' && col.type.name !== 'text') {
+        try {
+          const j = parse(text);
+          if (j !== null && (typeof j !== 'object' || isLosslessNumber(j))) v = j;
+        } catch {
+          // not JSON: the text itself (a uuid, an ISO date)
+        }
+      }
+      const c = convert(col.type, v);
+      return c.ok ? { ok: true, key: [c.value] } : { ok: false, detail: `the record key "${text.slice(0, 80)}" is not a ${cqlTypeName(col.type)} for ${col.name}: ${c.problem}` };
+    }
+    const doc = parseObject(bytes);
+    if (typeof doc === 'string') return { ok: false, detail: `the record key must be a JSON object of ${this.keyColumns.map((c) => c.field.join('.')).join(', ')} (${doc})` };
+    const key: unknown[] = [];
+    for (const col of this.keyColumns) {
+      const v = columnValue({ ...col, required: true }, doc);
+      if (!v.ok) return { ok: false, detail: `record key: ${v.detail}` };
+      key.push(v.value);
+    }
+    return { ok: true, key };
+  }
+
+  decode(record: SourceRecord): Decoded<SinkRow> {
+    const { config } = this;
+    let key: unknown[] = [];
+    if (config.mode === 'upsert') {
+      // Rule 1 (see above): the record key places the record on its partition; without one, records of a
+      // key may be spread over partitions and the highest offset would mean nothing.
+      if (record.key === null) return bad('missing_key', `mode upsert needs the Kafka record key (${config.key.join(', ')}) so that one key's records share a partition`);
+      const k = this.kafkaKey(record.key);
+      if (!k.ok) return bad('bad_key', k.detail);
+      key = k.key;
+      if (record.value === null) return { ok: true, value: { kind: 'delete', key } };
+    } else if (record.value === null) {
+      return bad('null_value', 'a record without a value (a tombstone) has no row in a log-mode table');
+    }
+    const doc = parseObject(record.value!);
+    if (typeof doc === 'string') return bad('bad_json', doc);
+    const values: unknown[] = [];
+    for (const col of config.columns) {
+      const v = columnValue(config.key.includes(col.name) ? { ...col, required: true } : col, doc);
+      if (!v.ok) return bad(v.reason, v.detail);
+      values.push(v.value);
+    }
+    if (config.mode === 'upsert') {
+      const inValue = this.keyColumns.map((c) => values[config.columns.indexOf(c)]);
+      if (JSON.stringify(canonical(inValue)) !== JSON.stringify(canonical(key))) {
+        return bad('key_mismatch', `the record key names ${JSON.stringify(canonical(key))}, the value ${JSON.stringify(canonical(inValue))}`);
+      }
+    }
+    return { ok: true, value: { kind: 'row', key, values } };
+  }
+
+  /** What the record must produce (for `verify --job`). */
+  expect(record: SourceRecord): Expectation {
+    const d = this.decode(record);
+    if (!d.ok) return { kind: 'quarantine', reason: d.reason };
+    const { config } = this;
+    if (config.mode === 'log') {
+      return {
+        kind: 'row',
+        key: { partition: record.partition, offset: toLong(record.offset) },
+        row: Object.fromEntries(config.columns.map((c, i) => [c.name, (d.value as { values: unknown[] }).values[i]])),
+      };
+    }
+    const key = Object.fromEntries(config.key.map((k, i) => [k, d.value.key[i]]));
+    if (d.value.kind === 'delete') return { kind: 'delete', key };
+    const values = d.value.values;
+    return { kind: 'row', key, row: Object.fromEntries(config.columns.filter((c) => !config.key.includes(c.name)).map((c) => [c.name, values[config.columns.indexOf(c)]])) };
+  }
+}
+
+/** The CQL that creates the sink's table (`sink --print-cql`, and the job's migration 1). */
+export function createTableCql(config: SinkConfig, keyspace = '{{keyspace}}'): string {
+  const cols = config.columns.map((c) => `    ${c.name} ${cqlColumnType(c.type)}`);
+  if (config.mode === 'log') {
+    return [
+      `-- Sink ${config.name}: topic ${config.topic}, log mode: one row per record, keyed by its Kafka partition and offset.`,
+      `CREATE TABLE IF NOT EXISTS ${keyspace}.${config.table} (`,
+      '    partition int,',
+      '    offset bigint,',
+      ...cols.map((c) => `${c},`),
+      '    PRIMARY KEY (partition, offset)',
+      ') WITH CLUSTERING ORDER BY (offset DESC);',
+      '',
+    ].join('\n');
+  }
+  return [
+    `-- Sink ${config.name}: topic ${config.topic}, upsert mode: one row per ${config.key.join(', ')}, the record with the highest offset.`,
+    '-- Every write is USING TIMESTAMP <offset>: never write this table with wall-clock timestamps.',
+    `CREATE TABLE IF NOT EXISTS ${keyspace}.${config.table} (`,
+    ...cols.map((c) => `${c},`),
+    `    PRIMARY KEY ((${config.key.join(', ')}))`,
+    ');',
+    '',
+  ].join('\n');
+}
+
+export class SinkJob implements Job<SinkRow> {
+  readonly name: string;
+  readonly topic: string;
+  readonly settings: Readonly<Record<string, string>>;
+  readonly migrations: readonly JobMigration[];
+  readonly audit: JobAudit;
+  private readonly codec: SinkCodec;
+  private session: Client | undefined;
+  private keyspace = '';
+
+  constructor(readonly config: SinkConfig) {
+    this.codec = new SinkCodec(config);
+    this.name = config.name;
+    this.topic = config.topic;
+    // What changes what a record becomes: a worker with another mapping refuses (EO_JOB_CONFIG_MISMATCH).
+    this.settings = {
+      table: config.table,
+      mode: config.mode,
+      key: config.key.join(','),
+      columns: JSON.stringify(config.columns.map((c) => [c.name, cqlTypeName(c.type), c.field.join('.'), c.required, canonical(c.default)])),
+    };
+    this.migrations = [{ version: 1, name: config.table, cql: createTableCql(config) }];
+    const codec = this.codec;
+    this.audit = {
+      table: config.table,
+      mode: config.mode,
+      keyColumns: config.mode === 'log' ? ['partition', 'offset'] : config.key,
+      columns: config.columns.map((c) => c.name).filter((c) => !config.key.includes(c)),
+      writeTimestamp: config.mode === 'upsert' ? (offset) => offset : undefined,
+      expect: (record) => codec.expect(record),
+      sample: (o) => sampleRecords(config, o),
+    } as JobAudit;
+  }
+
+  decode(record: SourceRecord): Decoded<SinkRow> {
+    return this.codec.decode(record);
+  }
+
+  async open(context: JobContext): Promise<void> {
+    this.session = context.session;
+    this.keyspace = context.keyspace;
+    const { config } = this;
+    const r = await context.session.execute('SELECT column_name FROM system_schema.columns WHERE keyspace_name = ? AND table_name = ?', [context.keyspace, config.table], { prepare: true });
+    const have = new Set(r.rows.map((row) => row['column_name'] as string));
+    const want = [...(config.mode === 'log' ? ['partition', 'offset'] : []), ...config.columns.map((c) => c.name)];
+    const missing = want.filter((c) => !have.has(c));
+    if (missing.length > 0) {
+      throw new ExactlyOnceError(
+        'EO_SINK_TABLE_INVALID',
+        have.size === 0
+          ? `table ${context.keyspace}.${config.table} does not exist; run \`exactlyonce schema apply --job <this config>\` (or create it with \`exactlyonce sink --config <file> --print-cql\`)`
+          : `table ${context.keyspace}.${config.table} lacks the column${missing.length > 1 ? 's' : ''} ${missing.join(', ')} the sink writes`,
+      );
+    }
+    if (config.mode === 'upsert') await this.checkNoWallClockWrites();
+  }
+
+  /** Rule 2 (see above), on a sample: a cell written at wall-clock time would win over every later record. */
+  private async checkNoWallClockWrites(): Promise<void> {
+    const { config } = this;
+    // A scalar column (a collection's WRITETIME is one per element, and refused before Cassandra 5).
+    const col = config.columns.find((c) => c.type.kind === 'scalar' && !config.key.includes(c.name))?.name;
+    if (col === undefined) return;
+    const r = await this.session!.execute(`SELECT ${config.key.join(', ')}, WRITETIME(${col}) AS wt FROM ${this.keyspace}.${config.table} LIMIT 1000`, [], { prepare: true });
+    const foreign = r.rows.find((row) => row['wt'] !== null && BigInt(String(row['wt'])) >= WALL_CLOCK_FLOOR);
+    if (foreign !== undefined) {
+      throw new ExactlyOnceError(
+        'EO_SINK_TABLE_INVALID',
+        `table ${this.keyspace}.${config.table} holds a write at wall-clock time (${config.key.map((k) => `${k}=${String(foreign[k])}`).join(', ')}, ${col} written at ${String(foreign['wt'])} µs): ` +
+          'an upsert sink writes USING TIMESTAMP <offset>, and such a write would win over every later record of its key. Only the sink may write this table; truncate it and let the sink replay the topic.',
+      );
+    }
+  }
+
+  async write(partition: number, records: readonly DecodedRecord<SinkRow>[], signal: AbortSignal): Promise<void> {
+    if (this.config.mode === 'log') return this.writeLog(partition, records);
+    return this.writeUpsert(records, signal);
+  }
+
+  /** Log mode: rows keyed by (partition, offset), values a pure function of the record: a replay rewrites them. */
+  private async writeLog(partition: number, records: readonly DecodedRecord<SinkRow>[]): Promise<void> {
+    const { config } = this;
+    const query = `INSERT INTO ${this.keyspace}.${config.table} (partition, offset, ${config.columns.map((c) => c.name).join(', ')}) VALUES (?, ?, ${config.columns.map(() => '?').join(', ')})`;
+    const batches: Promise<unknown>[] = [];
+    for (let i = 0; i < records.length; i += LOG_BATCH_ROWS) {
+      const queries = records.slice(i, i + LOG_BATCH_ROWS).map(({ record, value }) => ({ query, params: [partition, toLong(record.offset), ...(value as { values: unknown[] }).values] }));
+      batches.push(this.session!.batch(queries, { prepare: true, logged: false, consistency: consistencies.localQuorum }));
+    }
+    await Promise.all(batches);
+  }
+
+  /**
+   * Upsert mode: per key only the batch's last record is written (an older one would lose to it anyway),
+   * `USING TIMESTAMP <offset>` so that the highest offset wins whatever order writes land in.
+   */
+  private async writeUpsert(records: readonly DecodedRecord<SinkRow>[], signal: AbortSignal): Promise<void> {
+    const { config } = this;
+    const last = new Map<string, DecodedRecord<SinkRow>>();
+    for (const r of records) last.set(JSON.stringify(canonical(r.value.key)), r);
+    const insert = `INSERT INTO ${this.keyspace}.${config.table} (${config.columns.map((c) => c.name).join(', ')}) VALUES (${config.columns.map(() => '?').join(', ')}) USING TIMESTAMP ?`;
+    const del = `DELETE FROM ${this.keyspace}.${config.table} USING TIMESTAMP ? WHERE ${config.key.map((k) => `${k} = ?`).join(' AND ')}`;
+    const writes = [...last.values()];
+    for (let i = 0; i < writes.length; i += UPSERT_CONCURRENCY) {
+      signal.throwIfAborted();
+      await Promise.all(
+        writes.slice(i, i + UPSERT_CONCURRENCY).map(({ record, value }) =>
+          value.kind === 'row'
+            ? this.session!.execute(insert, [...value.values, toLong(record.offset)], { prepare: true, consistency: consistencies.localQuorum })
+            : this.session!.execute(del, [toLong(record.offset), ...value.key], { prepare: true, consistency: consistencies.localQuorum }),
+        ),
+      );
+    }
+  }
+}

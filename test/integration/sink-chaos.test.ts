@@ -1,0 +1,101 @@
+// Declarative sinks under chaos, proven by `verify --job`: an upsert sink (orders keyed by order id,
+// with updates, deletes and malformed records) through kills, a zombie and a Cassandra restart of the
+// shared local stack, and a log-mode sink through kills and a zombie. Fixed seeds, as in chaos.test.ts.
+import assert from 'node:assert/strict';
+import { readdirSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { test } from 'node:test';
+import { KafkaAdmin } from '../../src/kafka/admin.js';
+import { loadConnectionConfig } from '../../src/config.js';
+import { connect } from '../../src/cassandra/session.js';
+import { runCli } from '../helpers.js';
+
+interface Figures {
+  seed: number;
+  events: number;
+  injected: number;
+  records: number;
+  faults: Record<string, number>;
+  checkpointRegressions: string[];
+  violations: number;
+  problems: string[];
+  keyspace: string;
+  topic: string;
+  runDir: string;
+}
+
+async function chaos(t: import('node:test').TestContext, args: string[]): Promise<Figures> {
+  const r = await runCli(['chaos', '--brokers', '127.0.0.1:9092', '--cassandra', '127.0.0.1', '--json', '--keep', ...args], {}, 15 * 60_000);
+  t.diagnostic(r.stdout.split('\n').filter((l) => /^job |^chaos seed|^ {2}(records|faults|checkpoints|violations):|^ {4}(problem|warning):|^checked|^\[chaos.*job /.test(l)).join('\n'));
+  assert.equal(r.code, 0, `chaos failed:\n${r.stdout.slice(-6000)}\n${r.stderr.slice(-3000)}`);
+  const figures = JSON.parse(r.stdout.trim().split('\n').filter((l) => l.startsWith('{"seed"')).pop()!) as Figures;
+  // --keep: what the run made is removed here, once the test is done with it.
+  t.after(async () => {
+    const config = loadConnectionConfig({ brokers: '127.0.0.1:9092', cassandra: '127.0.0.1', keyspace: figures.keyspace, topic: figures.topic }, {});
+    const session = await connect(config);
+    await session.execute(`DROP KEYSPACE IF EXISTS ${figures.keyspace}`).catch(() => undefined);
+    await session.shutdown();
+    const admin = new KafkaAdmin(config);
+    await admin.deleteTopic(figures.topic).catch(() => undefined);
+    await admin.deleteTopic(`${figures.topic}.alerts`).catch(() => undefined);
+    await admin.close();
+  });
+  assert.equal(figures.violations, 0);
+  assert.deepEqual(figures.problems, []);
+  assert.deepEqual(figures.checkpointRegressions, []);
+  assert.equal(figures.records, figures.events + figures.injected, 'every record produced was judged');
+  assert.equal(figures.faults['zombies'], 1);
+  assert.equal(figures.faults['skipped'], 0);
+  return figures;
+}
+
+// No Kafka restart here: on the shared 2-core machine a broker restart took 115 s, longer than a worker's
+// 60 s start-up deadline, so replacement workers started meanwhile exit (EO_KAFKA_UNAVAILABLE) and the run
+// is unclean whatever the job; chaos.test.ts covers broker restarts for the engine.
+test('an upsert sink (orders: updates, deletes, malformed records) under kills, a zombie and a Cassandra restart: verify --job proves the table equals the last record per key', async (t) => {
+  const f = await chaos(t, ['--job', 'examples/sinks/orders.yaml', '--events', '20000', '--duration', '60', '--workers', '3', '--partitions', '6', '--kills', '6', '--zombies', '1', '--cassandra-restarts', '1', '--kafka-restarts', '0', '--add-remove', '1', '--injections', '3', '--bad-ratio', '0.02', '--seed', '1101']);
+  assert.ok(f.faults['kills']! >= 6);
+  assert.equal(f.faults['zombiesThatLostPartitions'], 1, 'the zombie owned partitions when frozen and found them gone');
+  assert.equal(f.faults['cassandraRestarts'], 1);
+
+  // The same proof from the command line, on the kept keyspace (the run's config copy names its topic).
+  const sink = path.join(f.runDir, 'sink.json');
+  const args = ['--brokers', '127.0.0.1:9092', '--cassandra', '127.0.0.1', '--keyspace', f.keyspace, '--job', sink, '--no-record'];
+  const ok = await runCli(['verify', ...args, '--json']);
+  assert.equal(ok.code, 0, ok.stderr);
+  const report = JSON.parse(ok.stdout) as { ok: boolean; job: string; totals: { records: number; quarantined: number; stored: number } };
+  assert.equal(report.job, 'orders');
+  assert.equal(report.totals.records, f.records);
+  assert.equal(report.totals.stored + report.totals.quarantined, f.records);
+  assert.ok(report.totals.quarantined > 0, 'malformed records were quarantined');
+
+  // The audit is not blind: another writer's wall-clock write, and a lost row, are both found.
+  const config = loadConnectionConfig({ brokers: '127.0.0.1:9092', cassandra: '127.0.0.1', keyspace: f.keyspace }, {});
+  const session = await connect(config);
+  let rewritten = '';
+  let deleted = '';
+  try {
+    const rows = (await session.execute(`SELECT order_id, customer FROM ${f.keyspace}.orders LIMIT 2`)).rows;
+    assert.equal(rows.length, 2);
+    await session.execute(`UPDATE ${f.keyspace}.orders SET customer = ? WHERE order_id = ?`, [rows[0]!['customer'], rows[0]!['order_id']], { prepare: true });
+    await session.execute(`DELETE FROM ${f.keyspace}.orders USING TIMESTAMP 9000000000000000 WHERE order_id = ?`, [rows[1]!['order_id']], { prepare: true });
+    rewritten = String(rows[0]!['order_id']);
+    deleted = String(rows[1]!['order_id']);
+  } finally {
+    await session.shutdown();
+  }
+  const bad = await runCli(['verify', ...args]);
+  assert.equal(bad.code, 9, bad.stdout + bad.stderr);
+  assert.match(bad.stderr, /^error EO_VERIFY_FAILED: 2 violation\(s\) of exactly-once \(missing 1, mismatch 1\)/);
+  assert.ok(bad.stdout.includes(`orders key {"order_id":"${rewritten}"}: written at timestamp `), bad.stdout);
+  assert.match(bad.stdout, /another writer touched the table/);
+  assert.ok(bad.stdout.includes(`orders key {"order_id":"${deleted}"}: no row, though its last record`), bad.stdout);
+});
+
+test('a log-mode sink under kills and a zombie: verify --job proves every offset once, in the table or the quarantine', async (t) => {
+  const f = await chaos(t, ['--job', 'examples/sinks/clicks.json', '--events', '10000', '--duration', '30', '--workers', '2', '--partitions', '4', '--kills', '3', '--zombies', '1', '--cassandra-restarts', '0', '--kafka-restarts', '0', '--add-remove', '0', '--injections', '2', '--bad-ratio', '0.02', '--seed', '1102']);
+  assert.ok(f.faults['kills']! >= 3);
+  assert.ok(readdirSync(f.runDir).includes('sink.json'));
+  assert.ok(f.runDir.startsWith(os.tmpdir()));
+});
