@@ -146,11 +146,20 @@ export class KafkaAdmin {
     await this.call(() => this.admin.deleteTopics({ topics: [topic], timeout: this.timeoutMs }));
   }
 
+  /**
+   * Each partition's log start and end. A partition the broker could not answer for (the client then
+   * reports -1, e.g. while its leader moves or the broker is overloaded) makes the call fail with the
+   * retriable EO_KAFKA_UNAVAILABLE: -1 is not a log end, and a caller comparing a position with it
+   * would wrongly see the position outside the log.
+   */
   async watermarks(topic: string): Promise<Watermarks[]> {
     const offsets = await this.call(() => this.admin.fetchTopicOffsets(topic, { timeout: this.timeoutMs } as never));
-    return offsets
-      .map((o) => ({ partition: o.partition, low: BigInt(o.low), high: BigInt(o.high) }))
-      .sort((a, b) => a.partition - b.partition);
+    const marks = offsets.map((o) => ({ partition: o.partition, low: BigInt(o.low), high: BigInt(o.high) })).sort((a, b) => a.partition - b.partition);
+    const unknown = marks.filter((m) => m.low < 0n || m.high < 0n);
+    if (unknown.length > 0) {
+      throw new ExactlyOnceError('EO_KAFKA_UNAVAILABLE', `Kafka did not answer for the log start and end of ${topic} partition(s) ${unknown.map((m) => m.partition).join(', ')} (it reported -1); asking again`);
+    }
+    return marks;
   }
 
   /** Idempotent; also releases a client whose connect failed. */
