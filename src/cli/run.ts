@@ -128,6 +128,7 @@ export function runCommand(): Command {
       const job = new EventJob({
         maxRecordBytes: settings.maxRecordBytes,
         rule: settings.rule,
+        layout: settings.layout ?? ORIGINAL_LAYOUT,
         alertsTopic: config.alertsTopic,
         onAlerts: alertMetrics(metrics.registry),
       });

@@ -103,7 +103,9 @@ export function kafkaSecurityError(config: ConnectionConfig, cause: unknown): Ex
       { cause },
     );
   }
-  if (code === -181 || /SSL handshake failed|certificate verify failed/i.test(text)) {
+  // A handshake cut short (the broker starting or going away: "connection reset by peer",
+  // "Disconnected") is transient, not a refusal: only a certificate the client rejected is.
+  if ((code === -181 || /SSL handshake failed/i.test(text)) && /certificate|unknown ca|self[- ]signed|unable to get (local )?issuer|hostname/i.test(text) && !/connection reset|Disconnected/i.test(text)) {
     return new ExactlyOnceError(
       'EO_TLS_UNTRUSTED',
       `Kafka at ${where}: the TLS handshake failed (${msg}); give the CA that signed the broker's certificate as ssl.ca.location in --kafka-config-file`,

@@ -122,6 +122,7 @@ test("a worker's /metrics: exact per-partition counts, checkpoints, lag refreshe
   const msgs = lines.map((l) => l.msg);
   const stateChanges = [
     /^worker started$/,
+    /^serving \/metrics, \/healthz, \/readyz on 127\.0\.0\.1:\d+: loopback only/,
     /^job settings: /,
     /^stopping: /,
     /^worker stopped$/,
