@@ -96,7 +96,7 @@ test('a worker with another --max-record-bytes and --window-ms refuses, naming b
   // verify without flags audits with the job's settings.
   const v = await verifyJson(config);
   assert.equal(v.ok, true);
-  assert.deepEqual(v.settings, { maxRecordBytes: 2048, rule: { windows: { sizeMs: 10000, slideMs: 5000 }, threshold: 10, health: 2 }, from: 'job' });
+  assert.deepEqual(v.settings, { maxRecordBytes: 2048, rule: { windows: { sizeMs: 10000, slideMs: 5000 }, threshold: 10, health: 2 }, layout: { kind: 'original' }, from: 'job' });
   assert.deepEqual(v.alerts.rule, { windowMs: 10000, slideMs: 5000, threshold: 10, health: 2 });
   assert.equal(v.alerts.expected, 1);
   assert.equal(v.totals.quarantined, 1);
