@@ -2,12 +2,16 @@
  * Micro-benchmarks of the worker's per-record conversions, behind the figures in bench/README.md:
  * decoding the canonical event text (fast path, with ASCII and with non-ASCII strings: the strict-string
  * checks cost more on V8's two-byte strings) against the general lossless-JSON path, and int64 →
- * Long through the 32-bit halves (`toLong`) against the driver's `Long.fromString`.
+ * Long through the 32-bit halves (`toLong`) against the driver's `Long.fromString`, and a batch's
+ * request frame built from pre-encoded rows against the driver's BatchRequest.
  *
  *   node --import tsx bench/micro.ts [--records 200000]
  */
 import { decodeEvent, decodeJson, encodeEvent } from '../src/app/event.js';
-import { insertQueries } from '../src/app/event-job.js';
+import { createRequire } from 'node:module';
+import { insertRows, insertStatement } from '../src/app/event-job.js';
+import { ORIGINAL_LAYOUT } from '../src/app/events-layout.js';
+import { BatchRows, EncodedBatchRequest } from '../src/cassandra/prepared-batch.js';
 import cassandra from 'cassandra-driver';
 import { Long, toLong } from '../src/cassandra/session.js';
 
@@ -35,29 +39,48 @@ const decodeWide = time(() => wide.forEach((b) => decodeEvent(b)));
 const decodeGeneral = time(() => texts.forEach((t) => decodeJson(t)));
 const longHalves = time(() => ids.forEach((v) => toLong(v)));
 const longString = time(() => ids.forEach((v) => Long.fromString(v.toString())));
-// The events inserts of one 2,000-record batch in chunks of 100, down to the bytes of each value as the
-// driver's Encoder gives them (what its batch request then copies): before, slice + map with a Long,
-// a Date and the driver's per-value encoding; now insertQueries, whose values are already bytes (the
-// driver passes a Buffer through).
+// The events inserts of one 2,000-record batch in batches of 100, down to the request frame the driver
+// writes to the socket: before, a statement object and a parameter array per row (each value already
+// bytes) and the driver's BatchRequest, which adds a 4-byte length buffer per value and concatenates;
+// now insertRows, every row's entry written into one buffer, and the request copying it whole
+// (src/cassandra/prepared-batch.ts; the driver's awaited prepared-cache lookup per row, also gone, is
+// not in this figure).
 const decoded = buffers.map((b, i) => {
   const d = decodeEvent(b);
   if (!d.ok) throw new Error(d.detail);
   return { record: { topic: 't', partition: 0, offset: BigInt(i), key: null, value: b, timestampMs: 0 }, value: d.value };
 });
-const insert = 'INSERT INTO ks.events (id, ts, partition, offset, source, client, health) VALUES (?, ?, ?, ?, ?, ?, ?)';
-/** The driver's own encoder (exported, though its typings leave it out). */
-const encoder = new (cassandra as unknown as { Encoder: new (protocolVersion: number, options: object) => { encode(v: unknown, type: string): Buffer } }).Encoder(4, {});
-const types = ['bigint', 'timestamp', 'int', 'bigint', 'text', 'text', 'int'];
-const encodeAll = (queries: Array<{ params: unknown[] }>) => {
-  for (const q of queries) for (let k = 0; k < 7; k++) encoder.encode(q.params[k], types[k]!);
-};
-const paramsMap = time(() => {
+const require = createRequire(import.meta.url);
+const { BatchRequest } = require('cassandra-driver/lib/requests.js') as { BatchRequest: new (q: unknown[], o: unknown) => { write(e: unknown, id: number): Buffer } };
+const { DefaultExecutionOptions } = require('cassandra-driver/lib/execution-options.js') as { DefaultExecutionOptions: { create(o: object, c: unknown): any } };
+const { query: insert, values: nValues } = insertStatement('ks', ORIGINAL_LAYOUT);
+const encoder = new (cassandra as unknown as { Encoder: new (protocolVersion: number, options: object) => { encode(v: unknown, type: string): Buffer; protocolVersion: number } }).Encoder(4, {});
+const queryId = Buffer.alloc(16, 1);
+const meta = { columns: Array.from({ length: nValues }, () => ({ type: { code: 0 } })) };
+const client = new cassandra.Client({ contactPoints: ['127.0.0.1'], localDataCenter: 'datacenter1' });
+const options = DefaultExecutionOptions.create({ prepare: true, logged: false, consistency: 6 }, client);
+const texts8 = new Map<string, Buffer>();
+const utf8 = (s: string) => texts8.get(s) ?? (texts8.set(s, Buffer.from(s)), texts8.get(s)!);
+const int = (v: number) => encoder.encode(v, 'int');
+const int64 = (v: bigint) => encoder.encode(toLong(v), 'bigint');
+const framesBefore = time(() => {
   for (let i = 0; i < decoded.length; i += 100) {
-    encodeAll(decoded.slice(i, i + 100).map(({ record, value: e }) => ({ query: insert, params: [toLong(e.id), new Date(e.ts), 0, toLong(record.offset), e.source, e.client, e.health] })));
+    const items = decoded.slice(i, i + 100).map(({ record, value: e }) => ({
+      query: insert,
+      queryId,
+      meta,
+      params: [int64(e.id), encoder.encode(new Date(e.ts), 'timestamp'), int(0), int64(record.offset), utf8(e.source), utf8(e.client), int(e.health)],
+    }));
+    new BatchRequest(items, options).write(encoder, 1);
   }
 });
-const paramsLoop = time(() => {
-  for (let i = 0; i < decoded.length; i += 100) encodeAll(insertQueries(insert, 0, decoded, i, Math.min(decoded.length, i + 100)));
+const framesNow = time(() => {
+  for (let i = 0; i < decoded.length; i += 100) {
+    const to = Math.min(decoded.length, i + 100);
+    const rows = new BatchRows(queryId, nValues, 80, to - i);
+    insertRows(rows, 0, decoded, i, to);
+    new EncodedBatchRequest({ query: insert, queryId, meta }, options, rows).write(encoder, 1);
+  }
 });
 const row = (what: string, us: number, base: number) => `${what.padEnd(44)} ${us.toFixed(3).padStart(7)} µs   ${(base / us).toFixed(1)}×`;
 process.stdout.write(
@@ -68,8 +91,8 @@ process.stdout.write(
     row('decodeJson (general lossless path)', decodeGeneral, decodeGeneral),
     row('toLong (32-bit halves)', longHalves, longString),
     row('Long.fromString(bigint.toString())', longString, longString),
-    row('insertQueries + driver encode (bytes in place)', paramsLoop, paramsMap),
-    row('rows by slice + map + driver encode (before)', paramsMap, paramsMap),
+    row('insertRows + EncodedBatchRequest (one buffer)', framesNow, framesBefore),
+    row('row objects + driver BatchRequest (before)', framesBefore, framesBefore),
     '',
   ].join('\n'),
 );

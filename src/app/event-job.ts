@@ -9,7 +9,8 @@
  * value; one given a different value refuses (EO_JOB_CONFIG_MISMATCH, naming each flag). Only
  * `exactlyonce alerts rule` changes the stored rule (src/app/rule-change.ts).
  */
-import { int32, utf8, ValueCache, ValueWriter } from '../cassandra/encode.js';
+import { int32, utf8, ValueCache } from '../cassandra/encode.js';
+import { BatchRows, PreparedBatch } from '../cassandra/prepared-batch.js';
 import { consistencies, type Client } from '../cassandra/session.js';
 import type { Decoded, DecodedRecord, Job, JobContext, SourceRecord } from '../engine/job.js';
 import { JobBinding, type BoundJob, type SettingValue, type Settings } from '../engine/job-binding.js';
@@ -136,43 +137,55 @@ export async function readJob(session: Client, keyspace: string): Promise<BoundJ
 }
 
 /** Rows per Cassandra batch. All rows of a batch share the partition key, so the batch is one mutation. */
-const ROWS_PER_BATCH = 100;
-const BATCH_OPTIONS = { prepare: true, logged: false, consistency: consistencies.localQuorum } as const;
+export const ROWS_PER_BATCH = 100;
 
-/** The encoded values that repeat from row to row: sources, clients, health levels and partitions. */
+/** The encoded values that repeat from row to row: sources and clients. */
 const texts = new ValueCache<string>(utf8);
-const ints = new ValueCache<number>(int32, 1 << 16);
+
+/** Bytes of one `events` row's values besides its two strings (id, ts, partition, offset, health, bucket). */
+const FIXED_ROW_BYTES = 8 + 8 + 4 + 8 + 4 + 8;
 
 /**
- * The `events` inserts of records[from, to) of one partition, as the driver's batch takes them: one
- * statement object and one parameter array per row, each value already encoded (src/cassandra/encode.ts:
- * the int64s and timestamp into one buffer per chunk, the repeating strings and ints cached), so the
- * driver only copies bytes (the hot path: measured in bench/micro.ts).
+ * Writes the `events` rows of records[from, to) of one partition into `rows`, each as the batch entry
+ * of the prepared insert (src/cassandra/prepared-batch.ts): values in the statement's order, already
+ * encoded — no statement object, parameter array or value buffer per row (the hot path: measured in
+ * bench/micro.ts). `bucket`: the rows' bucket in the bucketed layout (one per batch: a batch never
+ * spans two buckets).
  */
-export function insertQueries(
-  query: string,
-  partition: number,
-  records: readonly DecodedRecord<Event>[],
-  from: number,
-  to: number,
-  /** The rows' bucket in the bucketed layout (one per chunk: a chunk never spans two buckets). */
-  bucket?: bigint,
-): Array<{ query: string; params: unknown[] }> {
-  const queries = new Array<{ query: string; params: unknown[] }>(to - from);
-  const values = new ValueWriter(24 * (to - from) + 8);
-  const p = ints.get(partition);
-  const b = bucket === undefined ? undefined : values.int64(bucket);
+export function insertRows(rows: BatchRows, partition: number, records: readonly DecodedRecord<Event>[], from: number, to: number, bucket?: bigint): void {
   for (let i = from; i < to; i++) {
     const r = records[i]!;
     const e = r.value;
     const offset = r.record.offset;
-    queries[i - from] = {
-      query,
-      params: [values.int64(e.id), values.timestamp(e.ts), p, typeof offset === 'bigint' ? values.int64(offset) : values.int64FromNumber(offset), texts.get(e.source), texts.get(e.client), ints.get(e.health)],
-    };
-    if (b !== undefined) queries[i - from]!.params.push(b);
+    rows.row();
+    rows.int64(e.id);
+    rows.int64FromNumber(e.ts);
+    rows.int32(partition);
+    if (typeof offset === 'bigint') rows.int64(offset);
+    else rows.int64FromNumber(offset);
+    rows.bytes(texts.get(e.source));
+    rows.bytes(texts.get(e.client));
+    rows.int32(e.health);
+    if (bucket !== undefined) rows.int64(bucket);
   }
-  return queries;
+}
+
+/** The parameters of the insert that make the partition key (partition; and bucket), for routing the batch. */
+export function insertRouting(partition: number, bucket?: bigint): unknown[] {
+  const params: unknown[] = [null, null, int32(partition), null, null, null, null];
+  if (bucket !== undefined) {
+    const b = Buffer.allocUnsafe(8);
+    b.writeBigInt64BE(bucket);
+    params.push(b);
+  }
+  return params;
+}
+
+/** The `events` insert of a layout (the bucketed one adds the bucket). */
+export function insertStatement(keyspace: string, layout: EventsLayout): { query: string; values: number } {
+  return layout.kind === 'original'
+    ? { query: `INSERT INTO ${keyspace}.events (id, ts, partition, offset, source, client, health) VALUES (?, ?, ?, ?, ?, ?, ?)`, values: 7 }
+    : { query: `INSERT INTO ${keyspace}.${eventsTable(layout)} (id, ts, partition, offset, source, client, health, bucket) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`, values: 8 };
 }
 
 export interface EventJobOptions {
@@ -193,8 +206,8 @@ export class EventJob implements Job<Event> {
   readonly legacyTables = true;
   /** Stored with the job by its first worker; every later worker must have the same (the Runner checks). */
   readonly settings: Settings;
-  private session: Client | undefined;
-  private insert = '';
+  /** The insert of the events rows, written in batches of pre-encoded rows. */
+  private insert: { batch: PreparedBatch; values: number } | undefined;
   private readonly alerts: AlertWriter;
   private readonly options: EventJobOptions;
   /** Highest event time seen by this worker, to count late events (metric only). */
@@ -215,11 +228,8 @@ export class EventJob implements Job<Event> {
   }
 
   async open(ctx: JobContext): Promise<void> {
-    this.session = ctx.session;
-    this.insert =
-      this.options.layout.kind === 'original'
-        ? `INSERT INTO ${ctx.keyspace}.events (id, ts, partition, offset, source, client, health) VALUES (?, ?, ?, ?, ?, ?, ?)`
-        : `INSERT INTO ${ctx.keyspace}.${eventsTable(this.options.layout)} (id, ts, partition, offset, source, client, health, bucket) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`;
+    const { query, values } = insertStatement(ctx.keyspace, this.options.layout);
+    this.insert = { batch: new PreparedBatch(ctx.session, query, consistencies.localQuorum), values };
     this.alerts.open(ctx);
     await this.alerts.checkNoLegacyIndex();
   }
@@ -232,14 +242,19 @@ export class EventJob implements Job<Event> {
    * atomically and in isolation without a batchlog.
    */
   async write(partition: number, records: readonly DecodedRecord<Event>[]): Promise<void> {
-    const session = this.session!;
+    const insert = this.insert!;
+    const prepared = await insert.batch.prepared();
     const chunks: Promise<unknown>[] = [];
     const layout = this.options.layout;
     // A batch never spans two Cassandra partitions (two buckets), so each stays one atomic mutation.
     for (const run of sameCassandraPartition(layout, records, (r) => r.record.offset)) {
       const bucket = layout.kind === 'original' ? undefined : bucketOf(layout, run[0]!.record.offset);
+      const routing = insertRouting(partition, bucket);
       for (let i = 0; i < run.length; i += ROWS_PER_BATCH) {
-        chunks.push(session.batch(insertQueries(this.insert, partition, run, i, Math.min(run.length, i + ROWS_PER_BATCH), bucket), BATCH_OPTIONS));
+        const to = Math.min(run.length, i + ROWS_PER_BATCH);
+        const rows = new BatchRows(prepared.queryId, insert.values, FIXED_ROW_BYTES + 40, to - i);
+        insertRows(rows, partition, run, i, to, bucket);
+        chunks.push(insert.batch.send(prepared, rows, routing));
       }
     }
     const [touched] = await Promise.all([this.alerts.index(partition, records), ...chunks]);

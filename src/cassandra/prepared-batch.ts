@@ -1,0 +1,217 @@
+/**
+ * An unlogged batch of one prepared statement whose rows arrive already encoded, in one buffer — the
+ * hot path's write (src/app/event-job.ts, the benchmark's ceiling).
+ *
+ * The driver's `client.batch` costs per row what the row's bytes never need: an awaited prepared-cache
+ * lookup and a result object (PrepareHandler.getPreparedMultiple), then per value a 4-byte length
+ * buffer, all concatenated at the end (FrameWriter). Here the caller writes each row's entry — kind,
+ * statement id, value count, each value with its length — straight into one buffer (BatchRows), and
+ * the request's body is that buffer between the batch's header and its options. Everything else is the
+ * driver's own machinery, reached through its modules: preparing (and re-preparing when a restarted
+ * node answers UNPREPARED: the request keeps the statement id the driver looks up), routing to a
+ * replica, the execution options, retries, timeouts and the frame header. The frame's body is byte for
+ * byte what `client.batch` sends for the same rows (test/unit/prepared-batch.test.ts); these internal
+ * modules are those of cassandra-driver 4.10, which package.json pins.
+ */
+import { createRequire } from 'node:module';
+import type { Client } from './session.js';
+
+const require = createRequire(import.meta.url);
+
+interface ExecutionOptions {
+  getLoadBalancingPolicy(): unknown;
+  getConsistency(): number;
+  getSerialConsistency(): number | undefined;
+  getKeyspace(): string | undefined;
+  getCustomPayload(): unknown;
+  isQueryTracing(): boolean;
+}
+interface Encoder {
+  protocolVersion: number;
+}
+interface FrameWriterT {
+  bodyLength: number;
+  add(b: Buffer): void;
+  writeByte(n: number): void;
+  writeShort(n: number): void;
+  writeInt(n: number): void;
+  writeLong(n: unknown): void;
+  writeString(s: string): void;
+  write(version: number, streamId: number, flags: number): Buffer;
+}
+/** What the driver knows of a prepared statement. */
+export interface PreparedInfo {
+  queryId: Buffer;
+  meta: { columns: unknown[]; partitionKeys?: number[]; keyspace?: string };
+}
+type BatchRequestT = { queries: unknown; options: ExecutionOptions; timestamp: unknown; type: number; length: number };
+
+const driver = {
+  requests: require('cassandra-driver/lib/requests.js') as { BatchRequest: new (queries: unknown[], options: ExecutionOptions) => BatchRequestT },
+  RequestHandler: require('cassandra-driver/lib/request-handler.js') as { send(request: unknown, options: ExecutionOptions, client: Client): Promise<unknown> },
+  DefaultExecutionOptions: (require('cassandra-driver/lib/execution-options.js') as { DefaultExecutionOptions: { create(o: object, client: Client): ExecutionOptions } })
+    .DefaultExecutionOptions,
+  PrepareHandler: require('cassandra-driver/lib/prepare-handler.js') as {
+    getPrepared(client: Client, loadBalancing: unknown, query: string, keyspace: string | undefined): Promise<PreparedInfo>;
+  },
+  FrameWriter: (require('cassandra-driver/lib/writers.js') as { FrameWriter: new (opcode: number) => FrameWriterT }).FrameWriter,
+  types: require('cassandra-driver/lib/types/index.js') as {
+    opcodes: { batch: number };
+    frameFlags: { tracing: number; customPayload: number };
+    protocolVersion: { supportsTimestamp(v: number): boolean; supportsKeyspaceInRequest(v: number): boolean; uses4BytesQueryFlags(v: number): boolean };
+  },
+};
+
+/** The batch flags of the protocol (native_protocol_v4.spec, 4.1.7). */
+const WITH_SERIAL_CONSISTENCY = 0x10;
+const WITH_DEFAULT_TIMESTAMP = 0x20;
+const WITH_KEYSPACE = 0x80;
+
+/**
+ * The rows of one batch of one prepared statement, each written as the protocol's batch entry:
+ * `<kind 1><short id length><id><short value count>` then each value as `<int length><bytes>`.
+ * Grows as needed; `count` is the number of rows begun.
+ */
+export class BatchRows {
+  buf: Buffer;
+  at = 0;
+  count = 0;
+
+  constructor(
+    private readonly queryId: Buffer,
+    private readonly valuesPerRow: number,
+    /** Expected bytes of the values of one row (room is made for this many per row, then doubled as needed). */
+    rowBytes: number,
+    rows: number,
+  ) {
+    this.buf = Buffer.allocUnsafe(rows * (5 + queryId.length + rowBytes + 4 * valuesPerRow));
+  }
+
+  private room(n: number): void {
+    if (this.at + n <= this.buf.length) return;
+    const bigger = Buffer.allocUnsafe(Math.max(this.buf.length * 2, this.at + n));
+    this.buf.copy(bigger, 0, 0, this.at);
+    this.buf = bigger;
+  }
+
+  /** Begins a row: its values follow, exactly `valuesPerRow` of them. */
+  row(): void {
+    const id = this.queryId;
+    this.room(5 + id.length);
+    let at = this.at;
+    this.buf[at++] = 1;
+    at = this.buf.writeUInt16BE(id.length, at);
+    at += id.copy(this.buf, at);
+    this.at = this.buf.writeUInt16BE(this.valuesPerRow, at);
+    this.count++;
+  }
+
+  /** A `bigint` (int64) value. */
+  int64(v: bigint): void {
+    this.room(12);
+    this.buf.writeInt32BE(8, this.at);
+    this.at = this.buf.writeBigInt64BE(v, this.at + 4);
+  }
+
+  /** A `bigint` or `timestamp` value from a safe integer. */
+  int64FromNumber(v: number): void {
+    this.room(12);
+    const at = this.buf.writeInt32BE(8, this.at);
+    const high = Math.floor(v / 4294967296);
+    this.buf.writeInt32BE(high, at);
+    this.at = this.buf.writeUInt32BE(v - high * 4294967296, at + 4);
+  }
+
+  /** An `int` value. */
+  int32(v: number): void {
+    this.room(8);
+    this.at = this.buf.writeInt32BE(v, this.buf.writeInt32BE(4, this.at));
+  }
+
+  /** A value already encoded (e.g. a `text` value's UTF-8 bytes from a ValueCache). */
+  bytes(b: Buffer): void {
+    this.room(4 + b.length);
+    const at = this.buf.writeInt32BE(b.length, this.at);
+    this.at = at + b.copy(this.buf, at);
+  }
+}
+
+/** The driver's BatchRequest with the rows' entries taken from BatchRows instead of query objects (exported for its test). */
+export class EncodedBatchRequest extends driver.requests.BatchRequest {
+  constructor(
+    private readonly info: PreparedInfo & { query: string },
+    options: ExecutionOptions,
+    private readonly rows: { buf: Buffer; at: number; count: number },
+  ) {
+    // One query item: what the driver reads from a request besides write() (the statement id and text
+    // to re-prepare on UNPREPARED; the text for error messages).
+    super([{ query: info.query, queryId: info.queryId, meta: info.meta, params: [] }], options);
+  }
+
+  /** As BatchRequest.write (lib/requests.js), with the entries copied from the rows' buffer. */
+  write(encoder: Encoder, streamId: number): Buffer {
+    const { types, FrameWriter } = driver;
+    const version = encoder.protocolVersion;
+    const fw = new FrameWriter(types.opcodes.batch);
+    const options = this.options;
+    const headerFlags = options.isQueryTracing() ? types.frameFlags.tracing : 0;
+    if (options.getCustomPayload()) throw new Error('a prepared batch takes no custom payload');
+    fw.writeByte(this.type);
+    fw.writeShort(this.rows.count);
+    fw.add(this.rows.buf.subarray(0, this.rows.at));
+    fw.writeShort(options.getConsistency());
+    if (types.protocolVersion.supportsTimestamp(version)) {
+      let flags = options.getSerialConsistency() ? WITH_SERIAL_CONSISTENCY : 0;
+      const timestamp = this.timestamp;
+      if (timestamp !== null && timestamp !== undefined) flags |= WITH_DEFAULT_TIMESTAMP;
+      if (options.getKeyspace() && types.protocolVersion.supportsKeyspaceInRequest(version)) flags |= WITH_KEYSPACE;
+      if (types.protocolVersion.uses4BytesQueryFlags(version)) fw.writeInt(flags);
+      else fw.writeByte(flags);
+      if (flags & WITH_SERIAL_CONSISTENCY) fw.writeShort(options.getSerialConsistency()!);
+      if (flags & WITH_DEFAULT_TIMESTAMP) fw.writeLong(timestamp);
+      if (flags & WITH_KEYSPACE) fw.writeString(options.getKeyspace()!);
+    }
+    this.length = fw.bodyLength;
+    return fw.write(version, streamId, headerFlags);
+  }
+
+  clone(): EncodedBatchRequest {
+    return new EncodedBatchRequest(this.info, this.options, this.rows);
+  }
+}
+
+/** One prepared statement written in batches of pre-encoded rows (`unlogged`, the given consistency). */
+export class PreparedBatch {
+  private readonly options: { prepare: true; logged: false; consistency: number };
+
+  constructor(
+    private readonly client: Client,
+    readonly query: string,
+    consistency: number,
+  ) {
+    this.options = { prepare: true, logged: false, consistency };
+  }
+
+  /** The statement, prepared on first use (and again, by the driver, after the server forgot it). */
+  prepared(): Promise<PreparedInfo> {
+    const o = driver.DefaultExecutionOptions.create(this.options, this.client);
+    const keyspace = (this.client as unknown as { keyspace?: string }).keyspace;
+    return driver.PrepareHandler.getPrepared(this.client, o.getLoadBalancingPolicy(), this.query, keyspace);
+  }
+
+  /**
+   * Sends the rows as one batch. `routing`: the values of the statement's parameters (encoded, by
+   * index) that make the partition key, so the batch goes to a replica of it.
+   */
+  async send(info: PreparedInfo, rows: BatchRows, routing: readonly unknown[]): Promise<void> {
+    if (rows.count === 0) return;
+    const options = driver.DefaultExecutionOptions.create(this.options, this.client);
+    await (this.client as unknown as { _setRoutingInfo(o: ExecutionOptions, params: readonly unknown[], meta: PreparedInfo['meta']): Promise<void> })._setRoutingInfo(
+      options,
+      routing,
+      info.meta,
+    );
+    const request = new EncodedBatchRequest({ ...info, query: this.query }, options, { buf: rows.buf, at: rows.at, count: rows.count });
+    await driver.RequestHandler.send(request, options, this.client);
+  }
+}

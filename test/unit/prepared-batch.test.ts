@@ -1,0 +1,112 @@
+// The hot path's batches (src/cassandra/prepared-batch.ts): the values and the whole request frame are
+// byte for byte what the driver's own encoder and BatchRequest give for the same rows.
+import assert from 'node:assert/strict';
+import { createRequire } from 'node:module';
+import { test } from 'node:test';
+import cassandra from 'cassandra-driver';
+import { insertRows, insertStatement } from '../../src/app/event-job.js';
+import { decodeEvent, encodeEvent } from '../../src/app/event.js';
+import { bucketOf, ORIGINAL_LAYOUT, parseLayout } from '../../src/app/events-layout.js';
+import { int32, utf8, ValueCache } from '../../src/cassandra/encode.js';
+import { BatchRows, EncodedBatchRequest, type PreparedInfo } from '../../src/cassandra/prepared-batch.js';
+import { toLong } from '../../src/cassandra/session.js';
+
+const require = createRequire(import.meta.url);
+type Enc = { encode(v: unknown, type: string): Buffer; protocolVersion: number };
+const { Encoder } = cassandra as unknown as { Encoder: new (protocolVersion: number, options: object) => Enc };
+const driver = new Encoder(4, {});
+const enc = (v: unknown, type: string) => driver.encode(v, type);
+const { BatchRequest } = require('cassandra-driver/lib/requests.js') as { BatchRequest: new (queries: unknown[], options: unknown) => { write(e: Enc, streamId: number): Buffer } };
+const { DefaultExecutionOptions } = require('cassandra-driver/lib/execution-options.js') as { DefaultExecutionOptions: { create(o: object, client: unknown): any } };
+
+/** The values of one row's entry in `rows` (after its kind, id and count), as buffers. */
+function values(rows: BatchRows, idLength: number): Buffer[] {
+  const out: Buffer[] = [];
+  let at = 1 + 2 + idLength;
+  const n = rows.buf.readUInt16BE(at);
+  at += 2;
+  for (let i = 0; i < n; i++) {
+    const len = rows.buf.readInt32BE(at);
+    out.push(rows.buf.subarray(at + 4, at + 4 + len));
+    at += 4 + len;
+  }
+  return out;
+}
+
+test('int64, timestamp, int and text values equal the driver encoding, edges included', () => {
+  const id = Buffer.alloc(16, 7);
+  const int64s = [0n, 1n, -1n, 2n ** 63n - 1n, -(2n ** 63n), 2n ** 32n, -(2n ** 32n) - 1n, 9007199254740993n, 1234567890123456789n];
+  for (const v of int64s) {
+    const rows = new BatchRows(id, 1, 1, 1); // room for less than a row: it grows
+    rows.row();
+    rows.int64(v);
+    assert.deepEqual(values(rows, 16), [enc(toLong(v), 'bigint')], String(v));
+  }
+  const safe = [0, 1, -1, 4294967295, 4294967296, -4294967296, -4294967297, Number.MAX_SAFE_INTEGER, Number.MIN_SAFE_INTEGER, 1_700_000_000_123, -8_640_000_000_000_000];
+  for (const v of safe) {
+    const rows = new BatchRows(id, 2, 16, 1);
+    rows.row();
+    rows.int64FromNumber(v);
+    rows.int32(v | 0);
+    const expected = [enc(toLong(BigInt(v)), 'bigint'), enc(v | 0, 'int')];
+    assert.deepEqual(values(rows, 16), expected, `int64 ${v}`);
+    // A Date holds ±8.64e15 ms (the events' ts limit is far inside it): a timestamp is the same int64.
+    if (Math.abs(v) <= 8.64e15) assert.deepEqual(values(rows, 16)[0], enc(new Date(v), 'timestamp'), `timestamp ${v}`);
+  }
+  for (const v of [0, 1, -1, 2, 2 ** 31 - 1, -(2 ** 31)]) assert.deepEqual(int32(v), enc(v, 'int'), `int ${v}`);
+  for (const s of ['My Router', '', 'Routeur Düsseldorf ✓', 'Réseau 😀 Airmiles']) assert.deepEqual(utf8(s), enc(s, 'text'), s);
+  const cache = new ValueCache<string>(utf8, 2);
+  assert.equal(cache.get('x'), cache.get('x'));
+  cache.get('y');
+  cache.get('z'); // full: emptied first
+  assert.deepEqual(cache.get('x'), utf8('x'));
+});
+
+const records = [0, 1, 2, 3].map((i) => {
+  const value = Buffer.from(encodeEvent({ id: -(2n ** 63n) + BigInt(i), ts: 1_700_000_000_000 + i, source: i === 2 ? 'Réseau 😀 Airmiles' : 'Routeur Düsseldorf ✓', client: `c${i}`, health: (i % 3) as 0 | 1 | 2 }));
+  const d = decodeEvent(value);
+  assert.ok(d.ok);
+  return { record: { topic: 't', partition: 4, offset: 2n ** 40n + BigInt(i), key: null, value, timestampMs: 0 }, value: d.value };
+});
+
+for (const [name, layout] of [['original', ORIGINAL_LAYOUT], ['bucketed', parseLayout('bucketed:1000')]] as const) {
+  // 0x42 (DSE v2): 4-byte batch flags and the keyspace in the request.
+  for (const version of [3, 4, 5, 0x42]) {
+    test(`${name} layout, protocol v${version}: the request frame equals the driver's BatchRequest for the same rows`, () => {
+      const { query, values: n } = insertStatement('ks', layout);
+      const queryId = Buffer.from('0123456789abcdef');
+      const meta = { columns: Array.from({ length: n }, () => ({ type: { code: 0 } })) };
+      const bucket = layout.kind === 'original' ? undefined : bucketOf(layout, records[1]!.record.offset);
+      const rows = new BatchRows(queryId, n, 8, 1);
+      insertRows(rows, 4, records, 1, 4, bucket);
+      assert.equal(rows.count, 3);
+      // The driver's own request: one query item per row, each parameter encoded by the driver.
+      const items = records.slice(1).map(({ record, value: e }) => ({
+        query,
+        queryId,
+        meta,
+        params: [
+          enc(toLong(e.id), 'bigint'),
+          enc(new Date(e.ts), 'timestamp'),
+          enc(4, 'int'),
+          enc(toLong(record.offset), 'bigint'),
+          enc(e.source, 'text'),
+          enc(e.client, 'text'),
+          enc(e.health, 'int'),
+          ...(bucket === undefined ? [] : [enc(toLong(bucket), 'bigint')]),
+        ],
+      }));
+      const client = new cassandra.Client({ contactPoints: ['127.0.0.1'], localDataCenter: 'datacenter1' });
+      for (const extra of [{}, { keyspace: 'ks', serialConsistency: cassandra.types.consistencies.localSerial }]) {
+        const options = DefaultExecutionOptions.create({ prepare: true, logged: false, consistency: cassandra.types.consistencies.localQuorum, timestamp: toLong(1_700_000_000_000_123n), ...extra }, client);
+        const encoder = new Encoder(version, {});
+        const expected = new BatchRequest(items, options).write(encoder, 42);
+        const info: PreparedInfo & { query: string } = { query, queryId, meta };
+        const actual = new EncodedBatchRequest(info, options, rows).write(encoder, 42);
+        assert.deepEqual(actual, expected, JSON.stringify(extra));
+        // A retry sends the same frame.
+        assert.deepEqual(new EncodedBatchRequest(info, options, rows).clone().write(encoder, 42), expected);
+      }
+    });
+  }
+}
