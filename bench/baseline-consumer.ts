@@ -20,7 +20,7 @@ import { connect } from '../src/cassandra/session.js';
 import type { ConnectionConfig } from '../src/config.js';
 import type { DecodedRecord } from '../src/engine/job.js';
 import { baseProperties, kafkaJS, quietLogger, type KafkaJSNamespace } from '../src/kafka/client.js';
-import { FETCH_QUEUE_BACKOFF_MS, sourceRecord } from '../src/kafka/consumer.js';
+import { FETCH_QUEUE_BACKOFF_MS, JS_CACHE_MS, sourceRecord } from '../src/kafka/consumer.js';
 import { Producer } from '../src/kafka/producer.js';
 
 export interface BaselineArgs {
@@ -58,6 +58,7 @@ const consumer = new Kafka({}).consumer({
   'queued.max.messages.kbytes': args.maxBufferKb,
   'fetch.max.bytes': Math.min(52428800, Math.max(1048576, args.maxBufferKb * 1024)),
   'js.consumer.max.batch.size': args.maxBatch,
+  'js.consumer.max.cache.size.per.worker.ms': JS_CACHE_MS,
 } as unknown as KafkaJSNamespace.ConsumerConstructorConfig);
 
 let stored = 0;

@@ -60,6 +60,9 @@ const POSITION_OUT_OF_RANGE = /No offset to automatically reset to|Offset out of
 /** See the consumer's properties: how long a partition whose prefetch queue is full waits to fetch again. */
 export const FETCH_QUEUE_BACKOFF_MS = 20;
 
+/** See the consumer's properties: how much consumption the client's JavaScript cache holds ahead. */
+export const JS_CACHE_MS = 100;
+
 const ERR_ASSIGN_PARTITIONS = -175;
 const OFFSET_BEGINNING = -2;
 
@@ -103,6 +106,12 @@ export class GroupConsumer {
       'queued.max.messages.kbytes': options.maxBufferKb,
       'fetch.max.bytes': Math.min(52428800, Math.max(1048576, options.maxBufferKb * 1024)),
       'js.consumer.max.batch.size': options.maxBatchSize,
+      // The client's JavaScript message cache holds this many ms of consumption per partition worker,
+      // times the concurrency, at the rate it measures (lib/kafkajs/_consumer.js
+      // #updateMaxMessageCacheSize). Its default, 1,500 ms, made one fast worker fetch ~240,000
+      // records into the JavaScript heap at once and run out of it under the 160 MiB cap; 100 ms
+      // keeps a few batches per partition ahead (see bench/README.md, "Memory").
+      'js.consumer.max.cache.size.per.worker.ms': JS_CACHE_MS,
       rebalance_cb: (err: { code: number }, assignment: KafkaJSNamespace.TopicPartition[], fns: AssignmentFns) =>
         this.onRebalance(err, assignment, fns),
     } as unknown as KafkaJSNamespace.ConsumerConstructorConfig);
