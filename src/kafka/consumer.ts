@@ -61,7 +61,7 @@ const POSITION_OUT_OF_RANGE = /No offset to automatically reset to|Offset out of
 export const FETCH_QUEUE_BACKOFF_MS = 20;
 
 /** See the consumer's properties: how much consumption the client's JavaScript cache holds ahead. */
-export const JS_CACHE_MS = 100;
+export const JS_CACHE_MS = 1;
 
 const ERR_ASSIGN_PARTITIONS = -175;
 const OFFSET_BEGINNING = -2;
@@ -106,11 +106,12 @@ export class GroupConsumer {
       'queued.max.messages.kbytes': options.maxBufferKb,
       'fetch.max.bytes': Math.min(52428800, Math.max(1048576, options.maxBufferKb * 1024)),
       'js.consumer.max.batch.size': options.maxBatchSize,
-      // The client's JavaScript message cache holds this many ms of consumption per partition worker,
-      // times the concurrency, at the rate it measures (lib/kafkajs/_consumer.js
-      // #updateMaxMessageCacheSize). Its default, 1,500 ms, made one fast worker fetch ~240,000
-      // records into the JavaScript heap at once and run out of it under the 160 MiB cap; 100 ms
-      // keeps a few batches per partition ahead (see bench/README.md, "Memory").
+      // The client's JavaScript message cache holds this many ms of consumption per partition worker at
+      // the rate it measures, times the concurrency, rounded up to a multiple of max batch ×
+      // concurrency (lib/kafkajs/_consumer.js #updateMaxMessageCacheSize). With its default, 1,500 ms,
+      // a fast worker fetched ~240,000 records into the heap in one call and ran out of it under the
+      // 160 MiB cap. At 1 ms the rounding is the bound: --max-batch × --concurrency records (unless
+      // a worker took over 1,000 × --max-batch records per ms), measured in bench/README.md, "Memory".
       'js.consumer.max.cache.size.per.worker.ms': JS_CACHE_MS,
       rebalance_cb: (err: { code: number }, assignment: KafkaJSNamespace.TopicPartition[], fns: AssignmentFns) =>
         this.onRebalance(err, assignment, fns),

@@ -1,0 +1,97 @@
+/**
+ * What the Kafka client alone costs per record: a topic read from its start and thrown away, through
+ * the KafkaJS-compatible layer the worker uses (`eachBatch`, src/kafka/consumer.ts's properties) and
+ * through the client's lower-level API (`KafkaConsumer.consume(n)` in a loop: librdkafka's messages
+ * converted to JavaScript objects, nothing more). CPU ms per 1,000 records of this process, and the
+ * rate; the floor under the worker's own figure (bench/README.md, "Where the worker's CPU goes").
+ *
+ *   node --import tsx bench/kafka-consume.ts --topic T [--brokers localhost:9092] [--records N]
+ */
+import { createRequire } from 'node:module';
+import { JS_CACHE_MS, FETCH_QUEUE_BACKOFF_MS } from '../src/kafka/consumer.js';
+import { kafkaJS, quietLogger } from '../src/kafka/client.js';
+
+const arg = (name: string, d: string) => {
+  const i = process.argv.indexOf(`--${name}`);
+  return i >= 0 ? process.argv[i + 1]! : d;
+};
+const topic = arg('topic', '');
+const brokers = arg('brokers', 'localhost:9092');
+const records = Number(arg('records', '300000'));
+const mode = arg('mode', 'both');
+if (topic === '') throw new Error('--topic is required');
+
+const common = {
+  'bootstrap.servers': brokers,
+  'fetch.queue.backoff.ms': FETCH_QUEUE_BACKOFF_MS,
+  'queued.max.messages.kbytes': 8192,
+  'fetch.max.bytes': 8 * 1024 * 1024,
+  'enable.auto.commit': false,
+  'auto.offset.reset': 'earliest',
+};
+
+/** CPU ms per 1,000 records and records/s, from the first record to the `records`-th. */
+function measure(label: string) {
+  let start: { t: number; cpu: NodeJS.CpuUsage } | undefined;
+  let n = 0;
+  return {
+    add(k: number): boolean {
+      if (start === undefined) start = { t: performance.now(), cpu: process.cpuUsage() };
+      n += k;
+      if (n < records) return false;
+      const cpu = process.cpuUsage(start.cpu);
+      const s = (performance.now() - start.t) / 1000;
+      process.stdout.write(`${label.padEnd(34)} ${n} records  ${(((cpu.user + cpu.system) / 1000 / n) * 1000).toFixed(1).padStart(6)} CPU ms/1k  ${Math.round(n / s)} records/s\n`);
+      return true;
+    },
+  };
+}
+
+async function viaKafkaJS(): Promise<void> {
+  const { Kafka } = kafkaJS();
+  const consumer = new Kafka({}).consumer({
+    kafkaJS: { logger: quietLogger(() => undefined) },
+    ...common,
+    'group.id': `kafka-consume-${process.pid}-kjs`,
+    'js.consumer.max.batch.size': 2000,
+    'js.consumer.max.cache.size.per.worker.ms': JS_CACHE_MS,
+  } as never);
+  await consumer.connect();
+  await consumer.subscribe({ topics: [topic] });
+  const m = measure('KafkaJS layer, eachBatch');
+  await new Promise<void>((resolve) => {
+    void consumer.run({
+      partitionsConsumedConcurrently: 8,
+      eachBatch: async ({ batch }) => {
+        if (m.add(batch.messages.length)) resolve();
+      },
+    });
+  });
+  await consumer.disconnect();
+}
+
+async function viaConsume(): Promise<void> {
+  const require = createRequire(import.meta.url);
+  const { KafkaConsumer } = require('@confluentinc/kafka-javascript') as { KafkaConsumer: new (c: object, t: object) => any };
+  const { 'auto.offset.reset': reset, ...global } = common;
+  const consumer = new KafkaConsumer({ ...global, 'group.id': `kafka-consume-${process.pid}-low` }, { 'auto.offset.reset': reset });
+  const m = measure('lower-level consume(2000)');
+  await new Promise<void>((resolve, reject) => {
+    consumer.on('ready', () => {
+      consumer.subscribe([topic]);
+      const next = () =>
+        consumer.consume(2000, (e: unknown, messages: unknown[]) => {
+          if (e) return reject(e);
+          if (messages.length > 0 && m.add(messages.length)) return resolve();
+          next();
+        });
+      next();
+    });
+    consumer.connect();
+  });
+  await new Promise<void>((resolve) => consumer.disconnect(() => resolve()));
+}
+
+if (mode === 'both' || mode === 'kafkajs') await viaKafkaJS();
+if (mode === 'both' || mode === 'consume') await viaConsume();
+process.exit(0);
