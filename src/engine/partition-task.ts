@@ -3,13 +3,14 @@
  * partition's durable checkpoint. Created on assignment from the checkpoint read back from Cassandra;
  * dropped on revocation.
  */
-import { ExactlyOnceError } from '../errors.js';
+import { ExactlyOnceError, isExactlyOnceError } from '../errors.js';
 import type { Logger } from '../log.js';
 import type { CheckpointStore } from './checkpoint-store.js';
 import type { DecodedRecord, Job, SourceRecord } from './job.js';
 import type { LagWatcher } from './lag-watcher.js';
 import type { EngineMetrics } from './metrics.js';
 import type { Quarantine, QuarantineEntry } from './quarantine.js';
+import { AbortedError } from './retry.js';
 
 export interface TaskContext {
   job: Job<unknown>;
@@ -25,6 +26,8 @@ export interface TaskContext {
   withRetry: <T>(fn: () => Promise<T>) => Promise<T>;
   /** The partition's current log start offset, to tell a deleted range from an ordinary offset gap. */
   logStart: (partition: number) => Promise<bigint>;
+  /** The checkpoint writes in flight of every task (the Runner awaits them before closing the session). */
+  checkpointsInFlight?: Set<Promise<void>>;
   /** Told when a task stops (to record why, for `exactlyonce checkpoints list`); must not throw. */
   onStop?: (partition: number, epoch: number | null, error: ExactlyOnceError) => void;
 }
@@ -38,6 +41,8 @@ export class PartitionTask {
   private error: ExactlyOnceError | undefined;
   /** The next offset we expect: the checkpoint, then the end of each stored batch. */
   private next: bigint | null;
+  /** The checkpoint write of the last stored batch, while in flight (see process); never rejects. */
+  private checkpointing: Promise<void> = Promise.resolve();
 
   constructor(
     readonly partition: number,
@@ -72,8 +77,9 @@ export class PartitionTask {
   }
 
   /**
-   * Stores one batch and then its checkpoint. Returns once the checkpoint is durable, or at once when
-   * the task is not running (nothing is checkpointed then, so nothing can be lost).
+   * Stores one batch and sends its checkpoint. Returns once the batch's rows are durable and the
+   * previous batch's checkpoint is (this one's is in flight: `flush`), or at once when the task is not
+   * running (nothing is checkpointed then, so nothing can be lost).
    */
   async process(records: readonly SourceRecord[]): Promise<void> {
     if (this.state !== 'running' || records.length === 0) return;
@@ -121,15 +127,40 @@ export class PartitionTask {
       );
     }
 
-    // Every record of the batch is stored: only now may the checkpoint pass them.
+    // Every record of the batch is stored: only now may the checkpoint pass them. It is written while
+    // the partition's next batch is (one Cassandra round trip off each batch's path), one at a time:
+    // the next batch waits for it before sending its own, and a failure no retry fixes stops the
+    // partition like a failed row write. Checkpoint writes are monotonic by construction
+    // (src/engine/checkpoint-store.ts), so one still in flight when the partition moves on can only
+    // land at or below where the next owner is. On shutdown one still retrying is abandoned: its rows
+    // are read again.
+    await this.checkpointing;
+    if ((this.state as TaskState) === 'stopped') return;
     const nextOffset = fresh[fresh.length - 1]!.offset + 1n;
-    await this.ctx.withRetry(() => this.ctx.checkpoints.write(this.partition, nextOffset, this.epoch ?? 0));
     if (this.next === null || nextOffset > this.next) this.next = nextOffset;
     this.ctx.metrics.stored.inc({ partition: p }, decoded.length);
-    this.ctx.metrics.batches.inc({ partition: p });
-    this.ctx.lag.checkpointed(this.partition, nextOffset);
-    this.ctx.metrics.batchRecords.observe(fresh.length);
-    this.ctx.metrics.batchSeconds.observe((performance.now() - started) / 1000);
+    this.checkpointing = this.ctx.withRetry(() => this.ctx.checkpoints.write(this.partition, nextOffset, this.epoch ?? 0)).then(
+      () => {
+        this.ctx.metrics.batches.inc({ partition: p });
+        this.ctx.lag.checkpointed(this.partition, nextOffset);
+        this.ctx.metrics.batchRecords.observe(fresh.length);
+        this.ctx.metrics.batchSeconds.observe((performance.now() - started) / 1000);
+      },
+      (e: unknown) => {
+        if (!(e instanceof AbortedError)) this.stop(permanentError(this.partition, e));
+      },
+    );
+    const inFlight = this.ctx.checkpointsInFlight;
+    if (inFlight !== undefined) {
+      const c = this.checkpointing;
+      inFlight.add(c);
+      void c.then(() => inFlight.delete(c));
+    }
+  }
+
+  /** Resolves once the last stored batch's checkpoint is written (or abandoned on shutdown, or has stopped the partition). */
+  flush(): Promise<void> {
+    return this.checkpointing;
   }
 }
 
@@ -143,4 +174,18 @@ export function outOfRange(partition: number, checkpoint: bigint, where: 'below'
         'were deleted (retention) before they were processed. The partition is stopped; raise the topic\'s retention, and ' +
         `to accept the loss, run \`exactlyonce checkpoints reset --partition ${partition} --to earliest\` (workers pick it up while running).`;
   return new ExactlyOnceError('EO_CHECKPOINT_OUT_OF_RANGE', message);
+}
+
+/** An error no retry can fix, as the coded error that stops a partition (with the server's own words). */
+export function permanentError(partition: number, e: unknown): ExactlyOnceError {
+  if (isExactlyOnceError(e) && !e.retriable) return e;
+  let what = e instanceof Error ? `${e.name}: ${e.message.split('\n')[0]}` : String(e);
+  // The driver re-prepares a statement the server forgot; when that fails too, the server's answer
+  // is the bare "Prepared query … not found" (0x2500): say what it means.
+  if (/Prepared query with ID \w+ not found/.test(what)) what = 'a statement no longer prepares: a table or column it uses was altered or dropped';
+  return new ExactlyOnceError(
+    'EO_PERMANENT_ERROR',
+    `partition ${partition}: a write failed for good (${what}); retrying cannot fix it. The partition is stopped at its checkpoint and nothing is skipped; fix the cause (schema, permissions, sizes), then restart the worker`,
+    { cause: e },
+  );
 }

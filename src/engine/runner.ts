@@ -70,6 +70,8 @@ export class Runner {
   /** Which task owns which partition (set once started). */
   private taskManager: TaskManager | undefined;
   private readonly abort = new AbortController();
+  /** Checkpoint writes still in flight (src/engine/partition-task.ts): finished before the session closes. */
+  private readonly checkpointsInFlight = new Set<Promise<void>>();
   private session: Client | undefined;
   private admin: KafkaAdmin | undefined;
   private consumer: GroupConsumer | undefined;
@@ -179,6 +181,7 @@ export class Runner {
       lag: this.lag,
       log: this.log,
       withRetry: (fn) => this.retrying('Cassandra', fn),
+      checkpointsInFlight: this.checkpointsInFlight,
       logStart: async (p) => (await admin.watermarks(config.topic)).find((w) => w.partition === p)?.low ?? 0n,
       // Why a partition stopped, for `exactlyonce checkpoints list` (informational: a failure is ignored).
       onStop: (p, epoch, error) =>
@@ -321,6 +324,8 @@ export class Runner {
       this.positions?.close();
       this.resets?.close();
       await this.consumer?.stop();
+      // The last batches' checkpoints (their rows are stored): written, or abandoned if still retrying.
+      await Promise.all(this.checkpointsInFlight);
       await this.jobHook('close', () => this.job.close?.());
       await this.publisher?.close();
       await this.admin?.close();

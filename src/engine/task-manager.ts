@@ -4,13 +4,13 @@
  * them; it hands each batch the poll loop receives to its partition's task. It knows no consumer: what
  * to fetch from where is returned to the poll loop (the Runner).
  */
-import { ExactlyOnceError, isExactlyOnceError } from '../errors.js';
+import type { ExactlyOnceError } from '../errors.js';
 import type { StartOffset } from '../kafka/consumer.js';
 import type { Logger } from '../log.js';
 import type { AssignmentPlanner, PartitionPlan } from './assignment-planner.js';
 import type { SourceRecord } from './job.js';
 import type { EngineMetrics } from './metrics.js';
-import { PartitionTask, type TaskContext } from './partition-task.js';
+import { PartitionTask, permanentError, type TaskContext } from './partition-task.js';
 import type { IdentityGate } from './position-watcher.js';
 import { AbortedError } from './retry.js';
 
@@ -145,18 +145,4 @@ export class TaskManager {
     void this.ownership.recordOwner([...starts.keys()], this.metrics.workerId).catch(() => undefined);
     void this.ownership.clearStop([...starts].filter(([, s]) => s !== 'stopped').map(([p]) => p)).catch(() => undefined);
   }
-}
-
-/** An error no retry can fix, as the coded error that stops a partition (with the server's own words). */
-export function permanentError(partition: number, e: unknown): ExactlyOnceError {
-  if (isExactlyOnceError(e) && !e.retriable) return e;
-  let what = e instanceof Error ? `${e.name}: ${e.message.split('\n')[0]}` : String(e);
-  // The driver re-prepares a statement the server forgot; when that fails too, the server's answer
-  // is the bare "Prepared query … not found" (0x2500): say what it means.
-  if (/Prepared query with ID \w+ not found/.test(what)) what = 'a statement no longer prepares: a table or column it uses was altered or dropped';
-  return new ExactlyOnceError(
-    'EO_PERMANENT_ERROR',
-    `partition ${partition}: a write failed for good (${what}); retrying cannot fix it. The partition is stopped at its checkpoint and nothing is skipped; fix the cause (schema, permissions, sizes), then restart the worker`,
-    { cause: e },
-  );
 }

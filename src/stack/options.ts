@@ -54,7 +54,9 @@ export function defaultStackOptions(overrides: Partial<StackOptions> = {}): Stac
     kafkaPort: 9092,
     cassandraPort: 9042,
     kafkaHeapMb: 1024,
-    cassandraHeapMb: 1024,
+    // 1 GiB ran out (OutOfMemoryError, the node exits) under the benchmark since every write waits for
+    // its commit log sync (cassandra-server.ts): memtables were still flushing while writes came in.
+    cassandraHeapMb: 2048,
     startTimeoutMs: 180_000,
     cassandraNodes: 1,
     kafkaBrokers: 1,

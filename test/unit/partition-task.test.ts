@@ -109,6 +109,55 @@ test('the checkpoint is written only once the rows and the quarantine rows are s
   h.ctx.checkpoints = { write: later('checkpoint', 1) } as unknown as CheckpointStore;
   const task = new PartitionTask(0, null, h.ctx);
   await task.process([rec(0n), rec(1n, 'bad')]);
+  await task.flush();
   assert.deepEqual(order, ['rows called', 'quarantine called', 'quarantine done', 'rows done', 'checkpoint called', 'checkpoint done']);
-  assert.equal(task.status.next, 2n, 'the task moves on once the checkpoint is durable');
+  assert.equal(task.status.next, 2n, 'the task moves on once the rows are durable');
+});
+
+test("a batch's checkpoint is written while the next batch's rows are, and sent only once the one before landed", async () => {
+  const order: string[] = [];
+  const later = (name: string, ms: number) => async (...args: unknown[]) => {
+    const what = name === 'rows' ? `rows ${(args[1] as Array<{ record: { offset: bigint } }>)[0]!.record.offset}` : `checkpoint ${args[1] as bigint}`;
+    order.push(`${what} called`);
+    await new Promise((r) => setTimeout(r, ms));
+    order.push(`${what} done`);
+  };
+  const h = harness();
+  h.ctx.job = { ...h.ctx.job, write: later('rows', 10) } as Job<unknown>;
+  h.ctx.checkpoints = { write: later('checkpoint', 30) } as unknown as CheckpointStore;
+  const task = new PartitionTask(0, null, h.ctx);
+  await task.process([rec(0n), rec(1n)]);
+  assert.deepEqual(order, ['rows 0 called', 'rows 0 done', 'checkpoint 2 called'], 'returns once the rows are stored, the checkpoint in flight');
+  assert.equal(task.status.next, 2n);
+  await task.process([rec(2n)]);
+  await task.flush();
+  assert.deepEqual(order, [
+    'rows 0 called',
+    'rows 0 done',
+    'checkpoint 2 called',
+    'rows 2 called', // the next batch's rows while the checkpoint is in flight
+    'rows 2 done',
+    'checkpoint 2 done', // waited for before the next checkpoint is sent
+    'checkpoint 3 called',
+    'checkpoint 3 done',
+  ]);
+});
+
+test('a checkpoint write that fails for good stops the partition, even with no batch after it', async () => {
+  const h = harness();
+  const stops: string[] = [];
+  h.ctx.checkpoints = {
+    write: async () => {
+      throw Object.assign(new Error('Undefined column name next_offset'), { code: 0x2200 });
+    },
+  } as unknown as CheckpointStore;
+  const task = new PartitionTask(0, null, { ...h.ctx, onStop: (_p, _epoch, e) => void stops.push(e.code) });
+  await task.process([rec(0n)]);
+  await task.flush();
+  assert.equal(task.status.state, 'stopped');
+  assert.equal(task.status.error!.code, 'EO_PERMANENT_ERROR');
+  assert.deepEqual(stops, ['EO_PERMANENT_ERROR']);
+  assert.deepEqual(h.written, [0n], 'its rows were stored; the next owner writes them again (idempotent)');
+  await task.process([rec(1n)]);
+  assert.deepEqual(h.written, [0n], 'a stopped partition stores nothing more');
 });
