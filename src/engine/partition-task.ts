@@ -131,9 +131,10 @@ export class PartitionTask {
     // the partition's next batch is (one Cassandra round trip off each batch's path), one at a time:
     // the next batch waits for it before sending its own, and a failure no retry fixes stops the
     // partition like a failed row write. Checkpoint writes are monotonic by construction
-    // (src/engine/checkpoint-store.ts), so one still in flight when the partition moves on can only
-    // land at or below where the next owner is. On shutdown one still retrying is abandoned: its rows
-    // are read again.
+    // (src/engine/checkpoint-store.ts): one that lands late (the partition revoked, reset or
+    // reassigned meanwhile) never moves a checkpoint back, and never past rows not stored. On
+    // shutdown the Runner waits for those in flight; one still retrying is abandoned, and its rows
+    // are read again (the job's writes are idempotent).
     await this.checkpointing;
     if ((this.state as TaskState) === 'stopped') return;
     const nextOffset = fresh[fresh.length - 1]!.offset + 1n;
