@@ -53,8 +53,22 @@ async function pomHash(): Promise<string> {
  * missing or was filled from a different pom; copies into a temporary folder and renames it into
  * place, so an interrupted fetch never leaves a half-filled lib that looks complete.
  */
-export async function ensureJars(o: StackOptions, name: ServerName): Promise<string> {
+export function ensureJars(o: StackOptions, name: ServerName): Promise<string> {
+  // The brokers of a cluster start at the same time, each asking for the same jars: one fetch serves
+  // them all (three at once wrote into one staging folder and failed: "Failed to copy full contents").
   const { lib } = serverPaths(o.dir, name);
+  let fetching = fetches.get(lib);
+  if (fetching === undefined) {
+    fetching = fetchJars(o, name, lib).finally(() => fetches.delete(lib));
+    fetches.set(lib, fetching);
+  }
+  return fetching;
+}
+
+/** The fetches in progress in this process, by lib folder. */
+const fetches = new Map<string, Promise<string>>();
+
+async function fetchJars(o: StackOptions, name: ServerName, lib: string): Promise<string> {
   const hash = await pomHash();
   const recorded = await readFile(path.join(lib, MARKER), 'utf8').catch(() => null);
   if (recorded?.trim() === hash) return lib;
