@@ -137,7 +137,7 @@ export async function readJob(session: Client, keyspace: string): Promise<BoundJ
 }
 
 /** Rows per Cassandra batch. All rows of a batch share the partition key, so the batch is one mutation. */
-export const ROWS_PER_BATCH = 100;
+const ROWS_PER_BATCH = 100;
 
 /** The encoded values that repeat from row to row: sources and clients. */
 const texts = new ValueCache<string>(utf8);
