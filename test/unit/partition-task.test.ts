@@ -94,15 +94,24 @@ test('the checkpoint is written only after the records are stored', async () => 
   assert.deepEqual(order, ['rows', 'checkpoint']);
 });
 
+/**
+ * Fakes that complete `ms` later and record into `order` when each is called and done (named by
+ * `name`, or by what `name` makes of the call's arguments): a write made concurrently with another
+ * (called before it finished) shows up, which a fake recording only calls cannot show.
+ */
+function recorder(order: string[]) {
+  return (name: string | ((args: unknown[]) => string), ms: number) =>
+    async (...args: unknown[]) => {
+      const what = typeof name === 'string' ? name : name(args);
+      order.push(`${what} called`);
+      await new Promise((r) => setTimeout(r, ms));
+      order.push(`${what} done`);
+    };
+}
+
 test('the checkpoint is written only once the rows and the quarantine rows are stored, not while they are in flight', async () => {
-  // Fakes that complete later and record completion: a checkpoint written concurrently with the rows
-  // (called before they finish) shows up here, which a fake recording only calls cannot show.
   const order: string[] = [];
-  const later = (name: string, ms: number) => async () => {
-    order.push(`${name} called`);
-    await new Promise((r) => setTimeout(r, ms));
-    order.push(`${name} done`);
-  };
+  const later = recorder(order);
   const h = harness();
   h.ctx.job = { ...h.ctx.job, write: later('rows', 30) } as Job<unknown>;
   h.ctx.quarantine = { write: later('quarantine', 10) } as unknown as Quarantine;
@@ -116,15 +125,10 @@ test('the checkpoint is written only once the rows and the quarantine rows are s
 
 test("a batch's checkpoint is written while the next batch's rows are, and sent only once the one before landed", async () => {
   const order: string[] = [];
-  const later = (name: string, ms: number) => async (...args: unknown[]) => {
-    const what = name === 'rows' ? `rows ${(args[1] as Array<{ record: { offset: bigint } }>)[0]!.record.offset}` : `checkpoint ${args[1] as bigint}`;
-    order.push(`${what} called`);
-    await new Promise((r) => setTimeout(r, ms));
-    order.push(`${what} done`);
-  };
+  const later = recorder(order);
   const h = harness();
-  h.ctx.job = { ...h.ctx.job, write: later('rows', 10) } as Job<unknown>;
-  h.ctx.checkpoints = { write: later('checkpoint', 30) } as unknown as CheckpointStore;
+  h.ctx.job = { ...h.ctx.job, write: later((a) => `rows ${(a[1] as Array<{ record: { offset: bigint } }>)[0]!.record.offset}`, 10) } as Job<unknown>;
+  h.ctx.checkpoints = { write: later((a) => `checkpoint ${a[1] as bigint}`, 30) } as unknown as CheckpointStore;
   const task = new PartitionTask(0, null, h.ctx);
   await task.process([rec(0n), rec(1n)]);
   assert.deepEqual(order, ['rows 0 called', 'rows 0 done', 'checkpoint 2 called'], 'returns once the rows are stored, the checkpoint in flight');
