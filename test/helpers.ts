@@ -14,6 +14,16 @@ import { KafkaAdmin } from '../src/kafka/admin.js';
 export const repoRoot = fileURLToPath(new URL('..', import.meta.url));
 export { cliPath };
 
+/**
+ * The local stack the tests run against: 127.0.0.1:9092 and 127.0.0.1:9042 (`make test`'s), or another
+ * one named by the environment (EXACTLYONCE_KAFKA_PORT / EXACTLYONCE_CASSANDRA_PORT, as `stack up`
+ * reads them, with EXACTLYONCE_STACK_DIR), so that two checkouts can each test against a stack of their own.
+ */
+export const KAFKA_PORT = Number(process.env['EXACTLYONCE_KAFKA_PORT'] || 9092);
+export const CASSANDRA_PORT = Number(process.env['EXACTLYONCE_CASSANDRA_PORT'] || 9042);
+export const BROKERS = `127.0.0.1:${KAFKA_PORT}`;
+export const CASSANDRA = CASSANDRA_PORT === 9042 ? '127.0.0.1' : `127.0.0.1:${CASSANDRA_PORT}`;
+
 export function suffix(): string {
   return randomBytes(4).toString('hex');
 }
@@ -22,7 +32,7 @@ export function suffix(): string {
 export function testConfig(overrides: Record<string, unknown> = {}): ConnectionConfig {
   const s = suffix();
   return loadConnectionConfig(
-    { brokers: '127.0.0.1:9092', cassandra: '127.0.0.1', keyspace: `eo_test_${s}`, topic: `eo-test-${s}`, alertsTopic: `eo-test-alerts-${s}`, group: `eo-test-${s}`, ...overrides },
+    { brokers: BROKERS, cassandra: CASSANDRA, keyspace: `eo_test_${s}`, topic: `eo-test-${s}`, alertsTopic: `eo-test-alerts-${s}`, group: `eo-test-${s}`, ...overrides },
     {},
   );
 }
@@ -131,5 +141,5 @@ export function startCli(t: TestContext, args: string[], env: Record<string, str
 export async function localStack() {
   const { defaultStackOptions } = await import('../src/stack/index.js');
   const dir = process.env['EXACTLYONCE_STACK_DIR'];
-  return defaultStackOptions(dir === undefined ? {} : { dir });
+  return defaultStackOptions({ ...(dir === undefined ? {} : { dir }), kafkaPort: KAFKA_PORT, cassandraPort: CASSANDRA_PORT });
 }

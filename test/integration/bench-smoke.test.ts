@@ -10,7 +10,7 @@ import path from 'node:path';
 import { test } from 'node:test';
 import type { BenchResults } from '../../bench/results.js';
 import { KafkaAdmin } from '../../src/kafka/admin.js';
-import { cassandraSession, runCli, testConfig } from '../helpers.js';
+import { BROKERS, CASSANDRA, cassandraSession, runCli, testConfig } from '../helpers.js';
 
 test('bench runs every case on a few thousand events and writes its results', async (t) => {
   const out = mkdtempSync(path.join(os.tmpdir(), 'eo-bench-smoke-'));
@@ -21,7 +21,7 @@ test('bench runs every case on a few thousand events and writes its results', as
   const r = await runCli(
     [
       'bench',
-      ...['--brokers', '127.0.0.1:9092', '--cassandra', '127.0.0.1'],
+      ...['--brokers', BROKERS, '--cassandra', CASSANDRA],
       ...['--events', '3000', '--partitions', '3', '--workers', '2', '--repeat', '1'],
       ...['--ceiling-concurrency', '8,32', '--ceiling-sweep-events', '1000', '--alerts-events', '2000'],
       ...['--latency-seconds', '3', '--latency-warmup-seconds', '1', '--behind-events', '5000'],

@@ -5,13 +5,13 @@
 // 2703006044 once planned a removal where kills had left one worker (see the schedule's unit test).
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { runCli } from '../helpers.js';
+import { BROKERS, CASSANDRA, runCli } from '../helpers.js';
 
 const SEEDS = [2703006044];
 
 for (const seed of SEEDS) test(`chaos seed ${seed}: no violation of exactly-once under kills, a zombie, server restarts and rebalances`, async (t) => {
   const r = await runCli(
-    ['chaos', '--brokers', '127.0.0.1:9092', '--cassandra', '127.0.0.1', '--events', '50000', '--duration', '60', '--kills', '10', '--zombies', '1', '--cassandra-restarts', '1', '--kafka-restarts', '1', '--seed', String(seed), '--json'],
+    ['chaos', '--brokers', BROKERS, '--cassandra', CASSANDRA, '--events', '50000', '--duration', '60', '--kills', '10', '--zombies', '1', '--cassandra-restarts', '1', '--kafka-restarts', '1', '--seed', String(seed), '--json'],
     {},
     15 * 60_000,
   );

@@ -5,7 +5,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { KafkaAdmin } from '../../src/kafka/admin.js';
-import { cliPath, freshKeyspace, repoRoot, runCli, testConfig } from '../helpers.js';
+import { BROKERS, cliPath, freshKeyspace, repoRoot, runCli, testConfig } from '../helpers.js';
 import { connectionArgs } from '../pipeline.js';
 
 test('a bad flag value gets one line naming the flag, and exit code 2', async () => {
@@ -85,7 +85,7 @@ test('a worker whose topic or alerts topic does not exist exits with one line sa
   await freshKeyspace(t, config);
   const noTopic = await runCli(['run', ...connectionArgs(config)]);
   assert.equal(noTopic.code, 5);
-  assert.equal(noTopic.stderr.split('\n').filter((l) => l.startsWith('error')).join('\n'), `error EO_TOPIC_MISMATCH: topic ${config.topic} does not exist at 127.0.0.1:9092; run \`exactlyonce topic create\``);
+  assert.equal(noTopic.stderr.split('\n').filter((l) => l.startsWith('error')).join('\n'), `error EO_TOPIC_MISMATCH: topic ${config.topic} does not exist at ${BROKERS}; run \`exactlyonce topic create\``);
   const admin = new KafkaAdmin(config);
   t.after(async () => {
     await admin.deleteTopic(config.topic).catch(() => undefined);
@@ -96,6 +96,6 @@ test('a worker whose topic or alerts topic does not exist exits with one line sa
   assert.equal(noAlertsTopic.code, 5);
   assert.equal(
     noAlertsTopic.stderr.split('\n').filter((l) => l.startsWith('error')).join('\n'),
-    `error EO_TOPIC_MISMATCH: output topic ${config.alertsTopic} does not exist at 127.0.0.1:9092; run \`exactlyonce topic create\``,
+    `error EO_TOPIC_MISMATCH: output topic ${config.alertsTopic} does not exist at ${BROKERS}; run \`exactlyonce topic create\``,
   );
 });

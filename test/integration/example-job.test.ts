@@ -4,7 +4,7 @@ import { isDrained } from '../../src/harness/drain.js';
 import { KafkaAdmin } from '../../src/kafka/admin.js';
 import { Producer } from '../../src/kafka/producer.js';
 import { connectionArgs } from '../../src/harness/cli-process.js';
-import { cassandraSession, freshKeyspace, freshTopic, runCli, startCli, testConfig, waitFor } from '../helpers.js';
+import { CASSANDRA, cassandraSession, freshKeyspace, freshTopic, runCli, startCli, testConfig, waitFor } from '../helpers.js';
 import { assertExactlyOnce, checkpoints, generate, startWorker, waitDrained } from '../pipeline.js';
 
 const JOB = 'examples/page-views/job.ts';
@@ -115,7 +115,7 @@ test('upgrading a keyspace to job-keyed tables (migration 010) keeps the events 
   before.kill('SIGTERM');
   await waitFor(() => before.exitCode !== null, { timeoutMs: 60_000, message: 'the worker stops' });
 
-  const apply = await runCli(['schema', 'apply', '--cassandra', '127.0.0.1', '--keyspace', config.keyspace]);
+  const apply = await runCli(['schema', 'apply', '--cassandra', CASSANDRA, '--keyspace', config.keyspace]);
   assert.equal(apply.code, 0, apply.stderr);
   assert.deepEqual(apply.stdout.split('\n').filter((l) => l.includes('applied')), ['  applied 010_job_tables']);
   assert.deepEqual(await checkpoints(session, config), positions, 'the checkpoints are where they were');

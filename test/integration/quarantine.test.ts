@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { BAD_KINDS } from '../../src/app/generator.js';
 import { assertAlertsExact } from '../alerts-check.js';
-import { freshKeyspace, freshTopic, runCli, testConfig } from '../helpers.js';
+import { CASSANDRA, freshKeyspace, freshTopic, runCli, testConfig } from '../helpers.js';
 import { assertExactlyOnce, generate, startWorker, waitDrained } from '../pipeline.js';
 
 test('every malformed kind is quarantined with its reason, every valid record stored, the worker keeps going', async (t) => {
@@ -30,7 +30,7 @@ test('every malformed kind is quarantined with its reason, every valid record st
     assert.ok((r['raw_length'] as number) > 70 * 1024);
     assert.match(r['raw_sha256'] as string, /^[0-9a-f]{64}$/);
   }
-  const list = await runCli(['quarantine', 'list', '--cassandra', '127.0.0.1', '--keyspace', config.keyspace, '--json', '--limit', '100000']);
+  const list = await runCli(['quarantine', 'list', '--cassandra', CASSANDRA, '--keyspace', config.keyspace, '--json', '--limit', '100000']);
   assert.equal(list.code, 0, list.stderr);
   const listed = list.stdout.trim().split('\n').map((l) => JSON.parse(l) as { reason: string });
   assert.equal(listed.length, ledger.quarantined);

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { runCli, testConfig, cassandraSession } from '../helpers.js';
+import { CASSANDRA, cassandraSession, runCli, testConfig } from '../helpers.js';
 
 /** Columns of a table from system_schema: name → [kind, position, type, clustering order]. */
 async function columns(session: Awaited<ReturnType<typeof cassandraSession>>, keyspace: string, table: string) {
@@ -18,7 +18,7 @@ async function columns(session: Awaited<ReturnType<typeof cassandraSession>>, ke
 test('schema apply creates the original tables verbatim, and a second apply is a no-op', async (t) => {
   const config = testConfig();
   const session = await cassandraSession(t, config);
-  const args = ['schema', 'apply', '--cassandra', '127.0.0.1', '--keyspace', config.keyspace];
+  const args = ['schema', 'apply', '--cassandra', CASSANDRA, '--keyspace', config.keyspace];
 
   const first = await runCli(args);
   assert.equal(first.code, 0, first.stderr);
@@ -80,9 +80,9 @@ test('schema apply creates the original tables verbatim, and a second apply is a
 test('cql runs one statement and prints rows as a table', async (t) => {
   const config = testConfig();
   const session = await cassandraSession(t, config);
-  assert.equal((await runCli(['schema', 'apply', '--cassandra', '127.0.0.1', '--keyspace', config.keyspace])).code, 0);
+  assert.equal((await runCli(['schema', 'apply', '--cassandra', CASSANDRA, '--keyspace', config.keyspace])).code, 0);
   await session.execute(`INSERT INTO ${config.keyspace}.events (partition, offset, id, ts, source, client, health) VALUES (1, 7, -9223372036854775808, 0, 'My Router', 'c', 2)`);
-  const r = await runCli(['cql', '--cassandra', '127.0.0.1', '--keyspace', config.keyspace, 'SELECT partition, offset, id, health FROM events']);
+  const r = await runCli(['cql', '--cassandra', CASSANDRA, '--keyspace', config.keyspace, 'SELECT partition, offset, id, health FROM events']);
   assert.equal(r.code, 0, r.stderr);
   assert.equal(
     r.stdout,
@@ -91,7 +91,7 @@ test('cql runs one statement and prints rows as a table', async (t) => {
       ' 1         | 7      | -9223372036854775808 | 2     \n' +
       '(1 row)\n',
   );
-  const bad = await runCli(['cql', '--cassandra', '127.0.0.1', '--keyspace', config.keyspace, 'SELECT nope FROM events']);
+  const bad = await runCli(['cql', '--cassandra', CASSANDRA, '--keyspace', config.keyspace, 'SELECT nope FROM events']);
   assert.equal(bad.code, 4);
   assert.match(bad.stderr, /^error EO_CASSANDRA_QUERY: .*nope/);
 });

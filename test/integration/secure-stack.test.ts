@@ -1,6 +1,6 @@
 /**
  * The pipeline against `stack up --secure`: a secured stack of its own (own dir, Kafka 127.0.0.1:19092,
- * Cassandra 127.0.0.1:19042), started once for this file and stopped at its end. The admin sets up the
+ * Cassandra 127.0.0.1:19042: the shared stack's ports + 10000), started once for this file and stopped at its end. The admin sets up the
  * schema and topics; the worker role (least privilege) runs and verifies; a short chaos run; each
  * misconfiguration gives one coded line; no secret appears in anything we print.
  */
@@ -15,12 +15,15 @@ import { connect, type Client } from '../../src/cassandra/session.js';
 import { loadConnectionConfig, type ConnectionConfig } from '../../src/config.js';
 import { defaultStackOptions, secureFiles, stackDown, stackUp, type StackOptions } from '../../src/stack/index.js';
 import { freePort, waitDrained, assertExactlyOnce } from '../pipeline.js';
-import { runCli, startCli, suffix, waitFor } from '../helpers.js';
+import { CASSANDRA_PORT, KAFKA_PORT, runCli, startCli, suffix, waitFor } from '../helpers.js';
+
+const SECURE_KAFKA_PORT = KAFKA_PORT + 10_000;
+const SECURE_CASSANDRA_PORT = CASSANDRA_PORT + 10_000;
 
 const o: StackOptions = defaultStackOptions({
   dir: await mkdtemp(path.join(os.tmpdir(), 'eo-secure-stack-')),
-  kafkaPort: 19092,
-  cassandraPort: 19042,
+  kafkaPort: SECURE_KAFKA_PORT,
+  cassandraPort: SECURE_CASSANDRA_PORT,
   kafkaHeapMb: 512,
   cassandraHeapMb: 768,
   startTimeoutMs: 900_000,
@@ -82,8 +85,8 @@ test('stack up --secure: keys and secrets are 0600, the client settings name the
   }
   assert.equal(statSync(files.dir).mode & 0o777, 0o700);
   assert.deepEqual(worker, {
-    EXACTLYONCE_BROKERS: '127.0.0.1:19092',
-    EXACTLYONCE_CASSANDRA: '127.0.0.1:19042',
+    EXACTLYONCE_BROKERS: `127.0.0.1:${SECURE_KAFKA_PORT}`,
+    EXACTLYONCE_CASSANDRA: `127.0.0.1:${SECURE_CASSANDRA_PORT}`,
     EXACTLYONCE_CASSANDRA_CA: files.ca,
     EXACTLYONCE_CASSANDRA_USERNAME: 'exactlyonce_worker',
     EXACTLYONCE_CASSANDRA_PASSWORD_FILE: files.cassandraWorkerPassword,
@@ -133,7 +136,7 @@ test('secured pipeline: the admin applies the schema and makes the topics, the w
 test('secured chaos: kills and a restart of the secured broker, then verify', async () => {
   const r = await cli(
     ['chaos', '--events', '3000', '--duration', '20', '--workers', '2', '--partitions', '3', '--kills', '2', '--zombies', '0', '--cassandra-restarts', '0', '--kafka-restarts', '1', '--add-remove', '0', '--injections', '1', '--seed', '16', '--stack-dir', o.dir, '--json'],
-    { ...admin, EXACTLYONCE_KAFKA_PORT: '19092', EXACTLYONCE_CASSANDRA_PORT: '19042' },
+    { ...admin, EXACTLYONCE_KAFKA_PORT: String(SECURE_KAFKA_PORT), EXACTLYONCE_CASSANDRA_PORT: String(SECURE_CASSANDRA_PORT) },
     15 * 60_000,
   );
   assert.equal(r.code, 0, `${r.stdout.slice(-4000)}\n${r.stderr.slice(-2000)}`);

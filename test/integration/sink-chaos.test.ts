@@ -9,7 +9,7 @@ import { test } from 'node:test';
 import { KafkaAdmin } from '../../src/kafka/admin.js';
 import { loadConnectionConfig } from '../../src/config.js';
 import { connect } from '../../src/cassandra/session.js';
-import { runCli } from '../helpers.js';
+import { BROKERS, CASSANDRA, runCli } from '../helpers.js';
 
 interface Figures {
   seed: number;
@@ -26,13 +26,13 @@ interface Figures {
 }
 
 async function chaos(t: import('node:test').TestContext, args: string[]): Promise<Figures> {
-  const r = await runCli(['chaos', '--brokers', '127.0.0.1:9092', '--cassandra', '127.0.0.1', '--json', '--keep', ...args], {}, 15 * 60_000);
+  const r = await runCli(['chaos', '--brokers', BROKERS, '--cassandra', CASSANDRA, '--json', '--keep', ...args], {}, 15 * 60_000);
   t.diagnostic(r.stdout.split('\n').filter((l) => /^job |^chaos seed|^ {2}(records|faults|checkpoints|violations):|^ {4}(problem|warning):|^checked|^\[chaos.*job /.test(l)).join('\n'));
   assert.equal(r.code, 0, `chaos failed:\n${r.stdout.slice(-6000)}\n${r.stderr.slice(-3000)}`);
   const figures = JSON.parse(r.stdout.trim().split('\n').filter((l) => l.startsWith('{"seed"')).pop()!) as Figures;
   // --keep: what the run made is removed here, once the test is done with it.
   t.after(async () => {
-    const config = loadConnectionConfig({ brokers: '127.0.0.1:9092', cassandra: '127.0.0.1', keyspace: figures.keyspace, topic: figures.topic }, {});
+    const config = loadConnectionConfig({ brokers: BROKERS, cassandra: CASSANDRA, keyspace: figures.keyspace, topic: figures.topic }, {});
     const session = await connect(config);
     await session.execute(`DROP KEYSPACE IF EXISTS ${figures.keyspace}`).catch(() => undefined);
     await session.shutdown();
@@ -61,7 +61,7 @@ test('an upsert sink (orders: updates, deletes, malformed records) under kills, 
 
   // The same proof from the command line, on the kept keyspace (the run's config copy names its topic).
   const sink = path.join(f.runDir, 'sink.json');
-  const args = ['--brokers', '127.0.0.1:9092', '--cassandra', '127.0.0.1', '--keyspace', f.keyspace, '--job', sink, '--no-record'];
+  const args = ['--brokers', BROKERS, '--cassandra', CASSANDRA, '--keyspace', f.keyspace, '--job', sink, '--no-record'];
   const ok = await runCli(['verify', ...args, '--json']);
   assert.equal(ok.code, 0, ok.stderr);
   const report = JSON.parse(ok.stdout) as { ok: boolean; job: string; totals: { records: number; quarantined: number; stored: number } };
@@ -71,7 +71,7 @@ test('an upsert sink (orders: updates, deletes, malformed records) under kills, 
   assert.ok(report.totals.quarantined > 0, 'malformed records were quarantined');
 
   // The audit is not blind: another writer's wall-clock write, and a lost row, are both found.
-  const config = loadConnectionConfig({ brokers: '127.0.0.1:9092', cassandra: '127.0.0.1', keyspace: f.keyspace }, {});
+  const config = loadConnectionConfig({ brokers: BROKERS, cassandra: CASSANDRA, keyspace: f.keyspace }, {});
   const session = await connect(config);
   let rewritten = '';
   let deleted = '';

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { KafkaAdmin } from '../../src/kafka/admin.js';
-import { runCli, testConfig } from '../helpers.js';
+import { BROKERS, runCli, testConfig } from '../helpers.js';
 
 test('topic create says which topics it creates, is idempotent, and warns about a different partition count or replication factor', async (t) => {
   const config = testConfig();
@@ -11,7 +11,7 @@ test('topic create says which topics it creates, is idempotent, and warns about 
     await admin.deleteTopic(config.alertsTopic).catch(() => undefined);
     await admin.close();
   });
-  const args = ['topic', 'create', '--brokers', '127.0.0.1:9092', '--topic', config.topic, '--alerts-topic', config.alertsTopic];
+  const args = ['topic', 'create', '--brokers', BROKERS, '--topic', config.topic, '--alerts-topic', config.alertsTopic];
 
   // A replication factor the single-broker stack cannot give: Kafka's reason, one line, nothing created.
   const refused = await runCli([...args, '--replication-factor', '2']);
