@@ -63,7 +63,8 @@ function withCompanions(used: readonly ConnectionKey[]): ConnectionKey[] {
   if (used.includes('cassandraPassword')) for (const k of ['cassandraPasswordFile', 'cassandraTls', 'cassandraCa', 'cassandraCert', 'cassandraKey'] as const) out.add(k);
   if (used.includes('kafkaConfig')) out.add('kafkaConfigFile');
   // Whatever reads Kafka records may meet Avro, Protobuf or JSON Schema ones: the registry's settings too.
-  if (used.includes('kafkaConfig')) for (const k of ['schemaRegistryUrl', 'schemaRegistryUsername', 'schemaRegistryPassword', 'schemaRegistryPasswordFile'] as const) out.add(k);
+  if (used.includes('kafkaConfig')) for (const k of ['schemaRegistryUrl', 'schemaRegistryUsername', 'schemaRegistryPassword'] as const) out.add(k);
+  if (used.includes('schemaRegistryPassword')) out.add('schemaRegistryPasswordFile');
   return [...out];
 }
 

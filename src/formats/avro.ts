@@ -73,12 +73,15 @@ class DecimalType extends avro.types.LogicalType {
   override _fromValue(b: Buffer): LosslessNumber {
     return new LosslessNumber(decimalText(bigFromBytes(b), this.scale));
   }
-  override _toValue(v: unknown): Buffer {
+  // avsc's convention for every _toValue: undefined when the value is not one of this type's (so that a
+  // union with null can tell its branches apart).
+  override _toValue(v: unknown): Buffer | undefined {
+    if (typeof v !== 'string' && typeof v !== 'number' && typeof v !== 'bigint' && !(v instanceof LosslessNumber)) return undefined;
     const text = String(v);
     const m = /^(-?)(\d+)(?:\.(\d+))?$/.exec(text);
-    if (m === null) throw new Error(`not a decimal: ${text}`);
+    if (m === null) return undefined;
     const frac = (m[3] ?? '').padEnd(this.scale, '0');
-    if (frac.length > this.scale) throw new Error(`${text} has more than ${this.scale} decimal places`);
+    if (frac.length > this.scale) return undefined;
     const unscaled = BigInt(`${m[1]}${m[2]}${frac}`);
     const underlying = this.underlyingType as unknown as { typeName: string; size?: number };
     return bytesFromBig(unscaled, underlying.typeName === 'fixed' ? underlying.size : undefined);
@@ -106,8 +109,9 @@ function dateType(toMs: (n: bigint) => bigint, fromMs: (ms: bigint) => bigint) {
       if (ms > 8_640_000_000_000_000n || ms < -8_640_000_000_000_000n) throw new Error(`${n} is outside the dates a timestamp holds`);
       return new Date(Number(ms));
     }
-    override _toValue(d: unknown): bigint | number {
-      const ms = BigInt(d instanceof Date ? d.getTime() : Number(d));
+    override _toValue(d: unknown): bigint | number | undefined {
+      if (!(d instanceof Date) && typeof d !== 'number' && typeof d !== 'bigint') return undefined;
+      const ms = d instanceof Date ? BigInt(d.getTime()) : BigInt(d);
       const v = fromMs(ms);
       return (this.underlyingType as unknown as { typeName: string }).typeName === 'int' ? Number(v) : v;
     }
@@ -127,8 +131,8 @@ class UuidType extends avro.types.LogicalType {
   override _fromValue(s: string): string {
     return s;
   }
-  override _toValue(s: unknown): string {
-    return String(s);
+  override _toValue(s: unknown): string | undefined {
+    return typeof s === 'string' ? s : undefined;
   }
   override _resolve(type: avro.Type): ((v: unknown) => unknown) | undefined {
     return type instanceof UuidType || (type as { typeName?: string }).typeName === 'string' ? (v) => v : undefined;
