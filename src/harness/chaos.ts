@@ -110,7 +110,7 @@ export async function runChaos(
   const { say, signal } = run;
   let t0 = run.t0;
   const aborted = () => signal.aborted;
-  if (o.cassandraRestarts + o.kafkaRestarts + (o.cassandraOutages ?? 0) > 0) {
+  if (o.cassandraRestarts + o.kafkaRestarts + (o.cassandraOutages ?? 0) + (o.registryRestarts ?? 0) > 0) {
     const down = (await stackStatus(stack)).filter((s) => !s.running || !s.ready);
     if (down.length > 0) {
       throw new ExactlyOnceError('EO_USAGE', `chaos restarts the servers of the local stack at ${stack.dir}, but ${down.map((s) => s.name).join(' and ')} is not running there; run \`exactlyonce stack up\`, or pass --cassandra-restarts 0 --kafka-restarts 0`);
@@ -141,6 +141,8 @@ export async function runChaos(
     }
     job = await loadJobModule(spec, { config, options: { topic: config.topic }, log: createLogger('chaos') });
     if (job.audit?.sample === undefined) throw new ExactlyOnceError('EO_USAGE', `--job: job ${job.name} has no audit.sample(): chaos cannot make records for it (it can still be verified)`);
+    // What the samples need first (a sink of Avro records registers its schema for the run's topic).
+    await job.audit.prepareSample?.();
     const applied = await applyJobMigrations(session, config.keyspace, job.name, job.migrations ?? []);
     workerArgs = ['--job', spec, '--job-option', `topic=${config.topic}`];
     say(`job ${job.name} (${job.audit.mode} into table ${job.audit.table}); applied ${applied.applied.join(', ') || 'no migration'}`);

@@ -100,6 +100,7 @@ function toAvro(config: SinkConfig, type: avro.Type, doc: Record<string, unknown
     let src: unknown = doc;
     for (const p of c.field) src = src !== null && typeof src === 'object' ? (src as Record<string, unknown>)[p] : undefined;
     const v = convertField(c.type, src);
+    if (v === undefined && src !== undefined && src !== null) return undefined; // avsc would write undefined as null
     let node = out;
     for (const p of c.field.slice(0, -1)) node = (node[p] ??= {}) as Record<string, unknown>;
     node[c.field[c.field.length - 1]!] = v;

@@ -36,7 +36,9 @@ import type { Decoded, DecodedRecord, Job, JobContext, JobMigration, SourceRecor
 import { ExactlyOnceError } from '../errors.js';
 import { canonical, convert, cqlColumnType, cqlTypeName } from './cql-types.js';
 import { sampleRecords } from './sample.js';
-import type { SinkColumn, SinkConfig } from './sink-config.js';
+import { sampleAvroRecords, sampleKeySchema, sampleValueSchema, type AvroSampleIds } from './sample-avro.js';
+import { valueSubject, type SinkColumn, type SinkConfig } from './sink-config.js';
+import { SchemaRegistry } from '../registry/schema-registry.js';
 
 /** What one record becomes. `values` follow `config.columns`; `key` follows `config.key`. */
 export type SinkRow = { kind: 'row'; key: unknown[]; values: unknown[] } | { kind: 'delete'; key: unknown[] };
@@ -278,12 +280,35 @@ export class SinkJob implements Job<SinkRow> {
       columns: config.columns.map((c) => c.name).filter((c) => !config.key.includes(c)),
       writeTimestamp: config.mode === 'upsert' ? (offset) => offset : undefined,
       expect: (record) => codec.expect(record),
-      sample: (o) => sampleRecords(config, o),
+      ...this.samples(config, registry),
     } as JobAudit;
   }
 
   decode(record: SourceRecord): Decoded<SinkRow> {
     return this.codec.decode(record);
+  }
+
+  /**
+   * The audit's samples (`chaos --job`): JSON, or Avro under a schema made from the columns and
+   * registered for the topic first (src/sink/sample-avro.ts). Protobuf and JSON Schema sinks can be
+   * verified, not sampled.
+   */
+  private samples(config: SinkConfig, registry: SchemaRegistryConfig | undefined): Pick<JobAudit, 'sample' | 'prepareSample'> {
+    if (config.format === 'json' && (config.mode === 'log' || config.keyFormat === 'json')) return { sample: (o) => sampleRecords(config, o) };
+    const avroKey = config.mode === 'upsert' && config.keyFormat === 'avro' && config.key.length === 1;
+    if (config.format !== 'avro' || registry === undefined || (config.mode === 'upsert' && config.keyFormat !== 'json' && !avroKey)) return {};
+    let ids: AvroSampleIds | undefined;
+    return {
+      prepareSample: async () => {
+        const r = new SchemaRegistry(registry);
+        ids = { value: await r.register(valueSubject(config.topic), 'AVRO', JSON.stringify(sampleValueSchema(config))) };
+        if (avroKey) ids.key = await r.register(`${config.topic}-key`, 'AVRO', JSON.stringify(sampleKeySchema(config)));
+      },
+      sample: (o) => {
+        if (ids === undefined) throw new Error('prepareSample() must run before sample()');
+        return sampleAvroRecords(config, ids, o);
+      },
+    };
   }
 
   async open(context: JobContext): Promise<void> {
