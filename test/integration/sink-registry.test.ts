@@ -1,4 +1,4 @@
-// Avro topics into tables through the real Schema Registry of the local stack (started here when it
+// Avro (and Protobuf, JSON Schema) topics into tables through the real Schema Registry of the local stack (started here when it
 // does not run): every type the sink maps, exact; columns derived from the registered schema; schema
 // evolution; every decode failure quarantined with its reason and schema id; a registry outage retried
 // (never a quarantine, never a skipped record) while records of known schemas keep flowing.
@@ -185,4 +185,51 @@ test('Avro evolution keeps flowing; unknown schema id, payload not matching, mis
   const report = JSON.parse(v.stdout) as { totals: { records: number; stored: number; quarantined: number } };
   assert.deepEqual([report.totals.records, report.totals.stored, report.totals.quarantined], [9, 5, 4]);
   worker.kill('SIGTERM');
+});
+
+test('Protobuf and JSON Schema topics through the same registry: columns derived, values exact, a payload that does not match quarantined with its schema id', async (t) => {
+  await ensureRegistry();
+  for (const format of ['protobuf', 'json-schema'] as const) {
+    const config = testConfig();
+    await freshTopic(t, config, 1);
+    const session = await cassandraSession(t, config);
+    const registry = new SchemaRegistry(config.schemaRegistry);
+    const subject = `${config.topic}-value`;
+    let good: Buffer;
+    let bad: Buffer;
+    let id: number;
+    if (format === 'protobuf') {
+      const text = 'syntax = "proto3";\npackage t;\nmessage Reading { int64 id = 1; string sensor = 2; double value = 3; map<string, string> labels = 4; }\n';
+      id = await registry.register(subject, 'PROTOBUF', text);
+      const { protoSchema } = await import('../../src/formats/protobuf.js');
+      const Reading = protoSchema(text).root.lookupType('t.Reading');
+      const msg = Buffer.from(Reading.encode(Reading.fromObject({ id: '-9223372036854775808', sensor: 's1', value: 0.5, labels: { room: 'a' } })).finish());
+      good = withWireHeader(id, Buffer.concat([Buffer.from([0]), msg]));
+      bad = withWireHeader(id, Buffer.from([0, 0x0a, 0xff]));
+    } else {
+      const schema = { type: 'object', properties: { id: { type: 'integer' }, sensor: { type: 'string' }, value: { type: 'number' }, labels: { type: 'object', additionalProperties: { type: 'string' } } }, required: ['id', 'sensor'] };
+      id = await registry.register(subject, 'JSON', JSON.stringify(schema));
+      good = withWireHeader(id, Buffer.from('{"id": -9223372036854775808, "sensor": "s1", "value": 0.5, "labels": {"room": "a"}}'));
+      bad = withWireHeader(id, Buffer.from('{"id": 2}'));
+    }
+    const file = sinkFile({ name: `readings_${format.replace('-', '_')}`, topic: config.topic, format, table: 'readings', mode: 'log' });
+    await applyJob(config, file);
+    await produce(config, [{ value: good }, { value: bad }]);
+    const worker = startSink(t, config, file);
+    const rows = await waitFor(async () => {
+      const r = await session.execute(`SELECT id, sensor, value, labels FROM ${config.keyspace}.readings WHERE partition = 0`);
+      return r.rowLength === 1 ? r.rows : undefined;
+    }, { timeoutMs: 180_000, message: `the ${format} reading stored` });
+    assert.deepEqual(canonical({ ...rows[0] }), { id: '-9223372036854775808', sensor: 's1', value: 0.5, labels: { room: 'a' } }, format);
+    const v = await waitFor(async () => {
+      const r = await runCli(['verify', ...conn(config), '--job', file, '--no-record', '--json'], REGISTRY_ENV);
+      return r.code === 0 ? (JSON.parse(r.stdout) as { totals: { stored: number; quarantined: number }; partitions: Array<{ reasons: Record<string, number> }> }) : undefined;
+    }, { timeoutMs: 120_000, message: `verify --job passes for ${format}` });
+    assert.deepEqual([v.totals.stored, v.totals.quarantined, v.partitions[0]!.reasons], [1, 1, { bad_payload: 1 }], format);
+    const q = await runCli(['quarantine', 'list', '--cassandra', CASSANDRA, '--keyspace', config.keyspace, '--job', `readings_${format.replace('-', '_')}`, '--json']);
+    const detail = (JSON.parse(q.stdout.trim()) as { detail: string }).detail;
+    t.diagnostic(`${format}: ${detail}`);
+    assert.ok(detail.startsWith(`the payload does not match schema id ${id} (${format === 'protobuf' ? 'PROTOBUF' : 'JSON'}): `), detail);
+    worker.kill('SIGTERM');
+  }
 });
