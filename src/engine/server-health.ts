@@ -37,6 +37,11 @@ export class ServerHealth {
     this.lastSuccess.set(server, Date.now());
   }
 
+  /** Kafka, Cassandra, and every other server a call was made to (a job's lookup: the Schema Registry). */
+  servers(): Server[] {
+    return [...new Set(['Kafka', 'Cassandra', ...this.lastFailure.keys(), ...this.lastSuccess.keys()])];
+  }
+
   /** An assignment callback ran (possibly with no partitions: more workers than partitions). */
   joinedGroup(): void {
     this.joined = true;
@@ -72,7 +77,7 @@ export class ServerHealth {
    */
   readiness(): Readiness {
     if (!this.joined) return { ready: false, detail: 'not ready: waiting for the consumer group to assign partitions' };
-    const down = [...new Set(['Kafka', 'Cassandra', ...this.lastFailure.keys()])].filter((server) => this.isDown(server));
+    const down = this.servers().filter((server) => this.isDown(server));
     if (down.length > 0) return { ready: false, detail: `not ready: ${down.join(' and ')} not answering` };
     const owned = [...this.owned].sort((a, b) => a - b);
     return { ready: true, detail: `ready: owns ${owned.length === 0 ? 'no partition' : `partitions ${owned.join(',')}`}` };
