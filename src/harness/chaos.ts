@@ -21,7 +21,7 @@ import type { Job } from '../engine/job.js';
 import { ExactlyOnceError } from '../errors.js';
 import { isSinkConfig, loadJobModule } from '../job-loader.js';
 import { createLogger } from '../log.js';
-import { loadSinkConfig } from '../sink/sink-config.js';
+import { readSinkConfigFile } from '../sink/sink-config.js';
 import { KafkaAdmin } from '../kafka/admin.js';
 import { Producer } from '../kafka/producer.js';
 import { stackStatus, type StackOptions } from '../stack/index.js';
@@ -135,9 +135,10 @@ export async function runChaos(
   if (o.job !== undefined) {
     let spec = path.resolve(o.job);
     if (isSinkConfig(spec)) {
-      const sink = loadSinkConfig(spec);
+      // As written (columns left out are derived again, from the run topic's registered schema).
+      const sink = readSinkConfigFile(spec) as object;
       spec = path.join(runDir, 'sink.json');
-      writeFileSync(spec, JSON.stringify({ ...(JSON.parse(sink.source) as object), topic: config.topic }, null, 2));
+      writeFileSync(spec, JSON.stringify({ ...sink, topic: config.topic }, null, 2));
     }
     job = await loadJobModule(spec, { config, options: { topic: config.topic }, log: createLogger('chaos') });
     if (job.audit?.sample === undefined) throw new ExactlyOnceError('EO_USAGE', `--job: job ${job.name} has no audit.sample(): chaos cannot make records for it (it can still be verified)`);

@@ -27,6 +27,7 @@ import { FORMATS, isRegistryFormat, schemaCache, type Format } from '../formats/
 import type { SchemaRegistryConfig } from '../config.js';
 import { convert, parseCqlType, SCALAR_TYPES, type CqlType } from './cql-types.js';
 import { deriveColumns } from './derive-columns.js';
+import { retry } from '../engine/retry.js';
 
 /** Unquoted CQL identifiers in lower case (so the generated CQL needs no quoting). */
 const identifier = z.string().regex(/^[a-z][a-z0-9_]{0,47}$/, 'expected a lower-case CQL name: a letter, then letters, digits or _ (at most 48)');
@@ -140,6 +141,9 @@ export function sinkConfig(raw: unknown, where = 'sink config'): SinkConfig {
   return Object.freeze({ name: c.name ?? c.table, topic: c.topic, table: c.table, mode: c.mode, format, keyFormat, derived: false, key: c.key ?? [], columns, source: JSON.stringify(c) });
 }
 
+/** How long deriving columns waits for a registry that does not answer, in ms. */
+const REGISTRY_START_DEADLINE_MS = 60_000;
+
 /** The subject a topic's value schemas are registered under (Confluent's TopicNameStrategy). */
 export function valueSubject(topic: string): string {
   return `${topic}-value`;
@@ -156,9 +160,10 @@ export async function resolveSinkConfig(raw: unknown, registry: SchemaRegistryCo
   if (r === null || typeof r !== 'object' || r['columns'] !== undefined || !FORMATS.includes(format) || !isRegistryFormat(format) || typeof r['topic'] !== 'string') return sinkConfig(raw, where);
   const cache = schemaCache(registry);
   const subject = valueSubject(r['topic']);
-  const latest = await cache.registry.latest(subject);
+  // Retried like a worker's other start-up calls (a registry starting with the stack answers in seconds).
+  const latest = await retry(() => cache.registry.latest(subject), { server: 'Schema Registry', deadlineMs: REGISTRY_START_DEADLINE_MS });
   if (latest === null) throw invalid(where, [`columns: left out, and no schema is registered under subject ${subject} at ${registry.url} to derive them from; register the topic's schema, or list the columns`]);
-  await cache.fetch([latest.id]);
+  await retry(() => cache.fetch([latest.id]), { server: 'Schema Registry', deadlineMs: REGISTRY_START_DEADLINE_MS });
   const derived = deriveColumns(cache.get(latest.id)!);
   if (derived.columns.length === 0) throw invalid(where, [`columns: none could be derived from schema id ${latest.id} (subject ${subject}): ${derived.skipped.join('; ')}`]);
   const columns = Object.fromEntries(derived.columns.map((c) => [c.name, { type: c.type, ...(c.field === c.name ? {} : { field: c.field }), ...(c.default === undefined ? {} : { default: c.default }) }]));
@@ -181,7 +186,8 @@ export function loadResolvedSinkConfig(file: string, registry: SchemaRegistryCon
   return resolveSinkConfig(readSinkConfigFile(file), registry, file);
 }
 
-function readSinkConfigFile(file: string): unknown {
+/** A sink config file's content, parsed (`.json` as JSON, anything else as YAML), not validated yet. */
+export function readSinkConfigFile(file: string): unknown {
   let text: string;
   try {
     text = readFileSync(file, 'utf8');
