@@ -20,9 +20,6 @@ import { parse } from 'lossless-json';
 import type { DecodeLookup, SourceRecord } from '../engine/job.js';
 import type { SchemaRegistryConfig } from '../config.js';
 import { SchemaRegistry, type SchemaType } from '../registry/schema-registry.js';
-import { decodeAvro } from './avro.js';
-import { decodeJsonSchema } from './json-schema.js';
-import { decodeProtobuf } from './protobuf.js';
 import { SchemaCache } from './schema-cache.js';
 import { readWireHeader } from './wire.js';
 
@@ -97,7 +94,7 @@ class RegistryDecoder implements Decoder {
     if (s.kind === 'invalid') return { ok: false, reason: 'bad_schema', detail: `${where} (${s.type}) cannot be used: ${s.problem}` };
     if (s.kind !== SCHEMA_TYPE[this.format]) return { ok: false, reason: 'wrong_schema_type', detail: `${where} is a ${s.kind} schema; this decoder reads ${this.format}` };
     try {
-      const value = s.kind === 'AVRO' ? decodeAvro(s.avro, h.payload) : s.kind === 'PROTOBUF' ? decodeProtobuf(s.proto, h.payload) : decodeJsonSchema(s.json, h.payload);
+      const value = s.decode(h.payload);
       return { ok: true, value, schemaId: h.id };
     } catch (e) {
       return { ok: false, reason: 'bad_payload', detail: `the payload does not match ${where} (${s.kind}): ${(e as Error).message.split('\n')[0]!.slice(0, 200)}` };

@@ -14,10 +14,10 @@
  * - 401 / 403: EO_REGISTRY_AUTH_FAILED; anything else (a 404 without the registry's error body: a
  *   URL that is not its API): EO_REGISTRY_REFUSED. Neither is retried: the partition stops, coded.
  *
- * The client's own retries are off (the engine's are the ones that log and stop on shutdown).
+ * The client's own retries are off (the engine's are the ones that log and stop on shutdown). It is
+ * loaded on first use (axios and its kin: ~26 MiB), so that a command or a JSON job never loads it.
  */
-import { RestError } from '@confluentinc/schemaregistry/dist/rest-error.js';
-import { SchemaRegistryClient, type SchemaMetadata } from '@confluentinc/schemaregistry/dist/schemaregistry-client.js';
+import type { SchemaMetadata, SchemaRegistryClient } from '@confluentinc/schemaregistry/dist/schemaregistry-client.js';
 import type { SchemaRegistryConfig } from '../config.js';
 import { ExactlyOnceError } from '../errors.js';
 
@@ -41,25 +41,37 @@ const VERSION_NOT_FOUND = 40402;
 /** How long one request may take, in ms, before it counts as "not answering". */
 export const REGISTRY_TIMEOUT_MS = 10_000;
 
-export class SchemaRegistry {
-  private readonly client: SchemaRegistryClient;
+/** The client's RestError (told by shape: the module is loaded lazily). */
+function isRestError(e: unknown): e is Error & { status: number; errorCode: number } {
+  return e instanceof Error && typeof (e as { status?: unknown }).status === 'number' && typeof (e as { errorCode?: unknown }).errorCode === 'number';
+}
 
-  constructor(readonly config: SchemaRegistryConfig, timeoutMs = REGISTRY_TIMEOUT_MS) {
-    this.client = new SchemaRegistryClient({
-      baseURLs: [config.url],
-      maxRetries: 0,
-      createAxiosDefaults: { timeout: timeoutMs },
-      ...(config.username === undefined ? {} : { basicAuthCredentials: { credentialsSource: 'USER_INFO', userInfo: `${config.username}:${config.password ?? ''}` } }),
-    });
+export class SchemaRegistry {
+  private clientLoaded: Promise<SchemaRegistryClient> | undefined;
+
+  constructor(readonly config: SchemaRegistryConfig, private readonly timeoutMs = REGISTRY_TIMEOUT_MS) {}
+
+  private get client(): Promise<SchemaRegistryClient> {
+    const config = this.config;
+    this.clientLoaded ??= import('@confluentinc/schemaregistry/dist/schemaregistry-client.js').then(
+      ({ SchemaRegistryClient }) =>
+        new SchemaRegistryClient({
+          baseURLs: [config.url],
+          maxRetries: 0,
+          createAxiosDefaults: { timeout: this.timeoutMs },
+          ...(config.username === undefined ? {} : { basicAuthCredentials: { credentialsSource: 'USER_INFO', userInfo: `${config.username}:${config.password ?? ''}` } }),
+        }),
+    );
+    return this.clientLoaded;
   }
 
   /** The schema with this id, or null when the registry answers that it has none. */
   async byId(id: number): Promise<RegisteredSchema | null> {
     try {
-      const info = await this.client.getBySubjectAndId('', id);
+      const info = await (await this.client).getBySubjectAndId('', id);
       return toRegistered(id, info);
     } catch (e) {
-      if (e instanceof RestError && e.status === 404 && e.errorCode === SCHEMA_NOT_FOUND) return null;
+      if (isRestError(e) && e.status === 404 && e.errorCode === SCHEMA_NOT_FOUND) return null;
       throw this.classify(e, `schema id ${id}`);
     }
   }
@@ -67,10 +79,10 @@ export class SchemaRegistry {
   /** The latest version of a subject (`orders-value`), or null when the subject does not exist. */
   async latest(subject: string): Promise<(RegisteredSchema & { version: number }) | null> {
     try {
-      const m = await this.client.getLatestSchemaMetadata(subject);
+      const m = await (await this.client).getLatestSchemaMetadata(subject);
       return { ...toRegistered(m.id ?? 0, m), version: m.version ?? 0 };
     } catch (e) {
-      if (e instanceof RestError && e.status === 404 && (e.errorCode === SUBJECT_NOT_FOUND || e.errorCode === VERSION_NOT_FOUND)) return null;
+      if (isRestError(e) && e.status === 404 && (e.errorCode === SUBJECT_NOT_FOUND || e.errorCode === VERSION_NOT_FOUND)) return null;
       throw this.classify(e, `the latest schema of subject ${subject}`);
     }
   }
@@ -78,7 +90,7 @@ export class SchemaRegistry {
   /** Registers a schema under a subject (or finds it registered); its id. */
   async register(subject: string, type: SchemaType, schema: string): Promise<number> {
     try {
-      return await this.client.register(subject, { schemaType: type, schema });
+      return await (await this.client).register(subject, { schemaType: type, schema });
     } catch (e) {
       throw this.classify(e, `registering a ${type} schema under subject ${subject}`);
     }
@@ -87,7 +99,7 @@ export class SchemaRegistry {
   /** One coded error from whatever the client threw. */
   classify(e: unknown, what: string): ExactlyOnceError {
     const url = this.config.url;
-    if (e instanceof RestError) {
+    if (isRestError(e)) {
       const said = `HTTP ${e.status}${e.errorCode > 0 ? `, error ${e.errorCode}` : ''}: ${e.message.split('\n')[0]!.slice(0, 200)}`;
       if (e.status >= 500 || e.status === 408 || e.status === 429) {
         return new ExactlyOnceError('EO_REGISTRY_UNAVAILABLE', `the Schema Registry at ${url} failed to answer for ${what} (${said})`, { cause: e });

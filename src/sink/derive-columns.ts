@@ -20,7 +20,7 @@
  */
 import type avro from 'avsc';
 import protobuf from 'protobufjs';
-import type { CachedSchema } from '../formats/schema-cache.js';
+import type { CachedSchema } from '../formats/compile.js';
 import type { ScalarType } from './cql-types.js';
 
 /** One derived column, as a config would spell it. */

@@ -26,7 +26,6 @@ import { ExactlyOnceError } from '../errors.js';
 import { FORMATS, isRegistryFormat, schemaCache, type Format } from '../formats/decoder.js';
 import type { SchemaRegistryConfig } from '../config.js';
 import { convert, parseCqlType, SCALAR_TYPES, type CqlType } from './cql-types.js';
-import { deriveColumns } from './derive-columns.js';
 import { retry } from '../engine/retry.js';
 
 /** Unquoted CQL identifiers in lower case (so the generated CQL needs no quoting). */
@@ -164,6 +163,7 @@ export async function resolveSinkConfig(raw: unknown, registry: SchemaRegistryCo
   const latest = await retry(() => cache.registry.latest(subject), { server: 'Schema Registry', deadlineMs: REGISTRY_START_DEADLINE_MS });
   if (latest === null) throw invalid(where, [`columns: left out, and no schema is registered under subject ${subject} at ${registry.url} to derive them from; register the topic's schema, or list the columns`]);
   await retry(() => cache.fetch([latest.id]), { server: 'Schema Registry', deadlineMs: REGISTRY_START_DEADLINE_MS });
+  const { deriveColumns } = await import('./derive-columns.js');
   const derived = deriveColumns(cache.get(latest.id)!);
   if (derived.columns.length === 0) throw invalid(where, [`columns: none could be derived from schema id ${latest.id} (subject ${subject}): ${derived.skipped.join('; ')}`]);
   const columns = Object.fromEntries(derived.columns.map((c) => [c.name, { type: c.type, ...(c.field === c.name ? {} : { field: c.field }), ...(c.default === undefined ? {} : { default: c.default }) }]));

@@ -36,7 +36,7 @@ import type { Decoded, DecodedRecord, Job, JobContext, JobMigration, SourceRecor
 import { ExactlyOnceError } from '../errors.js';
 import { canonical, convert, cqlColumnType, cqlTypeName } from './cql-types.js';
 import { sampleRecords } from './sample.js';
-import { sampleAvroRecords, sampleKeySchema, sampleValueSchema, type AvroSampleIds } from './sample-avro.js';
+import type { AvroSampleIds } from './sample-avro.js';
 import { valueSubject, type SinkColumn, type SinkConfig } from './sink-config.js';
 import { SchemaRegistry } from '../registry/schema-registry.js';
 
@@ -298,15 +298,18 @@ export class SinkJob implements Job<SinkRow> {
     const avroKey = config.mode === 'upsert' && config.keyFormat === 'avro' && config.key.length === 1;
     if (config.format !== 'avro' || registry === undefined || (config.mode === 'upsert' && config.keyFormat !== 'json' && !avroKey)) return {};
     let ids: AvroSampleIds | undefined;
+    let avro: typeof import('./sample-avro.js') | undefined;
     return {
       prepareSample: async () => {
+        avro = await import('./sample-avro.js');
+        const { sampleKeySchema, sampleValueSchema } = avro;
         const r = new SchemaRegistry(registry);
         ids = { value: await r.register(valueSubject(config.topic), 'AVRO', JSON.stringify(sampleValueSchema(config))) };
         if (avroKey) ids.key = await r.register(`${config.topic}-key`, 'AVRO', JSON.stringify(sampleKeySchema(config)));
       },
       sample: (o) => {
-        if (ids === undefined) throw new Error('prepareSample() must run before sample()');
-        return sampleAvroRecords(config, ids, o);
+        if (ids === undefined || avro === undefined) throw new Error('prepareSample() must run before sample()');
+        return avro.sampleAvroRecords(config, ids, o);
       },
     };
   }

@@ -4,7 +4,7 @@ import { isLosslessNumber } from 'lossless-json';
 import { avroType, decimalText, decodeAvro, encodeAvro } from '../../src/formats/avro.js';
 import { decodeJsonSchema, jsonSchema } from '../../src/formats/json-schema.js';
 import { decodeProtobuf, protoSchema } from '../../src/formats/protobuf.js';
-import { compile } from '../../src/formats/schema-cache.js';
+import { compile } from '../../src/formats/compile.js';
 import { readWireHeader, withWireHeader } from '../../src/formats/wire.js';
 import { deriveColumns } from '../../src/sink/derive-columns.js';
 
