@@ -4,7 +4,11 @@
  * records produced first, then one worker started; the rate is measured from its first checkpoint to the
  * drain (records checkpointed per second, start-up excluded).
  *
- *   node --import tsx bench/sink-throughput.ts [N]     (the local stack must be up)
+ * The Avro cases read the same records as Avro through the local stack's Schema Registry (`stack up
+ * --schema-registry`): what decoding Avro costs against JSON.
+ *
+ *   node --import tsx bench/sink-throughput.ts [N]     (the local stack must be up; its ports from
+ *   EXACTLYONCE_KAFKA_PORT / _CASSANDRA_PORT / _REGISTRY_PORT, as the tests read them)
  */
 import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
@@ -13,21 +17,26 @@ import { applyJobMigrations, applySchema } from '../src/cassandra/migrate.js';
 import { connect } from '../src/cassandra/session.js';
 import { loadConnectionConfig, type ConnectionConfig } from '../src/config.js';
 import { CheckpointStore } from '../src/engine/checkpoint-store.js';
-import { cliPath, connectionArgs } from '../src/harness/cli-process.js';
+import { cliPath, connectionArgs, connectionEnv } from '../src/harness/cli-process.js';
 import { sleep } from '../src/harness/sleep.js';
 import { KafkaAdmin } from '../src/kafka/admin.js';
 import { Producer } from '../src/kafka/producer.js';
-import { loadSinkConfig } from '../src/sink/sink-config.js';
+import { loadResolvedSinkConfig, loadSinkConfig } from '../src/sink/sink-config.js';
 import { SinkJob } from '../src/sink/sink-job.js';
 import { writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 
 const N = Number(process.argv[2] ?? 100_000);
+const env = process.env;
+const KAFKA = `127.0.0.1:${env['EXACTLYONCE_KAFKA_PORT'] || 9092}`;
+const CASSANDRA = `127.0.0.1:${env['EXACTLYONCE_CASSANDRA_PORT'] || 9042}`;
+const REGISTRY = `http://127.0.0.1:${env['EXACTLYONCE_REGISTRY_PORT'] || 8081}/apis/ccompat/v7`;
 
-async function bench(name: string, sinkFile: string | undefined): Promise<number> {
+/** `format`: read the sink's records as this format instead of its config's (the same samples, as Avro). */
+async function bench(name: string, sinkFile: string | undefined, format?: 'avro'): Promise<number> {
   const s = randomBytes(4).toString('hex');
-  const config: ConnectionConfig = loadConnectionConfig({ brokers: '127.0.0.1:9092', cassandra: '127.0.0.1', keyspace: `eo_bench_${s}`, topic: `eo-bench-${s}`, alertsTopic: `eo-bench-${s}.alerts`, group: `eo-bench-${s}` }, {});
+  const config: ConnectionConfig = loadConnectionConfig({ brokers: KAFKA, cassandra: CASSANDRA, keyspace: `eo_bench_${s}`, topic: `eo-bench-${s}`, alertsTopic: `eo-bench-${s}.alerts`, group: `eo-bench-${s}`, schemaRegistryUrl: REGISTRY }, {});
   const session = await connect(config);
   const admin = new KafkaAdmin(config);
   const producer = new Producer(config);
@@ -41,9 +50,10 @@ async function bench(name: string, sinkFile: string | undefined): Promise<number
     if (sinkFile !== undefined) {
       const c = loadSinkConfig(sinkFile);
       const file = path.join(os.tmpdir(), `eo-bench-${s}.json`);
-      writeFileSync(file, JSON.stringify({ ...(JSON.parse(c.source) as object), topic: config.topic }));
-      job = new SinkJob(loadSinkConfig(file));
+      writeFileSync(file, JSON.stringify({ ...(JSON.parse(c.source) as object), topic: config.topic, ...(format === undefined ? {} : { format }) }));
+      job = new SinkJob(await loadResolvedSinkConfig(file, config.schemaRegistry), config.schemaRegistry);
       await applyJobMigrations(session, config.keyspace, job.name, job.migrations);
+      await job.audit.prepareSample?.();
       records = job.audit.sample!({ seed: 1, count: N, badRatio: 0 });
       args = ['--job', file, ...args];
     } else {
@@ -57,7 +67,7 @@ async function bench(name: string, sinkFile: string | undefined): Promise<number
     if (batch.length > 0) await producer.send(config.topic, batch);
     batch = [];
     const store = new CheckpointStore(session, config.keyspace, config.topic, job?.name);
-    const worker = spawn(cliPath, ['run', ...args], { stdio: 'ignore', env: { ...process.env, EXACTLYONCE_LOG_FORMAT: 'json' } });
+    const worker = spawn(cliPath, ['run', ...args], { stdio: 'ignore', env: { ...process.env, ...connectionEnv(config), EXACTLYONCE_LOG_FORMAT: 'json' } });
     const sum = async () => [...(await store.readAll()).values()].reduce((a, b) => a + b, 0n);
     let first: { at: number; done: bigint } | undefined;
     for (;;) {
@@ -85,5 +95,8 @@ process.stdout.write(`${N.toLocaleString('en-US')} records each, 6 partitions, 1
 const events = await bench('events job (run)', undefined);
 const log = await bench('sink, log mode (clicks)', 'examples/sinks/clicks.json');
 const upsert = await bench('sink, upsert mode (orders)', 'examples/sinks/orders.yaml');
+const logAvro = await bench('sink, log mode, Avro', 'examples/sinks/clicks.json', 'avro');
+const upsertAvro = await bench('sink, upsert mode, Avro', 'examples/sinks/orders-avro.yaml');
 process.stdout.write(`ratios to the events job: log ${(log / events).toFixed(2)}, upsert ${(upsert / events).toFixed(2)}\n`);
+process.stdout.write(`Avro against JSON: log ${(logAvro / log).toFixed(2)}, upsert ${(upsertAvro / upsert).toFixed(2)}\n`);
 process.exit(0);

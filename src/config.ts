@@ -35,7 +35,21 @@ export interface ConnectionConfig {
    * those of --kafka-config-file, then --kafka-config / EXACTLYONCE_KAFKA_CONFIG over them.
    */
   readonly kafkaConfig: Readonly<Record<string, string>>;
+  /** Where the schemas of Avro, Protobuf and JSON Schema records are (src/registry/schema-registry.ts). */
+  readonly schemaRegistry: SchemaRegistryConfig;
 }
+
+/** A Confluent-compatible Schema Registry: its API's base URL and, if it requires them, basic-auth credentials. */
+export interface SchemaRegistryConfig {
+  /** e.g. `http://127.0.0.1:8081/apis/ccompat/v7` (the local stack's Apicurio) or `https://psrc-….confluent.cloud`. */
+  readonly url: string;
+  readonly username: string | undefined;
+  /** From --schema-registry-password, EXACTLYONCE_SCHEMA_REGISTRY_PASSWORD or the file --schema-registry-password-file names. */
+  readonly password: string | undefined;
+}
+
+/** The local stack's registry on its default port (`stack up --schema-registry`). */
+export const DEFAULT_SCHEMA_REGISTRY_URL = 'http://127.0.0.1:8081/apis/ccompat/v7';
 
 /** Cassandra client-to-node encryption: PEM files, read when the session connects. */
 export interface CassandraTls {
@@ -66,6 +80,20 @@ export const connectionOptions = {
   cassandraKey: { flag: '--cassandra-key <file>', env: 'EXACTLYONCE_CASSANDRA_KEY', default: undefined, help: 'PEM private key of --cassandra-cert' },
   kafkaConfig: { flag: '--kafka-config <key=value...>', env: 'EXACTLYONCE_KAFKA_CONFIG', default: undefined, help: 'librdkafka property passed through (SASL/TLS), repeatable; in the environment one key=value per line, or a JSON object' },
   kafkaConfigFile: { flag: '--kafka-config-file <file>', env: 'EXACTLYONCE_KAFKA_CONFIG_FILE', default: undefined, help: 'librdkafka properties file (key=value lines, # comments); --kafka-config overrides it' },
+  schemaRegistryUrl: {
+    flag: '--schema-registry-url <url>',
+    env: 'EXACTLYONCE_SCHEMA_REGISTRY_URL',
+    default: DEFAULT_SCHEMA_REGISTRY_URL,
+    help: 'Schema Registry (Confluent API) base URL, for Avro, Protobuf and JSON Schema records',
+  },
+  schemaRegistryUsername: { flag: '--schema-registry-username <user>', env: 'EXACTLYONCE_SCHEMA_REGISTRY_USERNAME', default: undefined, help: 'Schema Registry user (HTTP basic auth; an API key on Confluent Cloud)' },
+  schemaRegistryPassword: {
+    flag: '--schema-registry-password <password>',
+    env: 'EXACTLYONCE_SCHEMA_REGISTRY_PASSWORD',
+    default: undefined,
+    help: 'Schema Registry password (visible in `ps`: prefer --schema-registry-password-file or the environment)',
+  },
+  schemaRegistryPasswordFile: { flag: '--schema-registry-password-file <file>', env: 'EXACTLYONCE_SCHEMA_REGISTRY_PASSWORD_FILE', default: undefined, help: 'file holding the Schema Registry password (one line)' },
 } as const;
 
 export type ConnectionKey = keyof typeof connectionOptions;
@@ -108,13 +136,35 @@ const connectionSchema = z
       .array(z.string().regex(/^[a-z0-9._]+=.*$/s, 'expected key=value (a librdkafka property)'))
       .transform((kvs) => Object.fromEntries(kvs.map((kv) => [kv.slice(0, kv.indexOf('=')), kv.slice(kv.indexOf('=') + 1)]))),
     kafkaConfigFile: z.string().min(1).optional(),
+    schemaRegistryUrl: z.string().refine(isHttpUrl, { message: 'expected an http:// or https:// URL without credentials (the Confluent API base, e.g. http://127.0.0.1:8081/apis/ccompat/v7)' }),
+    schemaRegistryUsername: z.string().min(1).optional(),
+    schemaRegistryPassword: z.string().min(1).optional(),
+    schemaRegistryPasswordFile: z.string().min(1).optional(),
   })
   .strict()
   .refine((c) => (c.cassandraCert === undefined) === (c.cassandraKey === undefined), { message: 'expected --cassandra-cert and --cassandra-key together', path: ['cassandraKey'] })
   .refine((c) => c.cassandraPassword === undefined || c.cassandraPasswordFile === undefined, {
     message: 'expected a password or a password file, not both',
     path: ['cassandraPasswordFile'],
+  })
+  .refine((c) => c.schemaRegistryPassword === undefined || c.schemaRegistryPasswordFile === undefined, {
+    message: 'expected a password or a password file, not both',
+    path: ['schemaRegistryPasswordFile'],
+  })
+  .refine((c) => (c.schemaRegistryPassword ?? c.schemaRegistryPasswordFile) === undefined || c.schemaRegistryUsername !== undefined, {
+    message: 'a Schema Registry password needs --schema-registry-username too',
+    path: ['schemaRegistryUsername'],
   });
+
+/** Credentials go in their own flags (kept out of messages), never in the URL. */
+function isHttpUrl(s: string): boolean {
+  try {
+    const u = new URL(s);
+    return (u.protocol === 'http:' || u.protocol === 'https:') && u.username === '' && u.password === '';
+  } catch {
+    return false;
+  }
+}
 
 /** Raw values as the CLI parsed them (strings, maybe absent). */
 export type RawOptions = Record<string, unknown>;
@@ -152,7 +202,7 @@ export function resolveOptions<T>(
 /** ` (got '…')` for an error message; a secret's value is never shown. */
 function shownValue(key: string, got: unknown): string {
   if (got === undefined) return '';
-  if (key === 'cassandraPassword') return ` (got ${REDACTED})`;
+  if (key === 'cassandraPassword' || key === 'schemaRegistryPassword') return ` (got ${REDACTED})`;
   if (Array.isArray(got)) {
     return ` (got '${got.map((kv) => (typeof kv === 'string' && isSecretProperty(kv.split('=')[0]!) ? `${kv.split('=')[0]}=${REDACTED}` : String(kv))).join(', ')}')`;
   }
@@ -169,7 +219,8 @@ export function kafkaConfigFromEnv(value: string): string[] {
 
 export function loadConnectionConfig(raw: RawOptions, env: NodeJS.ProcessEnv = process.env): ConnectionConfig {
   const c = resolveOptions(connectionOptions, connectionSchema, raw, env);
-  const password = c.cassandraPasswordFile === undefined ? c.cassandraPassword : readPasswordFile(c.cassandraPasswordFile);
+  const password = c.cassandraPasswordFile === undefined ? c.cassandraPassword : readPasswordFile(c.cassandraPasswordFile, '--cassandra-password-file');
+  const registryPassword = c.schemaRegistryPasswordFile === undefined ? c.schemaRegistryPassword : readPasswordFile(c.schemaRegistryPasswordFile, '--schema-registry-password-file');
   const tlsMode = c.cassandraTls ?? (c.cassandraCa !== undefined || c.cassandraCert !== undefined ? 'on' : 'off');
   const fileConfig = c.kafkaConfigFile === undefined ? {} : readKafkaConfigFile(c.kafkaConfigFile);
   return deepFreeze({
@@ -184,14 +235,15 @@ export function loadConnectionConfig(raw: RawOptions, env: NodeJS.ProcessEnv = p
     cassandraPassword: password,
     cassandraTls: tlsMode === 'off' ? undefined : { ca: c.cassandraCa, cert: c.cassandraCert, key: c.cassandraKey, verifyHostname: tlsMode === 'on' },
     kafkaConfig: { ...fileConfig, ...c.kafkaConfig },
+    schemaRegistry: { url: c.schemaRegistryUrl.replace(/\/+$/, ''), username: c.schemaRegistryUsername, password: registryPassword },
   });
 }
 
 /** The file's first line, without its line ending (a trailing newline is what editors and `echo` add). */
-function readPasswordFile(file: string): string {
-  const text = readFileOr(file, '--cassandra-password-file');
+function readPasswordFile(file: string, flag: string): string {
+  const text = readFileOr(file, flag);
   const password = text.split(/\r?\n/)[0]!;
-  if (password === '') throw new ExactlyOnceError('EO_CONFIG_INVALID', `--cassandra-password-file: ${file} is empty; put the password on its first line`);
+  if (password === '') throw new ExactlyOnceError('EO_CONFIG_INVALID', `${flag}: ${file} is empty; put the password on its first line`);
   return password;
 }
 

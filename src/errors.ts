@@ -43,6 +43,12 @@ export const ErrorCodes = {
   EO_NOT_AUTHORIZED: { retriable: false, exitCode: 12 },
   /** A sink's table is missing, lacks a column, or holds writes that break the sink's rules (wall-clock timestamps). */
   EO_SINK_TABLE_INVALID: { retriable: false, exitCode: 5 },
+  /** The Schema Registry does not answer (connection refused, timeout, HTTP 5xx/408/429): retried like Kafka and Cassandra. */
+  EO_REGISTRY_UNAVAILABLE: { retriable: true, exitCode: 4 },
+  /** The Schema Registry refused the login (HTTP 401) or a permission (403). */
+  EO_REGISTRY_AUTH_FAILED: { retriable: false, exitCode: 11 },
+  /** The Schema Registry answered something no retry changes (a URL that is not its API, a schema it rejects). */
+  EO_REGISTRY_REFUSED: { retriable: false, exitCode: 10 },
 } as const satisfies Record<string, { retriable: boolean; exitCode: number }>;
 
 export type ErrorCode = keyof typeof ErrorCodes;

@@ -13,6 +13,15 @@ export type { SettingValue, Settings } from './engine/job-binding.js';
 // The proof: what each record must produce, for `verify --job` and `chaos --job`.
 export type { Expectation, JobAudit } from './engine/job-audit.js';
 
+// Formats are decoders (bytes → typed values) any job plugs in: JSON, and Avro, Protobuf and JSON
+// Schema through a Schema Registry, whose schemas the job's `lookup` fetches before each batch is
+// decoded (README "Formats: Avro, Protobuf, JSON Schema").
+export type { DecodeLookup } from './engine/job.js';
+export { createDecoder, decoderLookup, FORMATS, schemaCache, type Decoder, type DecodeResult, type Format } from './formats/decoder.js';
+export { SchemaRegistry, type RegisteredSchema, type SchemaType } from './registry/schema-registry.js';
+export { withWireHeader } from './formats/wire.js';
+export type { SchemaRegistryConfig } from './config.js';
+
 // Running a worker, and loading jobs as `exactlyonce run --job` does.
 export { runWorker, type WorkerOptions } from './worker.js';
 export type { JobFactory, JobFactoryContext } from './job-loader.js';

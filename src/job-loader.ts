@@ -11,7 +11,7 @@ import type { ConnectionConfig } from './config.js';
 import type { Job } from './engine/job.js';
 import { ExactlyOnceError } from './errors.js';
 import type { Logger } from './log.js';
-import { loadSinkConfig } from './sink/sink-config.js';
+import { loadResolvedSinkConfig } from './sink/sink-config.js';
 import { SinkJob } from './sink/sink-job.js';
 
 /** What a job factory is given. */
@@ -54,7 +54,7 @@ export function isSinkConfig(spec: string): boolean {
 export async function loadJobModule(spec: string, context: JobFactoryContext): Promise<Job<unknown>> {
   const file = path.resolve(spec);
   if (!existsSync(file)) throw new ExactlyOnceError('EO_CONFIG_INVALID', `--job: no such file ${file}`);
-  if (isSinkConfig(file)) return new SinkJob(loadSinkConfig(file)) as Job<unknown>;
+  if (isSinkConfig(file)) return new SinkJob(await loadResolvedSinkConfig(file, context.config.schemaRegistry), context.config.schemaRegistry) as Job<unknown>;
   const mod = await importModule(file);
   const factory = mod['default'] ?? mod['createJob'];
   const job = typeof factory === 'function' ? await (factory as JobFactory)(context) : (mod['job'] ?? factory);

@@ -24,6 +24,23 @@ export const CASSANDRA_PORT = Number(process.env['EXACTLYONCE_CASSANDRA_PORT'] |
 export const BROKERS = `127.0.0.1:${KAFKA_PORT}`;
 export const CASSANDRA = CASSANDRA_PORT === 9042 ? '127.0.0.1' : `127.0.0.1:${CASSANDRA_PORT}`;
 
+/** The local stack's Schema Registry (`stack up --schema-registry`), on EXACTLYONCE_REGISTRY_PORT (default 8081). */
+export const REGISTRY_PORT = Number(process.env['EXACTLYONCE_REGISTRY_PORT'] || 8081);
+export const REGISTRY_URL = `http://127.0.0.1:${REGISTRY_PORT}/apis/ccompat/v7`;
+/** What a CLI child needs to find that registry. */
+export const REGISTRY_ENV = { EXACTLYONCE_SCHEMA_REGISTRY_URL: REGISTRY_URL };
+
+/**
+ * Starts the local stack's Schema Registry unless it runs (fetching it from Maven Central the first
+ * time), so that `make test` needs no flag: the tests that read Avro, Protobuf or JSON Schema call it.
+ */
+export async function ensureRegistry(): Promise<string> {
+  const { startServer } = await import('../src/stack/index.js');
+  const o = { ...(await localStack()), schemaRegistry: true, registryPort: REGISTRY_PORT, onProgress: (line: string) => process.stderr.write(`  ${line}\n`) };
+  await startServer(o, 'registry');
+  return REGISTRY_URL;
+}
+
 export function suffix(): string {
   return randomBytes(4).toString('hex');
 }
@@ -32,7 +49,7 @@ export function suffix(): string {
 export function testConfig(overrides: Record<string, unknown> = {}): ConnectionConfig {
   const s = suffix();
   return loadConnectionConfig(
-    { brokers: BROKERS, cassandra: CASSANDRA, keyspace: `eo_test_${s}`, topic: `eo-test-${s}`, alertsTopic: `eo-test-alerts-${s}`, group: `eo-test-${s}`, ...overrides },
+    { brokers: BROKERS, cassandra: CASSANDRA, keyspace: `eo_test_${s}`, topic: `eo-test-${s}`, alertsTopic: `eo-test-alerts-${s}`, group: `eo-test-${s}`, schemaRegistryUrl: REGISTRY_URL, ...overrides },
     {},
   );
 }

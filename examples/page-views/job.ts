@@ -7,12 +7,14 @@
  *   exactlyonce verify --job examples/page-views/job.ts           # the proof, offset by offset
  *
  * A record is `{"url": "/pricing", "user": "u-17", "durationMs": 5300}`; anything else is quarantined
- * with its reason. Exactly once comes from the engine: it resumes every partition from its checkpoint in
+ * with its reason. With `--job-option format=avro` (or protobuf, json-schema) the records are read in
+ * the Confluent wire format through the Schema Registry (`--schema-registry-url`) by the package's own
+ * decoders: the job's `lookup` fetches a batch's schemas before `decode`, which stays pure. Exactly once comes from the engine: it resumes every partition from its checkpoint in
  * Cassandra, written only after the batch's rows; this job's part is an idempotent write (rows keyed by
  * the record's partition and offset, values a pure function of the record, so a replay rewrites them).
  */
-import type { Client, Decoded, DecodedRecord, Expectation, Job, JobContext, JobFactoryContext, SourceRecord } from 'exactlyonce';
-import { consistencies, toLong } from 'exactlyonce';
+import type { Client, Decoded, DecodedRecord, Decoder, Expectation, Format, Job, JobContext, JobFactoryContext, SourceRecord } from 'exactlyonce';
+import { consistencies, createDecoder, decoderLookup, FORMATS, schemaCache, toLong } from 'exactlyonce';
 
 export interface PageView {
   url: string;
@@ -22,13 +24,20 @@ export interface PageView {
 
 export const TOPIC = 'examples.page-views';
 
-function parse(record: SourceRecord): Decoded<PageView> {
+function parse(record: SourceRecord, decoder?: Decoder): Decoded<PageView> {
   if (record.value === null) return { ok: false, reason: 'null_value', detail: 'a record without a value' };
   let v: unknown;
-  try {
-    v = JSON.parse(record.value.toString('utf8'));
-  } catch (e) {
-    return { ok: false, reason: 'bad_json', detail: (e as Error).message };
+  if (decoder !== undefined) {
+    const d = decoder.decode(record.value);
+    if (!d.ok) return d;
+    // An Avro int is a number already; a long would be a BigInt.
+    v = d.value;
+  } else {
+    try {
+      v = JSON.parse(record.value.toString('utf8'));
+    } catch (e) {
+      return { ok: false, reason: 'bad_json', detail: (e as Error).message };
+    }
   }
   const o = v as Partial<PageView> | null;
   if (o === null || typeof o !== 'object') return { ok: false, reason: 'not_an_object', detail: typeof v };
@@ -42,6 +51,9 @@ function parse(record: SourceRecord): Decoded<PageView> {
 
 export default function createJob(context: JobFactoryContext): Job<PageView> {
   const keyspace = context.config.keyspace;
+  const format = (context.options['format'] ?? 'json') as Format;
+  if (!FORMATS.includes(format)) throw new Error(`--job-option format: expected one of ${FORMATS.join(', ')}`);
+  const decoder = format === 'json' ? undefined : createDecoder(format, schemaCache(context.config.schemaRegistry));
   let session: Client | undefined;
   let open = 0;
   return {
@@ -56,7 +68,8 @@ export default function createJob(context: JobFactoryContext): Job<PageView> {
                 PRIMARY KEY (partition, offset)) WITH CLUSTERING ORDER BY (offset DESC);`,
       },
     ],
-    decode: parse,
+    ...(decoder === undefined ? {} : { lookup: decoderLookup({ value: decoder }), settings: { format } }),
+    decode: (record) => parse(record, decoder),
     async open(ctx: JobContext) {
       session = ctx.session;
     },
@@ -90,7 +103,7 @@ export default function createJob(context: JobFactoryContext): Job<PageView> {
       keyColumns: ['partition', 'offset'],
       columns: ['url', 'user_id', 'duration_ms'],
       expect(record: SourceRecord): Expectation {
-        const d = parse(record);
+        const d = parse(record, decoder);
         if (!d.ok) return { kind: 'quarantine', reason: d.reason };
         return {
           kind: 'row',

@@ -25,7 +25,7 @@ function replayCommand(o: ChaosOptions): string {
   return (
     `exactlyonce chaos --seed ${o.seed} --events ${o.events} --duration ${o.durationMs / 1000} --workers ${o.workers} --partitions ${o.partitions} ` +
     `--kills ${o.kills} --zombies ${o.zombies} --cassandra-restarts ${o.cassandraRestarts} --kafka-restarts ${o.kafkaRestarts} ` +
-    `${o.cassandraOutages ? `--cassandra-outages ${o.cassandraOutages} ` : ''}${o.layout !== undefined && o.layout !== 'original' ? `--layout ${o.layout} ` : ''}--add-remove ${o.addRemove} --injections ${o.injections} --bad-ratio ${o.badRatio} --late-ratio ${o.lateRatio} --session-timeout-ms ${o.sessionTimeoutMs} ` +
+    `${o.cassandraOutages ? `--cassandra-outages ${o.cassandraOutages} ` : ''}${o.registryRestarts ? `--registry-restarts ${o.registryRestarts} ` : ''}${o.layout !== undefined && o.layout !== 'original' ? `--layout ${o.layout} ` : ''}--add-remove ${o.addRemove} --injections ${o.injections} --bad-ratio ${o.badRatio} --late-ratio ${o.lateRatio} --session-timeout-ms ${o.sessionTimeoutMs} ` +
     (o.job === undefined ? ruleArgs(o.rule).join(' ') : `--job ${o.job}`)
   );
 }
@@ -72,6 +72,7 @@ async function chaos(base: ConnectionConfig, o: ChaosOptions, json: boolean, sta
       zombiesThatLostPartitions: r.faults.zombiesLost,
       cassandraRestarts: restarted.cassandra,
       kafkaRestarts: restarted.kafka,
+      registryRestarts: restarted.registry,
       cassandraOutages: done.outage,
       workersAdded: done['add-worker'],
       workersRemoved: done['remove-worker'],
@@ -96,7 +97,7 @@ async function chaos(base: ConnectionConfig, o: ChaosOptions, json: boolean, sta
   process.stdout.write(
     `chaos seed ${o.seed}: ${(wallMs / 1000).toFixed(1)} s wall time\n` +
       `  records: ${r.generated} generated + ${r.faults.injected} injected malformed; verify checked ${report.totals.records} (${report.totals.quarantined} quarantined)\n` +
-      `  faults: ${f.kills} kills, ${f.zombies} zombies (${f.zombiesThatLostPartitions} lost their partitions), ${f.cassandraRestarts} Cassandra restarts, ${f.kafkaRestarts} Kafka restarts, ` +
+      `  faults: ${f.kills} kills, ${f.zombies} zombies (${f.zombiesThatLostPartitions} lost their partitions), ${f.cassandraRestarts} Cassandra restarts, ${f.kafkaRestarts} Kafka restarts, ${f.registryRestarts > 0 ? `${f.registryRestarts} Schema Registry restarts, ` : ''}` +
       `${f.workersAdded} workers added, ${f.workersRemoved} removed, ${f.malformedBursts} malformed bursts (${f.skipped} skipped)\n` +
       r.faults.recoveries.map((x) => `  after SIGKILL: ${x}\n`).join('') +
       r.faults.crashes
@@ -136,6 +137,7 @@ export function chaosCommand(): Command {
       .addOption(count('--zombies', 1, 'SIGSTOP a worker past the session timeout, then SIGCONT'))
       .addOption(count('--cassandra-restarts', 1, 'SIGKILL Cassandra (on a cluster stack: one node, down 10-25 s), start it again', 100))
       .addOption(count('--kafka-restarts', 1, 'SIGKILL the Kafka broker (on a cluster stack: in turn the leader of a partition being read and the active controller), start it again', 100))
+      .addOption(count('--registry-restarts', 0, "SIGKILL the local stack's Schema Registry, start it again (for a --job reading Avro, Protobuf or JSON Schema)", 100))
       .addOption(count('--cassandra-outages', 0, 'on a 3-node cluster stack: SIGKILL two Cassandra nodes at once (no quorum), start them again', 100))
       .addOption(count('--add-remove', 2, 'workers added, and as many removed later', 100))
       .addOption(count('--injections', 3, 'bursts of malformed records', 1000))
@@ -153,14 +155,14 @@ export function chaosCommand(): Command {
   ).action(
     action(async (opts, cmd) => {
       const base = connection(cmd);
-      const { events, workers, partitions, kills, zombies, cassandraRestarts, kafkaRestarts, cassandraOutages, addRemove, injections, badRatio, lateRatio } = opts;
+      const { events, workers, partitions, kills, zombies, cassandraRestarts, kafkaRestarts, cassandraOutages, registryRestarts, addRemove, injections, badRatio, lateRatio } = opts;
       // A crashed node replays its commit log; on a busy 2-core machine a cluster node took over 3 minutes.
-      const stack = { ...stackOptionsFrom({ stackDir: opts.stackDir }), startTimeoutMs: 900_000 };
+      const stack = { ...stackOptionsFrom({ stackDir: opts.stackDir }), startTimeoutMs: 900_000, ...(registryRestarts > 0 ? { schemaRegistry: true } : {}) };
       if (cassandraOutages > 0 && stack.cassandraNodes !== 3) {
         throw new ExactlyOnceError('EO_USAGE', `--cassandra-outages needs a stack of 3 Cassandra nodes (the one at ${stack.dir} has ${stack.cassandraNodes}): exactlyonce stack up --cassandra-nodes 3 --kafka-brokers 3`);
       }
       const o: ChaosOptions = {
-        ...{ events, workers, partitions, kills, zombies, cassandraRestarts, kafkaRestarts, cassandraOutages, addRemove, injections, badRatio, lateRatio },
+        ...{ events, workers, partitions, kills, zombies, cassandraRestarts, kafkaRestarts, cassandraOutages, registryRestarts, addRemove, injections, badRatio, lateRatio },
         // A cluster's node is kept down long enough for the others to notice (~10 s) and work without it.
         serverDownMs: isCluster(stack) ? [10_000, 25_000] : [1000, 5000],
         seed: opts.seed ?? Math.floor(Math.random() * 2 ** 32),

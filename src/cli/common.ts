@@ -4,7 +4,8 @@ import { connectionOptions, kafkaConfigFromEnv, loadConnectionConfig, type Conne
 import { parseHealthMix } from '../app/generator.js';
 import { isRetriableCassandraError, securityError } from '../cassandra/session.js';
 import { ExactlyOnceError } from '../errors.js';
-import { clusterDefaults } from '../stack/cluster.js';
+import { clusterDefaults, readLayout } from '../stack/cluster.js';
+import { CCOMPAT_PATH } from '../stack/registry-server.js';
 import { defaultStackOptions } from '../stack/options.js';
 
 const CONNECTION_KEYS = Object.keys(connectionOptions) as ConnectionKey[];
@@ -17,6 +18,17 @@ const CONNECTION_KEYS = Object.keys(connectionOptions) as ConnectionKey[];
 export function localCluster(): ReturnType<typeof clusterDefaults> {
   const dir = process.env['EXACTLYONCE_STACK_DIR'];
   return clusterDefaults(dir !== undefined && dir !== '' ? dir : defaultStackOptions().dir);
+}
+
+/**
+ * The local stack's Schema Registry when it runs one on another port than the default (`stack up
+ * --schema-registry --registry-port N`, remembered in its layout, or EXACTLYONCE_REGISTRY_PORT): the
+ * default --schema-registry-url points at it.
+ */
+function localRegistryUrl(): string | undefined {
+  const dir = process.env['EXACTLYONCE_STACK_DIR'];
+  const port = readLayout(dir !== undefined && dir !== '' ? dir : defaultStackOptions().dir)?.registryPort ?? Number(process.env['EXACTLYONCE_REGISTRY_PORT'] || 0);
+  return port > 0 ? `http://127.0.0.1:${port}${CCOMPAT_PATH}` : undefined;
 }
 
 /** The connection flags as Commander leaves them: strings, not validated yet (`connection` does that). */
@@ -38,7 +50,9 @@ export function withConnection<A extends unknown[], O extends OptionValues, G ex
     const o = connectionOptions[key];
     const option = new Option(o.flag, o.help).env(o.env).hideHelp(!used.includes(key));
     const clusterDefault = cluster === null ? undefined : key === 'brokers' ? cluster.brokers : key === 'cassandra' ? cluster.cassandra : undefined;
-    cmd.addOption(clusterDefault !== undefined ? option.default(clusterDefault, `${clusterDefault}: the local stack's cluster`) : o.default === undefined ? option : option.default(o.default));
+    const registry = key === 'schemaRegistryUrl' ? localRegistryUrl() : undefined;
+    if (registry !== undefined) cmd.addOption(option.default(registry, `${registry}: the local stack's registry`));
+    else cmd.addOption(clusterDefault !== undefined ? option.default(clusterDefault, `${clusterDefault}: the local stack's cluster`) : o.default === undefined ? option : option.default(o.default));
   }
   return cmd as unknown as Command<A, O & ConnectionFlags, G>;
 }
@@ -48,6 +62,9 @@ function withCompanions(used: readonly ConnectionKey[]): ConnectionKey[] {
   const out = new Set(used);
   if (used.includes('cassandraPassword')) for (const k of ['cassandraPasswordFile', 'cassandraTls', 'cassandraCa', 'cassandraCert', 'cassandraKey'] as const) out.add(k);
   if (used.includes('kafkaConfig')) out.add('kafkaConfigFile');
+  // Whatever reads Kafka records may meet Avro, Protobuf or JSON Schema ones: the registry's settings too.
+  if (used.includes('kafkaConfig')) for (const k of ['schemaRegistryUrl', 'schemaRegistryUsername', 'schemaRegistryPassword'] as const) out.add(k);
+  if (used.includes('schemaRegistryPassword')) out.add('schemaRegistryPasswordFile');
   return [...out];
 }
 

@@ -20,7 +20,7 @@ export function schemaCommand(): Command {
           .env('EXACTLYONCE_REPLICATION')
           .default(localCluster()?.keyspaceReplication ?? 'SimpleStrategy:1'),
       ),
-    ['cassandra', 'datacenter', 'keyspace', 'topic', 'cassandraUsername', 'cassandraPassword'],
+    ['cassandra', 'datacenter', 'keyspace', 'topic', 'cassandraUsername', 'cassandraPassword', 'schemaRegistryUrl', 'schemaRegistryUsername', 'schemaRegistryPassword'],
   ).action(
     action(async (opts, cmd) => {
       const config = connection(cmd);

@@ -4,7 +4,8 @@ import { intOption } from '../config.js';
 import { ExactlyOnceError } from '../errors.js';
 import { formatTable } from '../format/table.js';
 import { clusterDefaults, stackNodes } from '../stack/cluster.js';
-import { isSecure, secureSummary, stackDown, stackLogs, stackStatus, stackUp, type ServerStatus } from '../stack/index.js';
+import { isSecure, secureSummary, stackDown, stackLogs, stackStatus, stackUp, stopServer, type ServerStatus } from '../stack/index.js';
+import { registryUrl } from '../stack/registry-server.js';
 import { action } from './common.js';
 import { stackFlags, stackOptionsFrom } from './stack-flags.js';
 
@@ -26,10 +27,14 @@ export function stackCommand(): Command {
       .description('fetch the servers from Maven Central if needed, start them, wait until ready (reuses running ones)')
       .option('--secure', 'TLS and authentication on both servers: a local CA, Cassandra TLS + passwords + grants, Kafka SASL_SSL (SCRAM-SHA-512) + ACLs; the stack dir stays secured (one node and one broker only)')
       .addOption(new Option('--cassandra-nodes <n>', 'Cassandra nodes in one ring, node i on 127.0.0.(1+i) (default: 1, or the layout the stack was last started with)').argParser(intOption('--cassandra-nodes', 1, 9)))
-      .addOption(new Option('--kafka-brokers <n>', 'Kafka brokers (each also a KRaft controller) in one cluster (default: 1, or the layout the stack was last started with)').argParser(intOption('--kafka-brokers', 1, 9))),
+      .addOption(new Option('--kafka-brokers <n>', 'Kafka brokers (each also a KRaft controller) in one cluster (default: 1, or the layout the stack was last started with)').argParser(intOption('--kafka-brokers', 1, 9)))
+      .option('--schema-registry', 'a Schema Registry beside them (Apicurio Registry, Confluent-compatible API; needs Java 21+), for Avro, Protobuf and JSON Schema topics; kept in the layout: later `stack up`s start it too')
+      .option('--no-schema-registry', 'stop starting the Schema Registry with this stack (its schemas stay in the stack dir)'),
   ).action(
     action(async (opts) => {
       const o = { ...stackOptionsFrom(opts), secure: opts.secure === true };
+      // Leaving the registry out of the layout: stop it if it runs, so the stack matches the layout.
+      if (opts.schemaRegistry === false) await stopServer(o, 'registry');
       const r = await stackUp(o);
       const secs = (r.elapsedMs / 1000).toFixed(1);
       process.stdout.write(
@@ -46,9 +51,10 @@ export function stackCommand(): Command {
         process.stdout.write(`  Kafka      127.0.0.1:${o.kafkaPort}    (--brokers 127.0.0.1:${o.kafkaPort})\n`);
         process.stdout.write(`  Cassandra  127.0.0.1:${o.cassandraPort}    (--cassandra 127.0.0.1:${o.cassandraPort})\n`);
       } else {
-        for (const n of stackNodes(o)) process.stdout.write(`  ${n.id.padEnd(11)}${n.host}:${n.port}\n`);
+        for (const n of stackNodes(o).filter((x) => x.kind !== 'registry')) process.stdout.write(`  ${n.id.padEnd(11)}${n.host}:${n.port}\n`);
         process.stdout.write(`  the other commands default to this cluster while EXACTLYONCE_STACK_DIR points here: --brokers ${cluster.brokers} --cassandra ${cluster.cassandra}\n`);
       }
+      if (o.schemaRegistry) process.stdout.write(`  Schema Registry ${registryUrl(o.registryPort)}    (--schema-registry ${registryUrl(o.registryPort)})\n`);
     }),
   );
 
@@ -73,7 +79,7 @@ export function stackCommand(): Command {
     stack
       .command('logs')
       .description("show the tail of a server's log")
-      .argument('<server>', 'kafka or cassandra; in a cluster kafka1…, cassandra1…')
+      .argument('<server>', 'kafka, cassandra or registry; in a cluster kafka1…, cassandra1…')
       .addOption(new Option('-n, --lines <n>', 'how many lines').default(50).argParser(intOption('--lines', 1, 100000))),
   ).action(
     action(async (server, opts) => {

@@ -39,4 +39,6 @@ export interface JobAudit {
    * without it the job can be verified, not put under chaos.
    */
   sample?(o: { seed: number; count: number; badRatio: number }): Iterable<{ key: string | Buffer | null; value: string | Buffer | null }>;
+  /** What `sample` needs done first, once (a sink of Avro records registers its sample schema for the topic). */
+  prepareSample?(): Promise<void>;
 }

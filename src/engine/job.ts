@@ -46,6 +46,20 @@ export interface JobMigration {
   readonly cql: string;
 }
 
+/**
+ * Fetches what a job's `decode` reads, for one batch, before the batch is decoded. The engine retries a
+ * retriable rejection (the server does not answer) with backoff until it resolves — one log line when
+ * `server` stops answering and one when it is back, its retries counted under its name — and decodes,
+ * quarantines or skips nothing meanwhile; a rejection no retry fixes stops the partition, coded. What
+ * the server answers for good (a schema id it does not know) is no error here: `decode` then says why
+ * the record cannot be decoded, and it is quarantined. Safe to repeat (a batch read again).
+ */
+export interface DecodeLookup {
+  /** The server asked, as the logs, metrics and /readyz name it ("Schema Registry"). */
+  readonly server: string;
+  fetch(records: readonly SourceRecord[], signal: AbortSignal): Promise<void>;
+}
+
 export interface Job<T> {
   /**
    * The job's name: the key of its row in the keyspace's `job` table (src/engine/job-binding.ts) and
@@ -75,6 +89,11 @@ export interface Job<T> {
    * (EO_JOB_CONFIG_MISMATCH), so two workers can never write competing results.
    */
   readonly settings?: Readonly<Record<string, string | number | boolean>>;
+  /**
+   * What `decode` needs from another server before a batch is decoded (the schemas of a Schema
+   * Registry, src/formats/decoder.ts `decoderLookup`), so that decode itself stays pure and synchronous.
+   */
+  readonly lookup?: DecodeLookup;
   /** Pure and deterministic: the same record always decodes the same way. */
   decode(record: SourceRecord): Decoded<T>;
   /**

@@ -96,7 +96,7 @@ export class EngineMetrics {
       labelNames: ['server'],
       registers,
       collect() {
-        for (const server of ['Cassandra', 'Kafka'] as const) this.set({ server }, self.health.isDown(server) ? 0 : 1);
+        for (const server of self.health.servers()) this.set({ server }, self.health.isDown(server) ? 0 : 1);
       },
     });
     this.stops = new Counter({

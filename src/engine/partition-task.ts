@@ -22,8 +22,8 @@ export interface TaskContext {
   log: Logger;
   /** Aborted when the worker stops (handed to the job's writes). */
   signal?: AbortSignal;
-  /** Runs a Cassandra operation with retries until it succeeds or the worker shuts down. */
-  withRetry: <T>(fn: () => Promise<T>) => Promise<T>;
+  /** Runs an operation against `server` (default Cassandra) with retries until it succeeds or the worker shuts down. */
+  withRetry: <T>(fn: () => Promise<T>, server?: string) => Promise<T>;
   /** The partition's current log start offset, to tell a deleted range from an ordinary offset gap. */
   logStart: (partition: number) => Promise<bigint>;
   /** The checkpoint writes in flight of every task (the Runner awaits them before closing the session). */
@@ -104,6 +104,9 @@ export class PartitionTask {
     const decoded: DecodedRecord<unknown>[] = [];
     const bad: QuarantineEntry[] = [];
     const job = this.ctx.job;
+    // What decode reads from another server (schemas): fetched first, retried while it does not answer.
+    const lookup = job.lookup;
+    if (lookup !== undefined) await this.ctx.withRetry(() => lookup.fetch(fresh, this.ctx.signal ?? NEVER), lookup.server);
     for (let i = 0; i < fresh.length; i++) {
       const record = fresh[i]!;
       const d = job.decode(record);

@@ -116,7 +116,7 @@ export class Runner {
     return this.taskManager?.tasks ?? new Map();
   }
 
-  private retrying<T>(server: 'Cassandra' | 'Kafka', fn: () => Promise<T>, deadlineMs?: number): Promise<T> {
+  private retrying<T>(server: string, fn: () => Promise<T>, deadlineMs?: number): Promise<T> {
     return retry(fn, {
       server,
       signal: this.abort.signal,
@@ -180,7 +180,7 @@ export class Runner {
       metrics: this.metrics,
       lag: this.lag,
       log: this.log,
-      withRetry: (fn) => this.retrying('Cassandra', fn),
+      withRetry: (fn, server = 'Cassandra') => this.retrying(server, fn),
       checkpointsInFlight: this.checkpointsInFlight,
       logStart: async (p) => (await admin.watermarks(config.topic)).find((w) => w.partition === p)?.low ?? 0n,
       // Why a partition stopped, for `exactlyonce checkpoints list` (informational: a failure is ignored).

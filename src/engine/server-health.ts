@@ -7,7 +7,8 @@
 /** A server is reported down this long after its last failed call, unless a call succeeds first, in ms. */
 export const DOWN_FOR_MS = 20_000;
 
-export type Server = 'Cassandra' | 'Kafka';
+/** Kafka, Cassandra, or a server a job's lookup asks (the Schema Registry: src/engine/job.ts DecodeLookup). */
+export type Server = string;
 
 export interface Readiness {
   ready: boolean;
@@ -34,6 +35,11 @@ export class ServerHealth {
   /** A call to `server` succeeded. */
   answered(server: Server): void {
     this.lastSuccess.set(server, Date.now());
+  }
+
+  /** Kafka, Cassandra, and every other server a call was made to (a job's lookup: the Schema Registry). */
+  servers(): Server[] {
+    return [...new Set(['Kafka', 'Cassandra', ...this.lastFailure.keys(), ...this.lastSuccess.keys()])];
   }
 
   /** An assignment callback ran (possibly with no partitions: more workers than partitions). */
@@ -71,7 +77,7 @@ export class ServerHealth {
    */
   readiness(): Readiness {
     if (!this.joined) return { ready: false, detail: 'not ready: waiting for the consumer group to assign partitions' };
-    const down = (['Kafka', 'Cassandra'] as const).filter((server) => this.isDown(server));
+    const down = this.servers().filter((server) => this.isDown(server));
     if (down.length > 0) return { ready: false, detail: `not ready: ${down.join(' and ')} not answering` };
     const owned = [...this.owned].sort((a, b) => a - b);
     return { ready: true, detail: `ready: owns ${owned.length === 0 ? 'no partition' : `partitions ${owned.join(',')}`}` };

@@ -44,7 +44,7 @@ export interface ServerCrash {
 
 export class FaultRunner {
   readonly done: Record<Fault['kind'] | 'skipped', number> = { kill: 0, 'add-worker': 0, 'remove-worker': 0, zombie: 0, restart: 0, outage: 0, inject: 0, skipped: 0 };
-  readonly restarted: Record<ServerName, number> = { kafka: 0, cassandra: 0 };
+  readonly restarted: Record<ServerName, number> = { kafka: 0, cassandra: 0, registry: 0 };
   /** Zombies whose log said, after waking, that they had lost their partitions. */
   zombiesLost = 0;
   injected = 0;

@@ -21,7 +21,7 @@ import type { Job } from '../engine/job.js';
 import { ExactlyOnceError } from '../errors.js';
 import { isSinkConfig, loadJobModule } from '../job-loader.js';
 import { createLogger } from '../log.js';
-import { loadSinkConfig } from '../sink/sink-config.js';
+import { readSinkConfigFile } from '../sink/sink-config.js';
 import { KafkaAdmin } from '../kafka/admin.js';
 import { Producer } from '../kafka/producer.js';
 import { stackStatus, type StackOptions } from '../stack/index.js';
@@ -110,7 +110,7 @@ export async function runChaos(
   const { say, signal } = run;
   let t0 = run.t0;
   const aborted = () => signal.aborted;
-  if (o.cassandraRestarts + o.kafkaRestarts + (o.cassandraOutages ?? 0) > 0) {
+  if (o.cassandraRestarts + o.kafkaRestarts + (o.cassandraOutages ?? 0) + (o.registryRestarts ?? 0) > 0) {
     const down = (await stackStatus(stack)).filter((s) => !s.running || !s.ready);
     if (down.length > 0) {
       throw new ExactlyOnceError('EO_USAGE', `chaos restarts the servers of the local stack at ${stack.dir}, but ${down.map((s) => s.name).join(' and ')} is not running there; run \`exactlyonce stack up\`, or pass --cassandra-restarts 0 --kafka-restarts 0`);
@@ -135,12 +135,15 @@ export async function runChaos(
   if (o.job !== undefined) {
     let spec = path.resolve(o.job);
     if (isSinkConfig(spec)) {
-      const sink = loadSinkConfig(spec);
+      // As written (columns left out are derived again, from the run topic's registered schema).
+      const sink = readSinkConfigFile(spec) as object;
       spec = path.join(runDir, 'sink.json');
-      writeFileSync(spec, JSON.stringify({ ...(JSON.parse(sink.source) as object), topic: config.topic }, null, 2));
+      writeFileSync(spec, JSON.stringify({ ...sink, topic: config.topic }, null, 2));
     }
     job = await loadJobModule(spec, { config, options: { topic: config.topic }, log: createLogger('chaos') });
     if (job.audit?.sample === undefined) throw new ExactlyOnceError('EO_USAGE', `--job: job ${job.name} has no audit.sample(): chaos cannot make records for it (it can still be verified)`);
+    // What the samples need first (a sink of Avro records registers its schema for the run's topic).
+    await job.audit.prepareSample?.();
     const applied = await applyJobMigrations(session, config.keyspace, job.name, job.migrations ?? []);
     workerArgs = ['--job', spec, '--job-option', `topic=${config.topic}`];
     say(`job ${job.name} (${job.audit.mode} into table ${job.audit.table}); applied ${applied.applied.join(', ') || 'no migration'}`);

@@ -41,6 +41,10 @@ export function connectionEnv(config: ConnectionConfig): Record<string, string> 
     EXACTLYONCE_CASSANDRA_PASSWORD_FILE: '',
     EXACTLYONCE_KAFKA_CONFIG: Object.keys(config.kafkaConfig).length === 0 ? '' : JSON.stringify(config.kafkaConfig),
     EXACTLYONCE_KAFKA_CONFIG_FILE: '',
+    EXACTLYONCE_SCHEMA_REGISTRY_URL: config.schemaRegistry.url,
+    EXACTLYONCE_SCHEMA_REGISTRY_USERNAME: config.schemaRegistry.username ?? '',
+    EXACTLYONCE_SCHEMA_REGISTRY_PASSWORD: config.schemaRegistry.password ?? '',
+    EXACTLYONCE_SCHEMA_REGISTRY_PASSWORD_FILE: '',
   };
 }
 

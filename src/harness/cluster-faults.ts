@@ -23,7 +23,7 @@ export async function faultTargets(
     const ids = [1, 2, 3].filter((i) => i !== keep).map((i) => `cassandra${i}`);
     return { ids, what: `${ids.join(' and ')} (only cassandra${keep} left: no quorum)` };
   }
-  if (!isCluster(stack)) return { ids: [f.server], what: f.server };
+  if (!isCluster(stack) || f.server === 'registry') return { ids: [f.server], what: f.server };
   if (f.server === 'cassandra') {
     if (stack.cassandraNodes === 1) return { ids: ['cassandra'], what: 'cassandra' };
     const id = `cassandra${1 + Math.floor(f.pick * stack.cassandraNodes)}`;

@@ -1,18 +1,21 @@
 /**
- * The CQL types a sink column can have, and the pure conversion of a JSON field (numbers parsed
- * losslessly) to the value bound to Cassandra. No I/O: unit-tested exhaustively
+ * The CQL types a sink column can have, and the pure conversion of a decoded field to the value
+ * bound to Cassandra. The field is a typed value of any format (src/formats/decoder.ts): a JSON number
+ * is a LosslessNumber (its digits), an Avro or Protobuf long a BigInt, an int or double a number, a
+ * logical timestamp or date a Date, a decimal a LosslessNumber. No I/O: unit-tested exhaustively
  * (test/unit/sink-cql-types.test.ts).
  *
- * - text: a JSON string;
- * - int: a whole JSON number in [-2^31, 2^31);
- * - bigint: a whole JSON number or a string of digits, exact over the whole int64 range (never
- *   through float64);
- * - double: a JSON number;
+ * - text: a string (an Avro enum or uuid too);
+ * - int: a whole number in [-2^31, 2^31);
+ * - bigint: a whole number or a string of digits, exact over the whole int64 range (never through
+ *   float64);
+ * - double: a number;
  * - boolean: true or false;
- * - timestamp: epoch milliseconds (a whole number) or an ISO-8601 string with a time zone;
+ * - timestamp: a Date, epoch milliseconds (a whole number) or an ISO-8601 string with a time zone;
  * - uuid: the canonical 8-4-4-4-12 hex string;
- * - decimal: a JSON number or numeric string, digits kept as written (1.50 stays 1.50);
- * - list<T>: a JSON array of T (no null elements); map<text, T>: a JSON object of T.
+ * - decimal: a number or numeric string, digits kept as written (1.50 stays 1.50), in plain or
+ *   exponent notation (1E+3 is 1000, 1.5e-7 is 0.00000015);
+ * - list<T>: an array of T (no null elements); map<text, T>: an object (JSON, an Avro map) of T.
  */
 import { isLosslessNumber, type LosslessNumber } from 'lossless-json';
 import { types } from '../cassandra/session.js';
@@ -59,14 +62,44 @@ const INT64_MIN = -(2n ** 63n);
 const INT64_MAX = 2n ** 63n - 1n;
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 const ISO_8601 = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d{1,9})?)?(Z|[+-]\d{2}:?\d{2})$/;
-/** Plain decimal notation only: the driver's BigDecimal does not read exponents (1e3). */
-const DECIMAL = /^-?\d+(\.\d+)?$/;
+/** A JSON number's grammar (RFC 8259 §6), with a leading + tolerated in the exponent only. */
+const DECIMAL = /^(-?)(\d+)(?:\.(\d+))?(?:[eE]([+-]?\d+))?$/;
+
+/**
+ * A decimal's digits in the plain notation the driver's BigDecimal reads (it does not read exponents):
+ * 1E+3 → "1000", 1.5e-7 → "0.00000015", 1.50 → "1.50" (trailing zeros are digits a user wrote).
+ * Undefined if not a number, or if its exponent would spell out more than 1000 digits.
+ */
+export function plainDecimal(text: string): string | undefined {
+  const m = DECIMAL.exec(text);
+  if (m === null) return undefined;
+  const [, sign, int, frac = '', exp] = m;
+  if (exp === undefined) return text;
+  const e = Number(exp);
+  if (!Number.isSafeInteger(e) || Math.abs(e) > 1000) return undefined;
+  const digits = `${int}${frac}`;
+  const point = int!.length + e; // where the decimal point lands in `digits`
+  let out: string;
+  if (point <= 0) out = `0.${'0'.repeat(-point)}${digits}`;
+  else if (point >= digits.length) out = digits + '0'.repeat(point - digits.length);
+  else out = `${digits.slice(0, point)}.${digits.slice(point)}`;
+  return `${sign}${out.replace(/^0+(?=\d)/, '')}`;
+}
 
 const fail = (problem: string): Converted => ({ ok: false, problem });
-const shown = (v: unknown) => (isLosslessNumber(v) ? v.toString() : JSON.stringify(v) ?? String(v)).slice(0, 80);
+const shown = (v: unknown) =>
+  (isLosslessNumber(v) ? v.toString() : typeof v === 'bigint' ? v.toString() : v instanceof Date ? (Number.isNaN(v.getTime()) ? 'an invalid date' : v.toISOString()) : Buffer.isBuffer(v) ? `${v.length} bytes` : JSON.stringify(v) ?? String(v)).slice(0, 80);
+
+/** A number's exact text: a JSON number's digits, a BigInt's, a finite JS number's (Avro int, float, double). */
+function numberText(v: unknown): string | undefined {
+  if (isLosslessNumber(v)) return (v as LosslessNumber).toString();
+  if (typeof v === 'bigint') return v.toString();
+  if (typeof v === 'number' && Number.isFinite(v)) return Number.isInteger(v) && !Number.isSafeInteger(v) ? BigInt(v).toString() : String(v);
+  return undefined;
+}
 
 function scalar(type: ScalarType, v: unknown): Converted {
-  const num = isLosslessNumber(v) ? (v as LosslessNumber).toString() : undefined;
+  const num = numberText(v);
   switch (type) {
     case 'text':
       return typeof v === 'string' ? { ok: true, value: v } : fail(`expected a string, got ${shown(v)}`);
@@ -89,6 +122,7 @@ function scalar(type: ScalarType, v: unknown): Converted {
       return Number.isFinite(n) ? { ok: true, value: n } : fail(`${num} is not a finite double`);
     }
     case 'timestamp': {
+      if (v instanceof Date) return Number.isNaN(v.getTime()) ? fail('an invalid date') : { ok: true, value: v };
       if (num !== undefined) {
         if (!/^-?\d+$/.test(num)) return fail(`expected epoch milliseconds (a whole number) or an ISO-8601 string, got ${num}`);
         const ms = Number(num);
@@ -101,7 +135,8 @@ function scalar(type: ScalarType, v: unknown): Converted {
       return typeof v === 'string' && UUID.test(v) ? { ok: true, value: types.Uuid.fromString(v.toLowerCase()) } : fail(`expected a UUID (8-4-4-4-12 hex digits), got ${shown(v)}`);
     case 'decimal': {
       const text = num ?? (typeof v === 'string' ? v : undefined);
-      return text !== undefined && DECIMAL.test(text) ? { ok: true, value: types.BigDecimal.fromString(text) } : fail(`expected a decimal number in plain notation (or such a string), got ${shown(v)}`);
+      const plain = text === undefined ? undefined : plainDecimal(text);
+      return plain !== undefined ? { ok: true, value: types.BigDecimal.fromString(plain) } : fail(`expected a decimal number (or such a string), got ${shown(v)}`);
     }
   }
 }
@@ -110,7 +145,7 @@ function scalar(type: ScalarType, v: unknown): Converted {
 export function convert(type: CqlType, v: unknown): Converted {
   if (type.kind === 'scalar') return scalar(type.name, v);
   if (type.kind === 'list') {
-    if (!Array.isArray(v)) return fail(`expected a JSON array, got ${shown(v)}`);
+    if (!Array.isArray(v)) return fail(`expected a JSON array (or an array), got ${shown(v)}`);
     const out: unknown[] = [];
     for (const [i, x] of v.entries()) {
       if (x === null) return fail(`element ${i} is null (a list cannot hold null)`);
@@ -120,7 +155,7 @@ export function convert(type: CqlType, v: unknown): Converted {
     }
     return { ok: true, value: out };
   }
-  if (v === null || typeof v !== 'object' || Array.isArray(v) || isLosslessNumber(v)) return fail(`expected a JSON object, got ${shown(v)}`);
+  if (v === null || typeof v !== 'object' || Array.isArray(v) || isLosslessNumber(v) || v instanceof Date || Buffer.isBuffer(v)) return fail(`expected a JSON object (or a map), got ${shown(v)}`);
   const out: Record<string, unknown> = {};
   for (const [k, x] of Object.entries(v as Record<string, unknown>)) {
     if (x === null) return fail(`value of "${k}" is null (a map cannot hold null)`);

@@ -3,7 +3,9 @@
  * unknown keys are refused and every problem names its key (`columns.total.type: …`).
  *
  *   name: orders                # the job's name (default: the table's)
- *   topic: shop.orders          # input topic: records are JSON objects
+ *   topic: shop.orders          # input topic
+ *   format: avro                # the values: json (default), avro, protobuf or json-schema (Schema Registry)
+ *   keyFormat: avro             # the keys, the same choices (default json: text, or a JSON object)
  *   table: orders               # target table in the keyspace
  *   mode: upsert                # log: one row per (partition, offset); upsert: one row per key
  *   key: [order_id]             # upsert: the key columns (the table's primary key)
@@ -12,13 +14,19 @@
  *     status: text                            # shorthand for { type: text }
  *     total: { type: decimal, required: true }
  *     currency: { type: text, default: EUR }  # used when the field is missing or null
+ *
+ * With a registry format `columns` may be left out: they are then derived from the latest schema
+ * registered for the topic's values (subject `<topic>-value`; src/sink/derive-columns.ts).
  */
 import { readFileSync } from 'node:fs';
 import { LosslessNumber } from 'lossless-json';
 import { parse as parseYaml } from 'yaml';
 import { z } from 'zod';
 import { ExactlyOnceError } from '../errors.js';
+import { FORMATS, isRegistryFormat, schemaCache, type Format } from '../formats/decoder.js';
+import type { SchemaRegistryConfig } from '../config.js';
 import { convert, parseCqlType, SCALAR_TYPES, type CqlType } from './cql-types.js';
+import { retry } from '../engine/retry.js';
 
 /** Unquoted CQL identifiers in lower case (so the generated CQL needs no quoting). */
 const identifier = z.string().regex(/^[a-z][a-z0-9_]{0,47}$/, 'expected a lower-case CQL name: a letter, then letters, digits or _ (at most 48)');
@@ -42,9 +50,14 @@ const sinkSchema = z
     name: z.string().regex(/^[A-Za-z0-9_-]{1,64}$/, 'expected 1-64 letters, digits, _ or -').optional(),
     topic: z.string().regex(/^[A-Za-z0-9._-]{1,249}$/, 'expected a Kafka topic name: 1-249 characters of [A-Za-z0-9._-]'),
     table: identifier,
+    format: z.enum(FORMATS, { message: `expected one of ${FORMATS.join(', ')}` }).optional(),
+    keyFormat: z.enum(FORMATS, { message: `expected one of ${FORMATS.join(', ')}` }).optional(),
     mode: z.enum(['log', 'upsert']),
     key: z.array(identifier).min(1).optional(),
-    columns: z.record(identifier, columnSchema).refine((c) => Object.keys(c).length > 0, { message: 'expected at least one column' }),
+    columns: z
+      .record(identifier, columnSchema)
+      .refine((c) => Object.keys(c).length > 0, { message: 'expected at least one column' })
+      .optional(),
   })
   .strict();
 
@@ -63,6 +76,11 @@ export interface SinkConfig {
   readonly topic: string;
   readonly table: string;
   readonly mode: 'log' | 'upsert';
+  /** How record values and keys are decoded (src/formats/decoder.ts). */
+  readonly format: Format;
+  readonly keyFormat: Format;
+  /** The columns were derived from the registered schema (the config left them out). */
+  readonly derived: boolean;
   /** Upsert: the key columns, in order (the table's partition key). Log: empty. */
   readonly key: readonly string[];
   readonly columns: readonly SinkColumn[];
@@ -84,6 +102,15 @@ export function sinkConfig(raw: unknown, where = 'sink config'): SinkConfig {
     throw invalid(where, parsed.error.issues.map((i) => `${i.path.length > 0 ? i.path.join('.') : '(top level)'}: ${i.message}`));
   }
   const c = parsed.data;
+  const format = c.format ?? 'json';
+  const keyFormat = c.keyFormat ?? 'json';
+  if (c.columns === undefined) {
+    throw invalid(where, [
+      isRegistryFormat(format)
+        ? 'columns: left out, they are derived from the registered schema: load this config with the registry (`exactlyonce sink --config <file> --print-cql` shows them)'
+        : 'columns: expected the columns (only a Schema Registry format, avro, protobuf or json-schema, can derive them from the registered schema)',
+    ]);
+  }
   const problems: string[] = [];
   const columns: SinkColumn[] = Object.entries(c.columns).map(([name, spec]) => {
     const s = typeof spec === 'string' ? { type: spec } : spec;
@@ -110,7 +137,38 @@ export function sinkConfig(raw: unknown, where = 'sink config'): SinkConfig {
     if (columns.length === (c.key ?? []).length) problems.push('columns: an upsert table needs at least one column besides the key');
   }
   if (problems.length > 0) throw invalid(where, problems);
-  return Object.freeze({ name: c.name ?? c.table, topic: c.topic, table: c.table, mode: c.mode, key: c.key ?? [], columns, source: JSON.stringify(c) });
+  return Object.freeze({ name: c.name ?? c.table, topic: c.topic, table: c.table, mode: c.mode, format, keyFormat, derived: false, key: c.key ?? [], columns, source: JSON.stringify(c) });
+}
+
+/** How long deriving columns waits for a registry that does not answer, in ms. */
+const REGISTRY_START_DEADLINE_MS = 60_000;
+
+/** The subject a topic's value schemas are registered under (Confluent's TopicNameStrategy). */
+export function valueSubject(topic: string): string {
+  return `${topic}-value`;
+}
+
+/**
+ * Validates a parsed config; when it leaves `columns` out and reads a registry format, derives them
+ * from the latest schema registered for the topic's values. EO_CONFIG_INVALID when there is none;
+ * EO_REGISTRY_* when the registry does not answer.
+ */
+export async function resolveSinkConfig(raw: unknown, registry: SchemaRegistryConfig, where = 'sink config'): Promise<SinkConfig & { skipped?: string[] }> {
+  const r = raw as Record<string, unknown> | null;
+  const format = typeof r?.['format'] === 'string' ? (r['format'] as Format) : 'json';
+  if (r === null || typeof r !== 'object' || r['columns'] !== undefined || !FORMATS.includes(format) || !isRegistryFormat(format) || typeof r['topic'] !== 'string') return sinkConfig(raw, where);
+  const cache = schemaCache(registry);
+  const subject = valueSubject(r['topic']);
+  // Retried like a worker's other start-up calls (a registry starting with the stack answers in seconds).
+  const latest = await retry(() => cache.registry.latest(subject), { server: 'Schema Registry', deadlineMs: REGISTRY_START_DEADLINE_MS });
+  if (latest === null) throw invalid(where, [`columns: left out, and no schema is registered under subject ${subject} at ${registry.url} to derive them from; register the topic's schema, or list the columns`]);
+  await retry(() => cache.fetch([latest.id]), { server: 'Schema Registry', deadlineMs: REGISTRY_START_DEADLINE_MS });
+  const { deriveColumns } = await import('./derive-columns.js');
+  const derived = deriveColumns(cache.get(latest.id)!);
+  if (derived.columns.length === 0) throw invalid(where, [`columns: none could be derived from schema id ${latest.id} (subject ${subject}): ${derived.skipped.join('; ')}`]);
+  const columns = Object.fromEntries(derived.columns.map((c) => [c.name, { type: c.type, ...(c.field === c.name ? {} : { field: c.field }), ...(c.default === undefined ? {} : { default: c.default }) }]));
+  const config = sinkConfig({ ...r, columns }, `${where} (columns derived from schema id ${latest.id}, subject ${subject} version ${latest.version})`);
+  return Object.freeze({ ...config, derived: true, skipped: derived.skipped });
 }
 
 /** A YAML default's number as the decoder sees a JSON number (lossless). */
@@ -120,6 +178,16 @@ function toLossless(n: number): unknown {
 
 /** Reads and validates a sink config file: `.json` as JSON, anything else as YAML (a superset). */
 export function loadSinkConfig(file: string): SinkConfig {
+  return sinkConfig(readSinkConfigFile(file), file);
+}
+
+/** Reads a sink config file and resolves it (columns derived from the registry when left out). */
+export function loadResolvedSinkConfig(file: string, registry: SchemaRegistryConfig): Promise<SinkConfig & { skipped?: string[] }> {
+  return resolveSinkConfig(readSinkConfigFile(file), registry, file);
+}
+
+/** A sink config file's content, parsed (`.json` as JSON, anything else as YAML), not validated yet. */
+export function readSinkConfigFile(file: string): unknown {
   let text: string;
   try {
     text = readFileSync(file, 'utf8');
@@ -132,5 +200,5 @@ export function loadSinkConfig(file: string): SinkConfig {
   } catch (e) {
     throw new ExactlyOnceError('EO_CONFIG_INVALID', `${file}: not valid ${file.endsWith('.json') ? 'JSON' : 'YAML'}: ${(e as Error).message.split('\n')[0]}`);
   }
-  return sinkConfig(raw, file);
+  return raw;
 }

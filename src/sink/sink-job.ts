@@ -1,6 +1,8 @@
 /**
- * The declarative sink as a Job (`exactlyonce sink --config`): JSON records of one topic into one table,
- * in one of two modes.
+ * The declarative sink as a Job (`exactlyonce sink --config`): the records of one topic into one table,
+ * in one of two modes. Records are decoded by the config's formats (src/formats/decoder.ts: JSON, or
+ * Avro, Protobuf or JSON Schema through the Schema Registry, whose schemas the job's lookup fetches
+ * before each batch is decoded); the column mapping does not care which.
  *
  * log: one row per record, keyed by (partition, offset) like the original `events` table. A replay
  * rewrites the same row with the same values.
@@ -26,12 +28,17 @@
  */
 import { isLosslessNumber, parse } from 'lossless-json';
 import { consistencies, toLong, type Client } from '../cassandra/session.js';
+import type { SchemaRegistryConfig } from '../config.js';
+import { createDecoder, decoderLookup, isRegistryFormat, schemaCache, type Decoder } from '../formats/decoder.js';
+import type { DecodeLookup } from '../engine/job.js';
 import type { Expectation, JobAudit } from '../engine/job-audit.js';
 import type { Decoded, DecodedRecord, Job, JobContext, JobMigration, SourceRecord } from '../engine/job.js';
 import { ExactlyOnceError } from '../errors.js';
 import { canonical, convert, cqlColumnType, cqlTypeName } from './cql-types.js';
 import { sampleRecords } from './sample.js';
-import type { SinkColumn, SinkConfig } from './sink-config.js';
+import type { AvroSampleIds } from './sample-avro.js';
+import { valueSubject, type SinkColumn, type SinkConfig } from './sink-config.js';
+import { SchemaRegistry } from '../registry/schema-registry.js';
 
 /** What one record becomes. `values` follow `config.columns`; `key` follows `config.key`. */
 export type SinkRow = { kind: 'row'; key: unknown[]; values: unknown[] } | { kind: 'delete'; key: unknown[] };
@@ -54,6 +61,10 @@ function field(doc: Record<string, unknown>, path: readonly string[]): unknown {
   return v;
 }
 
+function isRecord(doc: unknown): doc is Record<string, unknown> {
+  return doc !== null && typeof doc === 'object' && !Array.isArray(doc) && !isLosslessNumber(doc) && !(doc instanceof Date) && !Buffer.isBuffer(doc);
+}
+
 function parseObject(bytes: Buffer): Record<string, unknown> | string {
   let doc: unknown;
   try {
@@ -61,8 +72,8 @@ function parseObject(bytes: Buffer): Record<string, unknown> | string {
   } catch (e) {
     return (e as Error).message;
   }
-  if (doc === null || typeof doc !== 'object' || Array.isArray(doc) || isLosslessNumber(doc)) return 'not a JSON object';
-  return doc as Record<string, unknown>;
+  if (!isRecord(doc)) return 'not a JSON object';
+  return doc;
 }
 
 /** A column's value from the document: converted, its default, null, or why not. */
@@ -79,13 +90,26 @@ function columnValue(col: SinkColumn, doc: Record<string, unknown>): { ok: true;
 
 export class SinkCodec {
   private readonly keyColumns: SinkColumn[];
+  /** The value's and (for a registry key format) the key's decoders; undefined: JSON, decoded here. */
+  private readonly values: Decoder | undefined;
+  private readonly keys: Decoder | undefined;
+  /** Fetches a batch's schemas before it is decoded (registry formats only). */
+  readonly lookup: DecodeLookup | undefined;
 
-  constructor(readonly config: SinkConfig) {
+  /** `registry`: where the schemas are, for a registry format (the connection's --schema-registry-url). */
+  constructor(readonly config: SinkConfig, registry?: SchemaRegistryConfig) {
     this.keyColumns = config.key.map((k) => config.columns.find((c) => c.name === k)!);
+    const needs = isRegistryFormat(config.format) || (config.mode === 'upsert' && isRegistryFormat(config.keyFormat));
+    if (needs && registry === undefined) throw new ExactlyOnceError('EO_CONFIG_INVALID', `sink ${config.name}: format ${config.format} needs a Schema Registry (--schema-registry-url)`);
+    const cache = needs ? schemaCache(registry!) : undefined;
+    this.values = isRegistryFormat(config.format) ? createDecoder(config.format, cache) : undefined;
+    this.keys = config.mode === 'upsert' && isRegistryFormat(config.keyFormat) ? createDecoder(config.keyFormat, cache) : undefined;
+    this.lookup = decoderLookup({ ...(this.values === undefined ? {} : { value: this.values }), ...(this.keys === undefined ? {} : { key: this.keys }) });
   }
 
   /** The key a Kafka record key names: one column's value as text (or JSON), or a JSON object of the key fields. */
   private kafkaKey(bytes: Buffer): { ok: true; key: unknown[] } | { ok: false; detail: string } {
+    if (this.keys !== undefined) return this.decodedKey(bytes, this.keys);
     const text = bytes.toString('utf8');
     if (this.keyColumns.length === 1) {
       const col = this.keyColumns[0]!;
@@ -112,6 +136,37 @@ export class SinkCodec {
     return { ok: true, key };
   }
 
+  /** A registry-encoded key: a record's key fields (by each key column's field path), or one scalar for one key column. */
+  private decodedKey(bytes: Buffer, decoder: Decoder): { ok: true; key: unknown[] } | { ok: false; detail: string } {
+    const d = decoder.decode(bytes);
+    if (!d.ok) return { ok: false, detail: `the record key cannot be decoded (${d.reason}): ${d.detail}` };
+    if (!isRecord(d.value)) {
+      if (this.keyColumns.length !== 1) return { ok: false, detail: `the record key (schema id ${d.schemaId}) is a single value; ${this.keyColumns.length} key columns need a record of ${this.keyColumns.map((c) => c.field.join('.')).join(', ')}` };
+      const col = this.keyColumns[0]!;
+      const c = convert(col.type, d.value);
+      return c.ok ? { ok: true, key: [c.value] } : { ok: false, detail: `the record key (schema id ${d.schemaId}) is not a ${cqlTypeName(col.type)} for ${col.name}: ${c.problem}` };
+    }
+    const key: unknown[] = [];
+    for (const col of this.keyColumns) {
+      const v = columnValue({ ...col, required: true }, d.value);
+      if (!v.ok) return { ok: false, detail: `record key (schema id ${d.schemaId}): ${v.detail}` };
+      key.push(v.value);
+    }
+    return { ok: true, key };
+  }
+
+  /** The record's value as a record of fields, or why not. */
+  private valueDoc(bytes: Buffer): { ok: true; doc: Record<string, unknown> } | { ok: false; reason: string; detail: string } {
+    if (this.values === undefined) {
+      const doc = parseObject(bytes);
+      return typeof doc === 'string' ? { ok: false, reason: 'bad_json', detail: doc } : { ok: true, doc };
+    }
+    const d = this.values.decode(bytes);
+    if (!d.ok) return d;
+    if (!isRecord(d.value)) return { ok: false, reason: 'not_a_record', detail: `schema id ${d.schemaId}: the value is a single ${typeof d.value}, not a record of fields the columns can name` };
+    return { ok: true, doc: d.value };
+  }
+
   decode(record: SourceRecord): Decoded<SinkRow> {
     const { config } = this;
     let key: unknown[] = [];
@@ -126,8 +181,9 @@ export class SinkCodec {
     } else if (record.value === null) {
       return bad('null_value', 'a record without a value (a tombstone) has no row in a log-mode table');
     }
-    const doc = parseObject(record.value!);
-    if (typeof doc === 'string') return bad('bad_json', doc);
+    const v = this.valueDoc(record.value!);
+    if (!v.ok) return bad(v.reason, v.detail);
+    const doc = v.doc;
     const values: unknown[] = [];
     for (const col of config.columns) {
       const v = columnValue(config.key.includes(col.name) ? { ...col, required: true } : col, doc);
@@ -194,20 +250,26 @@ export class SinkJob implements Job<SinkRow> {
   readonly settings: Readonly<Record<string, string>>;
   readonly migrations: readonly JobMigration[];
   readonly audit: JobAudit;
+  readonly lookup: DecodeLookup | undefined;
   private readonly codec: SinkCodec;
   private session: Client | undefined;
   private keyspace = '';
 
-  constructor(readonly config: SinkConfig) {
-    this.codec = new SinkCodec(config);
+  /** `registry`: the Schema Registry of a registry format (the connection's). */
+  constructor(readonly config: SinkConfig, registry?: SchemaRegistryConfig) {
+    this.codec = new SinkCodec(config, registry);
+    this.lookup = this.codec.lookup;
     this.name = config.name;
     this.topic = config.topic;
     // What changes what a record becomes: a worker with another mapping refuses (EO_JOB_CONFIG_MISMATCH).
+    // The formats only when not JSON, so a JSON sink's stored settings are what they always were.
     this.settings = {
       table: config.table,
       mode: config.mode,
       key: config.key.join(','),
       columns: JSON.stringify(config.columns.map((c) => [c.name, cqlTypeName(c.type), c.field.join('.'), c.required, canonical(c.default)])),
+      ...(config.format === 'json' ? {} : { format: config.format }),
+      ...(config.mode === 'upsert' && config.keyFormat !== 'json' ? { keyFormat: config.keyFormat } : {}),
     };
     this.migrations = [{ version: 1, name: config.table, cql: createTableCql(config) }];
     const codec = this.codec;
@@ -218,12 +280,38 @@ export class SinkJob implements Job<SinkRow> {
       columns: config.columns.map((c) => c.name).filter((c) => !config.key.includes(c)),
       writeTimestamp: config.mode === 'upsert' ? (offset) => offset : undefined,
       expect: (record) => codec.expect(record),
-      sample: (o) => sampleRecords(config, o),
+      ...this.samples(config, registry),
     } as JobAudit;
   }
 
   decode(record: SourceRecord): Decoded<SinkRow> {
     return this.codec.decode(record);
+  }
+
+  /**
+   * The audit's samples (`chaos --job`): JSON, or Avro under a schema made from the columns and
+   * registered for the topic first (src/sink/sample-avro.ts). Protobuf and JSON Schema sinks can be
+   * verified, not sampled.
+   */
+  private samples(config: SinkConfig, registry: SchemaRegistryConfig | undefined): Pick<JobAudit, 'sample' | 'prepareSample'> {
+    if (config.format === 'json' && (config.mode === 'log' || config.keyFormat === 'json')) return { sample: (o) => sampleRecords(config, o) };
+    const avroKey = config.mode === 'upsert' && config.keyFormat === 'avro' && config.key.length === 1;
+    if (config.format !== 'avro' || registry === undefined || (config.mode === 'upsert' && config.keyFormat !== 'json' && !avroKey)) return {};
+    let ids: AvroSampleIds | undefined;
+    let avro: typeof import('./sample-avro.js') | undefined;
+    return {
+      prepareSample: async () => {
+        avro = await import('./sample-avro.js');
+        const { sampleKeySchema, sampleValueSchema } = avro;
+        const r = new SchemaRegistry(registry);
+        ids = { value: await r.register(valueSubject(config.topic), 'AVRO', JSON.stringify(sampleValueSchema(config))) };
+        if (avroKey) ids.key = await r.register(`${config.topic}-key`, 'AVRO', JSON.stringify(sampleKeySchema(config)));
+      },
+      sample: (o) => {
+        if (ids === undefined || avro === undefined) throw new Error('prepareSample() must run before sample()');
+        return avro.sampleAvroRecords(config, ids, o);
+      },
+    };
   }
 
   async open(context: JobContext): Promise<void> {

@@ -60,7 +60,7 @@ export interface KafkaNode {
 export const CASSANDRA_CLUSTER_NAME = 'exactlyonce-ring';
 
 /** Heaps of a cluster's JVMs when no --…-heap flag is given: 3 + 3 take about 4 GiB of RSS. */
-export const CLUSTER_HEAP_MB: Readonly<Record<ServerName, number>> = { cassandra: 512, kafka: 512 };
+export const CLUSTER_HEAP_MB: Readonly<Record<'kafka' | 'cassandra', number>> = { cassandra: 512, kafka: 512 };
 
 export function isCluster(o: Pick<StackOptions, 'cassandraNodes' | 'kafkaBrokers'>): boolean {
   return o.cassandraNodes > 1 || o.kafkaBrokers > 1;
@@ -74,12 +74,13 @@ export function kafkaPortOf(o: Pick<StackOptions, 'kafkaBrokers' | 'kafkaPort'>,
   return o.kafkaBrokers > 1 ? o.kafkaPort + 20000 + 100 * i : o.kafkaPort;
 }
 
-/** Every server of the stack, the Kafka brokers first (the order of status lists). */
+/** Every server of the stack, the Kafka brokers first, the Schema Registry last (the order of status lists). */
 export function stackNodes(o: StackOptions): StackNode[] {
   const range = (n: number) => Array.from({ length: n }, (_, k) => k + 1);
   return [
     ...range(o.kafkaBrokers).map((i) => ({ id: o.kafkaBrokers > 1 ? `kafka${i}` : 'kafka', kind: 'kafka' as const, index: i, host: '127.0.0.1', port: kafkaPortOf(o, i) })),
     ...range(o.cassandraNodes).map((i) => ({ id: o.cassandraNodes > 1 ? `cassandra${i}` : 'cassandra', kind: 'cassandra' as const, index: i, host: cassandraHost(o, i), port: o.cassandraPort })),
+    ...(o.schemaRegistry ? [{ id: 'registry', kind: 'registry' as const, index: 1, host: '127.0.0.1', port: o.registryPort }] : []),
   ];
 }
 
@@ -141,6 +142,8 @@ export interface StackLayout {
   kafkaBrokers: number;
   kafkaPort: number;
   cassandraPort: number;
+  /** The Schema Registry's port when the stack runs one (`stack up --schema-registry`). */
+  registryPort?: number;
 }
 
 function layoutFile(dir: string): string {
@@ -153,7 +156,7 @@ export function readLayout(dir: string): StackLayout | null {
     const l = JSON.parse(readFileSync(layoutFile(dir), 'utf8')) as Partial<StackLayout>;
     const ok = (v: unknown): v is number => Number.isInteger(v) && (v as number) > 0;
     return ok(l.cassandraNodes) && ok(l.kafkaBrokers) && ok(l.kafkaPort) && ok(l.cassandraPort)
-      ? { cassandraNodes: l.cassandraNodes, kafkaBrokers: l.kafkaBrokers, kafkaPort: l.kafkaPort, cassandraPort: l.cassandraPort }
+      ? { cassandraNodes: l.cassandraNodes, kafkaBrokers: l.kafkaBrokers, kafkaPort: l.kafkaPort, cassandraPort: l.cassandraPort, ...(ok(l.registryPort) ? { registryPort: l.registryPort } : {}) }
       : null;
   } catch {
     return null;
@@ -162,7 +165,7 @@ export function readLayout(dir: string): StackLayout | null {
 
 export function writeLayout(o: StackOptions): void {
   mkdirSync(path.resolve(o.dir), { recursive: true });
-  const l: StackLayout = { cassandraNodes: o.cassandraNodes, kafkaBrokers: o.kafkaBrokers, kafkaPort: o.kafkaPort, cassandraPort: o.cassandraPort };
+  const l: StackLayout = { cassandraNodes: o.cassandraNodes, kafkaBrokers: o.kafkaBrokers, kafkaPort: o.kafkaPort, cassandraPort: o.cassandraPort, ...(o.schemaRegistry ? { registryPort: o.registryPort } : {}) };
   writeFileSync(layoutFile(o.dir), JSON.stringify(l) + '\n');
 }
 

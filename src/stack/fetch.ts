@@ -4,7 +4,7 @@
  */
 import { createHash } from 'node:crypto';
 import { existsSync } from 'node:fs';
-import { mkdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
+import { mkdir, readdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { ExactlyOnceError } from '../errors.js';
 import { displayName, type ServerName, type StackOptions } from './options.js';
@@ -85,8 +85,24 @@ async function fetchJars(o: StackOptions, name: ServerName, lib: string): Promis
     await rm(staging, { recursive: true, force: true });
     throw new ExactlyOnceError('EO_FETCH_FAILED', `fetching ${displayName(name)} ${serverVersion(name)} jars with mvn failed (exit ${r.code}): network, or a wrong version in stack/pom.xml?`, { details: lastLines(r.output, 30) });
   }
+  await unpackArchives(staging);
   await writeFile(path.join(staging, MARKER), `${hash}\n`);
   await rm(lib, { recursive: true, force: true });
   await rename(staging, lib);
   return lib;
+}
+
+/**
+ * A server published as an archive (the Schema Registry's `tar.gz:all`) is unpacked where it was copied,
+ * with the system's tar: Maven's own unpacking (dependency:unpack) silently dropped the three entries of
+ * Apicurio 3.3.3 whose names need pax headers, and the registry then failed on its first Protobuf request.
+ */
+async function unpackArchives(dir: string): Promise<void> {
+  for (const f of (await readdir(dir)).filter((n) => n.endsWith('.tar.gz'))) {
+    const r = await run('tar', ['-xzf', path.join(dir, f), '-C', dir]).catch((e: unknown) => {
+      throw new ExactlyOnceError('EO_TOOL_MISSING', 'tar not found on PATH; install it (e.g. apt-get install tar)', { cause: e });
+    });
+    if (r.code !== 0) throw new ExactlyOnceError('EO_FETCH_FAILED', `unpacking ${f} failed (exit ${r.code})`, { details: lastLines(r.output, 10) });
+    await rm(path.join(dir, f));
+  }
 }

@@ -5,7 +5,7 @@
 import path from 'node:path';
 import { repoRoot } from './repo-root.js';
 
-export type ServerName = 'kafka' | 'cassandra';
+export type ServerName = 'kafka' | 'cassandra' | 'registry';
 
 /** Start order does not matter (they start in parallel); this is the order of status lists. */
 export const SERVER_NAMES: readonly ServerName[] = ['kafka', 'cassandra'];
@@ -23,6 +23,14 @@ export interface StackOptions {
   /** Cassandra nodes in one ring and Kafka brokers in one KRaft quorum (1 and 1: the single-node stack; see cluster.ts). */
   cassandraNodes: number;
   kafkaBrokers: number;
+  /**
+   * A Schema Registry beside them (`stack up --schema-registry`, registry-server.ts); once started, the
+   * stack dir's layout remembers it (cluster.ts), so `status`, `down` and the connection defaults find it.
+   */
+  schemaRegistry: boolean;
+  /** The registry's HTTP port on 127.0.0.1; its management interface listens on registryPort + 1. */
+  registryPort: number;
+  registryHeapMb: number;
   /** How long a freshly started JVM may take to answer, in ms (the one-off jar fetch is not counted). */
   startTimeoutMs: number;
   /**
@@ -60,6 +68,11 @@ export function defaultStackOptions(overrides: Partial<StackOptions> = {}): Stac
     startTimeoutMs: 180_000,
     cassandraNodes: 1,
     kafkaBrokers: 1,
+    schemaRegistry: false,
+    // The port Confluent's Schema Registry and its clients default to.
+    registryPort: 8081,
+    // Apicurio holds schemas in an embedded H2 database: 512 MiB leaves room (~260 MiB RSS idle).
+    registryHeapMb: 512,
     ...overrides,
   };
 }
@@ -70,5 +83,5 @@ export function cassandraStoragePort(o: StackOptions): number {
 }
 
 export function displayName(name: ServerName): string {
-  return name === 'kafka' ? 'Kafka' : 'Cassandra';
+  return name === 'kafka' ? 'Kafka' : name === 'cassandra' ? 'Cassandra' : 'Schema Registry';
 }

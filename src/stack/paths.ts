@@ -11,7 +11,7 @@ export function pomFile(): string {
   return path.join(repoRoot(), 'stack', 'pom.xml');
 }
 
-/** The server version, from `<kafka.version>` / `<cassandra.version>` in the pom. */
+/** The server version, from `<kafka.version>` / `<cassandra.version>` / `<registry.version>` in the pom. */
 export function serverVersion(name: ServerName): string {
   const m = new RegExp(`<${name}\\.version>([^<]+)</`).exec(readFileSync(pomFile(), 'utf8'));
   return m?.[1] ?? 'unknown';

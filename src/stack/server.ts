@@ -22,6 +22,8 @@ export interface ServerSpec {
   probe(): Promise<boolean>;
   /** How long a clean SIGTERM shutdown may take before SIGKILL, in ms. */
   stopGraceMs: number;
+  /** The java to start it with, when not the stack's Java 17 (the registry needs 21+: registry-server.ts). */
+  java?(): Promise<string>;
 }
 
 /**

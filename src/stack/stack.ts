@@ -11,6 +11,7 @@ import { ExactlyOnceError } from '../errors.js';
 import { cassandraServer } from './cassandra-server.js';
 import { checkJava, ensureJars, javaCommand } from './fetch.js';
 import { kafkaServer } from './kafka-server.js';
+import { registryServer } from './registry-server.js';
 import { cassandraNode, kafkaNode, stackNodes, writeLayout } from './cluster.js';
 import { displayName, type ServerName, type ServerStatus, type StackOptions } from './options.js';
 import { serverPaths } from './paths.js';
@@ -22,6 +23,7 @@ import type { ServerSpec } from './server.js';
 function spec(o: StackOptions, id: string): ServerSpec {
   const n = stackNodes(o).find((x) => x.id === id);
   if (n === undefined) throw new ExactlyOnceError('EO_USAGE', `no server ${id} in the stack at ${o.dir} (${stackNodes(o).map((x) => x.id).join(', ')})`);
+  if (n.kind === 'registry') return registryServer(o);
   if (n.kind === 'kafka') return id === 'kafka' ? kafkaServer(o) : kafkaServer(o, kafkaNode(o, n.index));
   return id === 'cassandra' ? cassandraServer(o) : cassandraServer(o, cassandraNode(o, n.index));
 }
@@ -117,7 +119,7 @@ export async function startServer(o: StackOptions, id: string): Promise<ServerSt
     return status(o, id, running);
   }
   await assertPortsFree(s);
-  await checkJava(o.onProgress);
+  const java = s.java === undefined ? await checkJava(o.onProgress).then(javaCommand) : await s.java();
   const lib = await ensureJars(o, s.name);
   if (isSecure(o) && !existsSync(secureFiles(o).kafkaWorkerProperties)) await prepareSecure(o);
   await s.prepare(lib);
@@ -125,9 +127,9 @@ export async function startServer(o: StackOptions, id: string): Promise<ServerSt
   const p = serverPaths(o.dir, id);
   o.onProgress?.(`starting ${label(s)} ${s.version} on ${s.host}:${s.port}…`);
   const t0 = Date.now();
-  const { child, logOffset } = await spawnDetached(javaCommand(), s.javaArgs(lib), { cwd: path.dirname(p.logFile), logFile: p.logFile });
+  const { child, logOffset } = await spawnDetached(java, s.javaArgs(lib), { cwd: path.dirname(p.logFile), logFile: p.logFile });
   if (child.pid === undefined) {
-    throw new ExactlyOnceError('EO_SERVER_EXITED', `${label(s)} could not be started (${javaCommand()})`, { details: await tailFile(p.logFile, 20, logOffset) });
+    throw new ExactlyOnceError('EO_SERVER_EXITED', `${label(s)} could not be started (${java})`, { details: await tailFile(p.logFile, 20, logOffset) });
   }
   await writePidFile(p.pidFile, child.pid);
   await waitReady(o, s, child.pid, logOffset);
@@ -149,7 +151,7 @@ export async function stopServer(o: StackOptions, id: string): Promise<boolean> 
 }
 
 function idLabel(id: string): string {
-  return id === 'kafka' || id === 'cassandra' ? displayName(id) : id;
+  return id === 'kafka' || id === 'cassandra' || id === 'registry' ? displayName(id) : id;
 }
 
 /**
@@ -198,7 +200,8 @@ export async function stackUp(o: StackOptions): Promise<{ servers: ServerStatus[
   const t0 = Date.now();
   const nodes = stackNodes(o);
   const ids = new Set(nodes.map((n) => n.id));
-  const others = (await runningIds(o)).filter((id) => !ids.has(id));
+  // A Schema Registry running beside a stack started without one (a test started it) is no other layout.
+  const others = (await runningIds(o)).filter((id) => !ids.has(id) && id !== 'registry');
   if (others.length > 0) {
     throw new ExactlyOnceError('EO_USAGE', `the stack at ${o.dir} runs ${others.join(', ')}, which is another layout (--cassandra-nodes ${o.cassandraNodes} --kafka-brokers ${o.kafkaBrokers}); stop it first (exactlyonce stack down)`);
   }
@@ -215,8 +218,10 @@ export async function stackUp(o: StackOptions): Promise<{ servers: ServerStatus[
 
   const kafka = nodes.filter((n) => n.kind === 'kafka');
   const cassandra = nodes.filter((n) => n.kind === 'cassandra');
+  // The registry keeps its schemas in its own file (registry-server.ts): it starts beside the brokers.
+  const beside = nodes.filter((n) => n.kind !== 'cassandra');
   const [k, c] = await Promise.all([
-    Promise.allSettled(kafka.map((n) => startServer(o, n.id))),
+    Promise.allSettled(beside.map((n) => startServer(o, n.id))),
     (async () => {
       const out: PromiseSettledResult<ServerStatus>[] = [];
       for (const n of cassandra) {
@@ -257,7 +262,7 @@ async function runningIds(o: StackOptions): Promise<string[]> {
   } catch {
     return [];
   }
-  const ids = files.filter((f) => /^(kafka|cassandra)\d*\.pid$/.test(f)).map((f) => f.slice(0, -'.pid'.length));
+  const ids = files.filter((f) => /^(kafka|cassandra)\d*\.pid$|^registry\.pid$/.test(f)).map((f) => f.slice(0, -'.pid'.length));
   ids.sort((a, b) => Number(a.startsWith('cassandra')) - Number(b.startsWith('cassandra')) || a.localeCompare(b, 'en', { numeric: true }));
   const alive = await Promise.all(ids.map(async (id) => (await findRunning(o, id)) !== null));
   return ids.filter((_, i) => alive[i]);

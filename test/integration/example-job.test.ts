@@ -4,7 +4,7 @@ import { isDrained } from '../../src/harness/drain.js';
 import { KafkaAdmin } from '../../src/kafka/admin.js';
 import { Producer } from '../../src/kafka/producer.js';
 import { connectionArgs } from '../../src/harness/cli-process.js';
-import { CASSANDRA, cassandraSession, freshKeyspace, freshTopic, runCli, startCli, testConfig, waitFor } from '../helpers.js';
+import { CASSANDRA, cassandraSession, ensureRegistry, freshKeyspace, freshTopic, REGISTRY_ENV, runCli, startCli, testConfig, waitFor } from '../helpers.js';
 import { assertExactlyOnce, checkpoints, generate, startWorker, waitDrained } from '../pipeline.js';
 
 const JOB = 'examples/page-views/job.ts';
@@ -133,4 +133,38 @@ test('upgrading a keyspace to job-keyed tables (migration 010) keeps the events 
   const ledger = await assertExactlyOnce(session, config);
   assert.equal(ledger.records, 200);
   after.kill('SIGTERM');
+});
+
+test("a job of the public API reads Avro through the package's decoders (--job-option format=avro): lookup before decode, verify --job", async (t) => {
+  const { avroType, encodeAvro } = await import('../../src/formats/avro.js');
+  const { withWireHeader } = await import('../../src/formats/wire.js');
+  const { SchemaRegistry } = await import('../../src/registry/schema-registry.js');
+  await ensureRegistry();
+  const config = testConfig();
+  const session = await freshKeyspace(t, config);
+  await freshTopic(t, config, 1);
+  const schema = JSON.stringify({ type: 'record', name: 'PageView', fields: [{ name: 'url', type: 'string' }, { name: 'user', type: 'string' }, { name: 'durationMs', type: 'int' }] });
+  const id = await new SchemaRegistry(config.schemaRegistry).register(`${config.topic}-value`, 'AVRO', schema);
+  const type = avroType(schema);
+  const args = connectionArgs(config);
+  const jobArgs = ['--job', JOB, '--job-option', `topic=${config.topic}`, '--job-option', 'format=avro'];
+  const apply = await runCli(['schema', 'apply', ...args, ...jobArgs], REGISTRY_ENV);
+  assert.equal(apply.code, 0, apply.stderr);
+  const producer = new Producer(config);
+  await producer.connect();
+  await producer.send(config.topic, [
+    { key: null, value: withWireHeader(id, encodeAvro(type, { url: '/a', user: 'u-1', durationMs: 5 })), partition: 0 },
+    { key: null, value: withWireHeader(id, encodeAvro(type, { url: 'no-slash', user: 'u-2', durationMs: 6 })), partition: 0 },
+    { key: null, value: Buffer.from('{"url": "/json"}'), partition: 0 },
+  ]);
+  await producer.close();
+  startCli(t, ['run', ...args, ...jobArgs], REGISTRY_ENV);
+  await waitFor(async () => (await session.execute(`SELECT offset FROM ${config.keyspace}.page_views`)).rowLength === 1, { timeoutMs: 180_000, message: 'the Avro page view stored' });
+  const row = (await session.execute(`SELECT url, user_id, duration_ms FROM ${config.keyspace}.page_views`)).rows[0]!;
+  assert.deepEqual([row['url'], row['user_id'], row['duration_ms']], ['/a', 'u-1', 5]);
+  const proof = await waitFor(async () => {
+    const r = await runCli(['verify', ...args, ...jobArgs, '--json', '--no-record'], REGISTRY_ENV);
+    return r.code === 0 ? (JSON.parse(r.stdout) as { totals: { stored: number; quarantined: number }; partitions: Array<{ reasons: Record<string, number> }> }) : undefined;
+  }, { timeoutMs: 120_000, message: 'verify --job passes' });
+  assert.deepEqual([proof.totals.stored, proof.totals.quarantined, proof.partitions[0]!.reasons], [1, 2, { bad_url: 1, missing_magic_byte: 1 }]);
 });

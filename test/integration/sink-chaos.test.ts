@@ -9,7 +9,7 @@ import { test } from 'node:test';
 import { KafkaAdmin } from '../../src/kafka/admin.js';
 import { loadConnectionConfig } from '../../src/config.js';
 import { connect } from '../../src/cassandra/session.js';
-import { BROKERS, CASSANDRA, runCli } from '../helpers.js';
+import { BROKERS, CASSANDRA, ensureRegistry, REGISTRY_ENV, REGISTRY_PORT, runCli } from '../helpers.js';
 
 interface Figures {
   seed: number;
@@ -25,8 +25,8 @@ interface Figures {
   runDir: string;
 }
 
-async function chaos(t: import('node:test').TestContext, args: string[]): Promise<Figures> {
-  const r = await runCli(['chaos', '--brokers', BROKERS, '--cassandra', CASSANDRA, '--json', '--keep', ...args], {}, 15 * 60_000);
+async function chaos(t: import('node:test').TestContext, args: string[], env: Record<string, string> = {}): Promise<Figures> {
+  const r = await runCli(['chaos', '--brokers', BROKERS, '--cassandra', CASSANDRA, '--json', '--keep', ...args], env, 15 * 60_000);
   t.diagnostic(r.stdout.split('\n').filter((l) => /^job |^chaos seed|^ {2}(records|faults|checkpoints|violations):|^ {4}(problem|warning):|^checked|^\[chaos.*job /.test(l)).join('\n'));
   assert.equal(r.code, 0, `chaos failed:\n${r.stdout.slice(-6000)}\n${r.stderr.slice(-3000)}`);
   const figures = JSON.parse(r.stdout.trim().split('\n').filter((l) => l.startsWith('{"seed"')).pop()!) as Figures;
@@ -98,4 +98,24 @@ test('a log-mode sink under kills and a zombie: verify --job proves every offset
   assert.ok(f.faults['kills']! >= 3);
   assert.ok(readdirSync(f.runDir).includes('sink.json'));
   assert.ok(f.runDir.startsWith(os.tmpdir()));
+});
+
+// Avro keys and values through the local stack's Schema Registry (started here when it does not run),
+// which is SIGKILLed and started again mid-run: workers retry it, never quarantine or skip for it, and
+// the auditor decodes every record through the same registry.
+test('an Avro upsert sink under kills, a zombie and a Schema Registry crash: verify --job proves the table equals the last record per key', async (t) => {
+  await ensureRegistry();
+  const env = { ...REGISTRY_ENV, EXACTLYONCE_REGISTRY_PORT: String(REGISTRY_PORT) };
+  const f = await chaos(t, ['--job', 'examples/sinks/orders-avro.yaml', '--events', '8000', '--duration', '40', '--workers', '2', '--partitions', '4', '--kills', '4', '--zombies', '1', '--cassandra-restarts', '0', '--kafka-restarts', '0', '--registry-restarts', '1', '--add-remove', '0', '--injections', '2', '--bad-ratio', '0.02', '--seed', '2103'], env);
+  assert.ok(f.faults['kills']! >= 4);
+  assert.equal(f.faults['registryRestarts'], 1);
+  assert.equal(f.faults['zombiesThatLostPartitions'], 1, 'the zombie owned partitions when frozen and found them gone');
+  const sink = path.join(f.runDir, 'sink.json');
+  const v = await runCli(['verify', '--brokers', BROKERS, '--cassandra', CASSANDRA, '--keyspace', f.keyspace, '--job', sink, '--no-record', '--json'], env);
+  assert.equal(v.code, 0, v.stderr);
+  const report = JSON.parse(v.stdout) as { job: string; totals: { records: number; quarantined: number; stored: number }; partitions: Array<{ reasons: Record<string, number> }> };
+  assert.equal(report.job, 'orders_avro');
+  assert.equal(report.totals.records, f.records);
+  const reasons = new Set(report.partitions.flatMap((p) => Object.keys(p.reasons)));
+  for (const r of ['bad_payload', 'missing_magic_byte', 'unknown_schema', 'missing_field']) assert.ok(reasons.has(r), `some records quarantined as ${r} (${[...reasons].join(', ')})`);
 });

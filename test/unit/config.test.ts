@@ -19,6 +19,7 @@ test('defaults are the original system\'s', () => {
       cassandraPassword: undefined,
       cassandraTls: undefined,
       kafkaConfig: {},
+      schemaRegistry: { url: 'http://127.0.0.1:8081/apis/ccompat/v7', username: undefined, password: undefined },
     },
   );
   assert.ok(Object.isFrozen(c));

@@ -122,9 +122,12 @@ test('Cassandra TLS: on with a CA (hostname checked), no-hostname-check, off; ce
 test('a child gets secrets through its environment, never its command line', (t) => {
   const dir = tempDir(t);
   const ca = path.join(dir, 'ca.pem');
-  const c = loadConnectionConfig({ cassandraUsername: 'worker', cassandraPassword: 'cass-secret', cassandraCa: ca, kafkaConfig: ['sasl.password=kafka,secret', 'sasl.username=worker'] }, {});
+  const c = loadConnectionConfig(
+    { cassandraUsername: 'worker', cassandraPassword: 'cass-secret', cassandraCa: ca, kafkaConfig: ['sasl.password=kafka,secret', 'sasl.username=worker'], schemaRegistryUrl: 'https://sr.example:8443', schemaRegistryUsername: 'key', schemaRegistryPassword: 'sr-secret' },
+    {},
+  );
   const args = connectionArgs(c);
-  assert.ok(!args.join(' ').includes('cass-secret') && !args.join(' ').includes('kafka,secret'), args.join(' '));
+  assert.ok(!args.join(' ').includes('cass-secret') && !args.join(' ').includes('kafka,secret') && !args.join(' ').includes('sr-secret'), args.join(' '));
   assert.deepEqual(args.slice(-6), ['--cassandra-username', 'worker', '--cassandra-tls', 'on', '--cassandra-ca', ca]);
   const env = connectionEnv(c);
   assert.deepEqual(env, {
@@ -132,6 +135,10 @@ test('a child gets secrets through its environment, never its command line', (t)
     EXACTLYONCE_CASSANDRA_PASSWORD_FILE: '',
     EXACTLYONCE_KAFKA_CONFIG: '{"sasl.password":"kafka,secret","sasl.username":"worker"}',
     EXACTLYONCE_KAFKA_CONFIG_FILE: '',
+    EXACTLYONCE_SCHEMA_REGISTRY_URL: 'https://sr.example:8443',
+    EXACTLYONCE_SCHEMA_REGISTRY_USERNAME: 'key',
+    EXACTLYONCE_SCHEMA_REGISTRY_PASSWORD: 'sr-secret',
+    EXACTLYONCE_SCHEMA_REGISTRY_PASSWORD_FILE: '',
   });
   // What the child makes of it: the same connection.
   const child = loadConnectionConfig({ cassandraUsername: 'worker', cassandraCa: ca }, env);

@@ -69,6 +69,19 @@ test('config errors name every bad key', () => {
   bad({ topic: 't', table: 'x', mode: 'log', columns: { a: { type: 'int', default: 'x' } }, extra: 1 }, /Unrecognized key: "extra"/);
   bad({ topic: 't', table: 'x', mode: 'log', columns: { a: { type: 'int', default: 'x' } } }, /columns\.a\.default: expected a whole number/);
   bad({ topic: 't', table: 'x', mode: 'merge', columns: { a: 'int' } }, /mode: /);
+  bad({ topic: 't', table: 'x', mode: 'log', format: 'xml', columns: { a: 'int' } }, /^f\.yaml: format: expected one of json, avro, protobuf, json-schema/);
+  bad({ topic: 't', table: 'x', mode: 'log' }, /columns: expected the columns \(only a Schema Registry format, avro, protobuf or json-schema, can derive them/);
+  bad({ topic: 't', table: 'x', mode: 'log', format: 'avro' }, /columns: left out, they are derived from the registered schema/);
+});
+
+test('a sink of a registry format: its formats are settings (a JSON sink keeps the settings it always had), and it needs a registry', () => {
+  const avro = sinkConfig({ topic: 't', table: 'x', mode: 'upsert', format: 'avro', keyFormat: 'avro', key: ['a'], columns: { a: 'bigint', b: 'text' } });
+  const registry = { url: 'http://127.0.0.1:1/apis/ccompat/v7', username: undefined, password: undefined };
+  const job = new SinkJob(avro, registry);
+  assert.deepEqual([job.settings['format'], job.settings['keyFormat']], ['avro', 'avro']);
+  assert.equal(job.lookup?.server, 'Schema Registry');
+  assert.equal(new SinkJob(orders).lookup, undefined);
+  assert.throws(() => new SinkJob(avro), /format avro needs a Schema Registry \(--schema-registry-url\)/);
 });
 
 test('the sink job: its settings name the mapping, its migration is the table', () => {

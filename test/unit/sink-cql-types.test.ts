@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { LosslessNumber } from 'lossless-json';
-import { canonical, convert, parseCqlType, type CqlType } from '../../src/sink/cql-types.js';
+import { canonical, convert, parseCqlType, plainDecimal, type CqlType } from '../../src/sink/cql-types.js';
 
 const t = (s: string) => parseCqlType(s)!;
 const n = (s: string) => new LosslessNumber(s);
@@ -53,7 +53,43 @@ test('timestamp from epoch ms or ISO-8601 with a zone; uuid; decimal keeps its d
   no(t('uuid'), 'abc', /UUID/);
   assert.equal(ok(t('decimal'), n('12345678901234567890.50')), '12345678901234567890.50');
   assert.equal(ok(t('decimal'), '-0.001'), '-0.001');
-  no(t('decimal'), n('1e3'), /plain notation/);
+  no(t('decimal'), 'abc', /decimal number/);
+});
+
+test('a decimal in exponent notation is a JSON number: stored in plain notation, digits kept', () => {
+  assert.equal(ok(t('decimal'), n('1E+3')), '1000');
+  assert.equal(ok(t('decimal'), n('1e3')), '1000');
+  assert.equal(ok(t('decimal'), n('1.5e-7')), '0.00000015');
+  assert.equal(ok(t('decimal'), n('-2.50E2')), '-250');
+  assert.equal(ok(t('decimal'), n('12.345e1')), '123.45');
+  assert.equal(ok(t('decimal'), n('0.5E-2')), '0.005');
+  assert.equal(ok(t('decimal'), n('1.500e1')), '15.00');
+  assert.equal(ok(t('decimal'), '7E0'), '7');
+  assert.equal(plainDecimal('1E+3'), '1000');
+  assert.equal(plainDecimal('1e-1001'), undefined, 'an exponent that would spell out more than 1000 digits is refused');
+  no(t('decimal'), '1e', /decimal number/);
+  no(t('decimal'), '1.e3', /decimal number/);
+});
+
+test('typed values of Avro and Protobuf: BigInt, numbers, Dates, decimals as LosslessNumber', () => {
+  assert.equal(ok(t('bigint'), -(2n ** 63n)), '-9223372036854775808');
+  assert.equal(ok(t('bigint'), 2n ** 63n - 1n), '9223372036854775807');
+  no(t('bigint'), 2n ** 63n, /outside bigint's 64-bit range/);
+  assert.equal(ok(t('bigint'), 42), '42');
+  assert.equal(ok(t('int'), 7n), 7);
+  no(t('int'), 2n ** 31n, /outside int's range/);
+  assert.equal(ok(t('double'), 1.5), 1.5);
+  assert.equal(ok(t('double'), 3n), 3);
+  assert.equal(ok(t('timestamp'), new Date(1700000000123)), 1700000000123);
+  assert.equal(ok(t('timestamp'), 1700000000123n), 1700000000123);
+  no(t('timestamp'), new Date(NaN), /invalid date/);
+  assert.equal(ok(t('decimal'), n('-1.50')), '-1.50');
+  assert.equal(ok(t('decimal'), 1.5e-7), '0.00000015');
+  assert.equal(ok(t('decimal'), 10n ** 30n), '1000000000000000000000000000000');
+  assert.deepEqual(ok(t('list<bigint>'), [1n, -(2n ** 63n)]), ['1', '-9223372036854775808']);
+  assert.deepEqual(ok(t('map<text, timestamp>'), { a: new Date(5) }), { a: 5 });
+  no(t('map<text, int>'), new Date(5), /object/);
+  no(t('text'), 5n, /expected a string, got 5/);
 });
 
 test('lists and maps of scalars; empty collections compare as null (Cassandra stores none)', () => {

@@ -64,3 +64,17 @@ test('every broker of a stack is formatted with the same cluster id, made once',
   assert.match(id, /^[A-Za-z0-9_][A-Za-z0-9_-]{21}$/);
   assert.equal(sharedClusterId(dir), id);
 });
+
+test('a Schema Registry joins the stack last, on its port, single node or cluster, and the layout remembers it', (t) => {
+  const dir = mkdtempSync(path.join(os.tmpdir(), 'eo-layout-'));
+  t.after(() => rmSync(dir, { recursive: true, force: true }));
+  const one = defaultStackOptions({ dir, schemaRegistry: true, registryPort: 8381 });
+  assert.deepEqual(stackNodes(one).map((n) => [n.id, n.kind, n.host, n.port]), [['kafka', 'kafka', '127.0.0.1', 9092], ['cassandra', 'cassandra', '127.0.0.1', 9042], ['registry', 'registry', '127.0.0.1', 8381]]);
+  const cluster = defaultStackOptions({ dir, schemaRegistry: true, cassandraNodes: 3, kafkaBrokers: 3 });
+  assert.deepEqual(stackNodes(cluster).map((n) => n.id), ['kafka1', 'kafka2', 'kafka3', 'cassandra1', 'cassandra2', 'cassandra3', 'registry']);
+  assert.deepEqual(stackNodes(defaultStackOptions({ dir })).map((n) => n.id), ['kafka', 'cassandra']);
+  writeLayout(one);
+  assert.equal(readLayout(dir)?.registryPort, 8381);
+  writeLayout(defaultStackOptions({ dir }));
+  assert.equal(readLayout(dir)?.registryPort, undefined);
+});

@@ -5,7 +5,7 @@
  */
 import { prng } from '../generator.js';
 
-export type ServerName = 'kafka' | 'cassandra';
+export type ServerName = 'kafka' | 'cassandra' | 'registry';
 
 export type Fault =
   /** SIGKILL a worker, start a new one `restartAfterMs` later. */
@@ -36,6 +36,8 @@ export interface ChaosPlanOptions {
   zombies: number;
   cassandraRestarts: number;
   kafkaRestarts: number;
+  /** SIGKILLs of the Schema Registry (for a job reading a registry format; default 0). */
+  registryRestarts?: number;
   /** Workers added, and as many removed later. */
   addRemove: number;
   /** Bursts of malformed records. */
@@ -69,6 +71,7 @@ export function planChaos(o: ChaosPlanOptions): Fault[] {
     ...Array<ServerName>(o.cassandraRestarts).fill('cassandra'),
     ...Array<ServerName>(o.kafkaRestarts).fill('kafka'),
     ...Array<'outage'>(o.cassandraOutages ?? 0).fill('outage'),
+    ...Array<ServerName>(o.registryRestarts ?? 0).fill('registry'),
   ];
   for (let i = servers.length - 1; i > 0; i--) {
     const j = Math.floor(rand() * (i + 1));
@@ -140,8 +143,12 @@ export function describeFault(f: Fault, cluster?: { cassandraNodes: number; part
         cluster === undefined
           ? f.server === 'kafka'
             ? 'the Kafka broker'
-            : 'Cassandra'
-          : f.server === 'kafka'
+            : f.server === 'registry'
+              ? 'the Schema Registry'
+              : 'Cassandra'
+          : f.server === 'registry'
+            ? 'the Schema Registry'
+            : f.server === 'kafka'
             ? f.role === 'controller'
               ? 'the active KRaft controller'
               : `the broker leading partition ${Math.floor(f.pick * cluster.partitions)}`

@@ -21,7 +21,7 @@ import { fromLong, isRetriableCassandraError, type Client, type Row } from '../.
 import type { ConnectionConfig } from '../../config.js';
 import { CheckpointStore } from '../../engine/checkpoint-store.js';
 import type { Expectation } from '../../engine/job-audit.js';
-import type { Job } from '../../engine/job.js';
+import type { Job, SourceRecord } from '../../engine/job.js';
 import { engineTables } from '../../engine/engine-tables.js';
 import { retry } from '../../engine/retry.js';
 import { ExactlyOnceError } from '../../errors.js';
@@ -31,6 +31,7 @@ import { canonical } from '../../sink/cql-types.js';
 import { ViolationLog, type AuditReport, type PartitionReport, type ViolationKind } from './report.js';
 
 const text = (v: unknown) => JSON.stringify(canonical(v));
+const NEVER = new AbortController().signal;
 
 interface PartitionState {
   partition: number;
@@ -125,6 +126,7 @@ export class JobAuditor {
         let next = s.low;
         try {
           for await (const chunk of reader.read(config.topic, s.partition, s.low, until)) {
+            await this.lookup(chunk.records);
             for (const record of chunk.records) {
               if (record.offset > next) this.gap(s, next, record.offset);
               next = record.offset + 1n;
@@ -208,6 +210,16 @@ export class JobAuditor {
       await reader.close();
       await admin.close();
     }
+  }
+
+  /**
+   * What the job's decode reads from another server (a Schema Registry's schemas): fetched before its
+   * records are judged, as the workers do, retried while the server does not answer.
+   */
+  private async lookup(records: readonly SourceRecord[]): Promise<void> {
+    const lookup = this.job.lookup;
+    if (lookup === undefined) return;
+    await retry(() => lookup.fetch(records, NEVER), { server: lookup.server, deadlineMs: 300_000 });
   }
 
   private gap(s: PartitionState, from: bigint, to: bigint): void {

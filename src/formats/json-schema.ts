@@ -1,0 +1,38 @@
+/**
+ * JSON Schema records: the payload after the wire header is JSON text, validated against the
+ * registered schema with ajv (the validator @confluentinc/schemaregistry's JSON serde uses; drafts 7,
+ * 2019-09 and 2020-12 by the schema's `$schema`). The value is parsed like a plain JSON record:
+ * numbers losslessly (a 64-bit id or a decimal keeps its digits); validation reads the same text with
+ * JSON.parse, whose float64 numbers are close enough to check types, ranges and required fields.
+ * Formats (`"format": "uuid"`) are not validated: the sink's column types check the values they store.
+ */
+import { Ajv, type ValidateFunction } from 'ajv';
+import { Ajv2019 } from 'ajv/dist/2019.js';
+import { Ajv2020 } from 'ajv/dist/2020.js';
+import { parse } from 'lossless-json';
+
+export interface JsonSchema {
+  readonly validate: ValidateFunction;
+  /** The schema itself (for deriving columns). */
+  readonly schema: Record<string, unknown>;
+}
+
+const OPTIONS = { strict: false, validateFormats: false, allErrors: false, logger: false } as const;
+
+export function jsonSchema(text: string): JsonSchema {
+  const schema = JSON.parse(text) as Record<string, unknown>;
+  const draft = String(schema['$schema'] ?? '');
+  const ajv = /2020-12/.test(draft) ? new Ajv2020(OPTIONS) : /2019-09/.test(draft) ? new Ajv2019(OPTIONS) : new Ajv(OPTIONS);
+  return { validate: ajv.compile(schema), schema };
+}
+
+/** The JSON value (numbers lossless); throws when it is not JSON or does not match the schema. */
+export function decodeJsonSchema(schema: JsonSchema, payload: Buffer): unknown {
+  const text = payload.toString('utf8');
+  const value = parse(text);
+  if (!schema.validate(JSON.parse(text))) {
+    const e = schema.validate.errors?.[0];
+    throw new Error(`${e?.instancePath === '' || e?.instancePath === undefined ? 'the value' : e.instancePath} ${e?.message ?? 'does not match'}`);
+  }
+  return value;
+}
