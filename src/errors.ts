@@ -18,6 +18,8 @@ export const ErrorCodes = {
   EO_CASSANDRA_QUORUM_LOST: { retriable: true, exitCode: 4 },
   EO_CASSANDRA_QUERY: { retriable: false, exitCode: 4 },
   EO_KAFKA_CLIENT_MISSING: { retriable: false, exitCode: 3 },
+  /** An npm package the command needs is not installed (bin/exactlyonce says so before Node starts, in the same words). */
+  EO_DEPS_MISSING: { retriable: false, exitCode: 3 },
   EO_TOPIC_MISMATCH: { retriable: false, exitCode: 5 },
   EO_CHECKPOINT_OUT_OF_RANGE: { retriable: false, exitCode: 6 },
   /** The input topic was deleted and re-created (its topic ID changed) under the job. */

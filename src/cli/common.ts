@@ -10,7 +10,7 @@ import { defaultStackOptions } from '../stack/options.js';
 const CONNECTION_KEYS = Object.keys(connectionOptions) as ConnectionKey[];
 
 /**
- * The local stack's cluster (EXACTLYONCE_STACK_DIR, else <repo>/.stack) when it was started as one
+ * The local stack's cluster (EXACTLYONCE_STACK_DIR, else ./.stack) when it was started as one
  * (`stack up --cassandra-nodes N --kafka-brokers M`): then the connection defaults point at all its
  * nodes and brokers, and `schema apply` / `topic create` replicate as widely as it allows (up to 3).
  */
