@@ -49,7 +49,20 @@ export const ErrorCodes = {
 
 export type ErrorCode = keyof typeof ErrorCodes;
 
+/**
+ * Marks our errors across copies of this module: a job may load another copy of the package (a `.ts`
+ * job in a clone resolves 'exactlyonce' to the sources through tsconfig `paths` while the CLI runs the
+ * build; a project may hold two installed versions), and the engine must still see a retriable error
+ * it throws as ours (`instanceof`), not as an unknown one that stops the partition.
+ */
+const BRAND = Symbol.for('exactlyonce.ExactlyOnceError');
+
 export class ExactlyOnceError extends Error {
+  static override [Symbol.hasInstance](x: unknown): boolean {
+    return typeof x === 'object' && x !== null && (x as { [BRAND]?: unknown })[BRAND] === true;
+  }
+
+  readonly [BRAND] = true;
   readonly code: ErrorCode;
   readonly retriable: boolean;
   readonly exitCode: number;
