@@ -173,6 +173,10 @@ test('a user installs the packed package into a new project offline, runs a job 
   assert.ok(lstatSync(pkg).isDirectory(), 'installed as a folder, not a link');
   assert.ok(!existsSync(join(pkg, 'node_modules')), 'its dependencies are hoisted into the project, where Node finds them');
   const before = snapshot(pkg);
+  // Before `setup`, a command that needs the Kafka client says what to run (not `make deps`: there is no clone here).
+  const noClient = await run('npx', ['--no', 'exactlyonce', 'topic', 'create', '--brokers', '127.0.0.1:1'], project);
+  assert.equal(noClient.code, 3, noClient.stderr);
+  assert.match(noClient.stderr, /^error EO_KAFKA_CLIENT_MISSING: the Kafka client @confluentinc\/kafka-javascript does not load \(.+\): its native part is not built; run `npx exactlyonce setup`\n$/);
   const setup = await run('npx', ['--no', 'exactlyonce', 'setup'], project);
   assert.equal(setup.code, 0, setup.stdout + setup.stderr);
   assert.match(setup.stdout, /^Kafka client [\d.]+: ready \(.*\/node_modules\/@confluentinc\/kafka-javascript\) with: .*\bzstd\b.*$/m);
