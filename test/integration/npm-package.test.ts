@@ -2,8 +2,8 @@
  * A user of the npm package, not of this clone: `npm pack`, then a new project outside the repository
  * installs the tarball offline from the npm cache (`make deps` fills it), builds the Kafka client
  * (`npx exactlyonce setup`, from the build cached in ~/.cache), writes a job that imports 'exactlyonce'
- * and a sink config, and runs the commands a user runs from there against the test stack. Nothing may
- * be written inside node_modules/exactlyonce.
+ * and a sink config, and runs the commands a user runs from there against the test stack (the bench too,
+ * on a tiny scale). Nothing may be written inside node_modules/exactlyonce.
  */
 import assert from 'node:assert/strict';
 import { spawn, type ChildProcess } from 'node:child_process';
@@ -287,6 +287,14 @@ test('a user installs the packed package into a new project offline, runs a job 
   const sinkVerify = await eo(['verify', '--job', 'orders.yaml']);
   assert.equal(sinkVerify.code, 0, sinkVerify.stdout.slice(-2000) + sinkVerify.stderr);
   await stop(sink, 'the sink');
+
+  // The bench's child processes run from the package's build; its results land in the project.
+  const bench = await eo(['bench', '--cases', 'ceiling', '--events', '1000', '--partitions', '2', '--ceiling-concurrency', '8', '--ceiling-sweep-events', '500']);
+  assert.equal(bench.code, 0, bench.stderr.slice(-3000));
+  assert.match(bench.stdout, /^ ceiling +\| 1,000 +\|/m);
+  const results = readdirSync(join(project, 'bench', 'results')).sort();
+  assert.equal(results.length, 2, results.join(' '));
+  assert.match(results.join(' '), /^bench-\S+\.json bench-\S+\.svg$/);
 
   // Nothing was written inside the package: no stack folder, no results, no build.
   const after = snapshot(pkg);
