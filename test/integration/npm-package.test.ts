@@ -14,32 +14,14 @@ import { test, type TestContext } from 'node:test';
 import { isDrained } from '../../src/harness/drain.js';
 import { KafkaAdmin } from '../../src/kafka/admin.js';
 import { Producer } from '../../src/kafka/producer.js';
-import { BROKERS, CASSANDRA, CASSANDRA_PORT, KAFKA_PORT, cassandraSession, freshTopic, localStack, repoRoot, testConfig, waitFor } from '../helpers.js';
+import { BROKERS, CASSANDRA, CASSANDRA_PORT, KAFKA_PORT, cassandraSession, freshTopic, localStack, repoRoot, runProcess, testConfig, waitFor, type CliResult } from '../helpers.js';
 import { freePort } from '../pipeline.js';
 
-interface Ran {
-  code: number | null;
-  stdout: string;
-  stderr: string;
-  ms: number;
-}
-
-/** Runs a command to completion (npm, npx, tsc) in `cwd`. */
-function run(cmd: string, args: string[], cwd: string, env: NodeJS.ProcessEnv = process.env, timeoutMs = 600_000): Promise<Ran> {
+/** Runs a command to completion (npm, npx, tsc) in `cwd`, and how long it took. */
+async function run(cmd: string, args: string[], cwd: string, env: NodeJS.ProcessEnv = process.env): Promise<CliResult & { ms: number }> {
   const started = Date.now();
-  return new Promise((resolve, reject) => {
-    const child = spawn(cmd, args, { cwd, env, stdio: ['ignore', 'pipe', 'pipe'] });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (d) => (stdout += d));
-    child.stderr.on('data', (d) => (stderr += d));
-    const timer = setTimeout(() => child.kill('SIGKILL'), timeoutMs);
-    child.on('error', reject);
-    child.on('close', (code) => {
-      clearTimeout(timer);
-      resolve({ code, stdout, stderr, ms: Date.now() - started });
-    });
-  });
+  const r = await runProcess(cmd, args, { cwd, env, timeoutMs: 600_000 });
+  return { ...r, ms: Date.now() - started };
 }
 
 /**
