@@ -27,3 +27,6 @@ export const isClone = existsSync(packageFile('src', 'cli', 'main.ts'));
 
 /** The command that builds the Kafka client's native part, as the user should type it here. */
 export const setupCommand = isClone ? 'make deps' : 'npx exactlyonce setup';
+
+/** How the user types the CLI here, for the commands a message suggests. */
+export const cliCommand = isClone ? 'bin/exactlyonce' : 'npx exactlyonce';
