@@ -9,7 +9,7 @@ import { connect, type Client } from '../src/cassandra/session.js';
 import type { ConnectionConfig } from '../src/config.js';
 import { describe } from '../src/errors.js';
 import { KafkaAdmin } from '../src/kafka/admin.js';
-import { localCluster } from '../src/cli/common.js';
+import { localCluster } from '../src/stack/cluster.js';
 
 /** On the local cluster stack (`stack up --cassandra-nodes 3 --kafka-brokers 3`), replicated as a cluster is (up to 3); else 1. */
 const cluster = localCluster();

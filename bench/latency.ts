@@ -7,7 +7,8 @@
  */
 import { randomBytes } from 'node:crypto';
 import { encodeEvent } from '../src/app/event.js';
-import { ORIGINAL_CLIENTS, ORIGINAL_SOURCE, prng } from '../src/app/generator.js';
+import { ORIGINAL_CLIENTS, ORIGINAL_SOURCE } from '../src/app/generator.js';
+import { prng } from '../src/prng.js';
 import { ExactlyOnceError } from '../src/errors.js';
 import { producePaced } from '../src/harness/paced-producer.js';
 import { Producer, type OutgoingRecord } from '../src/kafka/producer.js';

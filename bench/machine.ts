@@ -5,16 +5,14 @@ import { createRequire } from 'node:module';
 import os from 'node:os';
 import type { BenchContext } from './context.js';
 import { defaultStackOptions, stackStatus } from '../src/stack/index.js';
-import { repoRoot as checkoutRoot } from '../src/stack/repo-root.js';
+import { isClone, packageFile, packageRoot } from '../src/package-root.js';
 
-// The checkout (with a trailing slash), also when this runs from a build under dist/.
-const repoRoot = `${checkoutRoot()}/`;
 const require = createRequire(import.meta.url);
 
+/** The version of a dependency, found the way Node finds the dependency itself (hoisted or not). */
 function packageVersion(name: string): string {
   try {
-    const file = `${repoRoot}node_modules/${name}/package.json`;
-    return (JSON.parse(readFileSync(file, 'utf8')) as { version: string }).version;
+    return (require(`${name}/package.json`) as { version: string }).version;
   } catch {
     return 'unknown';
   }
@@ -22,7 +20,7 @@ function packageVersion(name: string): string {
 
 function git(args: string[]): string | undefined {
   try {
-    return execFileSync('git', args, { cwd: repoRoot, encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }).trim();
+    return execFileSync('git', args, { cwd: packageRoot, encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }).trim();
   } catch {
     return undefined;
   }
@@ -34,13 +32,14 @@ export async function versions(ctx: BenchContext): Promise<Record<string, string
     '@confluentinc/kafka-javascript': packageVersion('@confluentinc/kafka-javascript'),
     'cassandra-driver': packageVersion('cassandra-driver'),
   };
-  v['exactlyonce'] = (JSON.parse(readFileSync(`${repoRoot}package.json`, 'utf8')) as { version: string }).version;
+  v['exactlyonce'] = (JSON.parse(readFileSync(packageFile('package.json'), 'utf8')) as { version: string }).version;
   try {
     v['librdkafka'] = (require('@confluentinc/kafka-javascript') as { librdkafkaVersion: string }).librdkafkaVersion;
   } catch {
     v['librdkafka'] = 'unknown';
   }
-  const commit = git(['rev-parse', '--short', 'HEAD']);
+  // An installed package has no commit of its own (a git command there would answer for the user's project).
+  const commit = isClone ? git(['rev-parse', '--short', 'HEAD']) : undefined;
   if (commit !== undefined) v['git'] = `${commit}${git(['status', '--porcelain', '--untracked-files=no']) ? ' (with uncommitted changes)' : ''}`;
   const r = await ctx.session.execute('SELECT release_version FROM system.local').catch(() => undefined);
   v['cassandra'] = (r?.first()?.['release_version'] as string | undefined) ?? 'unknown';

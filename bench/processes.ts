@@ -8,13 +8,18 @@ import { readFileSync } from 'node:fs';
 import type { ConnectionConfig } from '../src/config.js';
 import { ExactlyOnceError } from '../src/errors.js';
 import { cliPath, connectionArgs, connectionEnv } from '../src/harness/cli-process.js';
-import { repoRoot as checkoutRoot } from '../src/stack/repo-root.js';
+import { fileURLToPath } from 'node:url';
 import { BenchAborted, pause } from './abort.js';
 import type { BenchOptions } from './options.js';
 
-// The checkout (with a trailing slash), also when this runs from a build under dist/.
-const repoRoot = `${checkoutRoot()}/`;
-const tsxLoader = `file://${repoRoot}node_modules/tsx/dist/loader.mjs`;
+/**
+ * How a child script runs, found from this module: from sources (bench/*.ts, through the tsx loader
+ * this process runs with) or from the build (dist/bench/*.js, plain node), like the CLI that started it.
+ */
+const fromSources = import.meta.url.endsWith('.ts');
+const ext = fromSources ? '.ts' : '.js';
+const loaderArgs = fromSources ? ['--import', import.meta.resolve('tsx')] : [];
+const moduleFile = (relative: string) => fileURLToPath(new URL(`${relative}${ext}`, import.meta.url));
 /** Output kept per process for error messages (the tail), in characters. */
 const KEEP_OUTPUT = 64 * 1024;
 /** Clock ticks per second of /proc/<pid>/stat times (USER_HZ, 100 on every Linux we run on). */
@@ -174,10 +179,10 @@ export function startWorker(ctx: ProcessHost, config: ConnectionConfig, label: s
   const env: Record<string, string> = { ...connectionEnv(config), EXACTLYONCE_LOG_FORMAT: 'json', EXACTLYONCE_LOG_LEVEL: 'info', ...nodeOptions(ctx) };
   if (o.profileDir === undefined) return start(ctx, label, cliPath, args, env);
   // Node refuses --cpu-prof in NODE_OPTIONS, so a profiled worker is started as bin/exactlyonce
-  // starts it (node, the tsx loader, src/cli/main.ts) with the profiler flags added. The profile is
-  // written when the worker exits cleanly (SIGTERM).
+  // starts it (node and the CLI's main module, the build's or through tsx the sources') with the
+  // profiler flags added. The profile is written when the worker exits cleanly (SIGTERM).
   const memory = workerMemory();
-  return start(ctx, label, process.execPath, [...memory.args, ...profileArgs(ctx, label), '--import', tsxLoader, `${repoRoot}src/cli/main.ts`, ...args], { ...memory.env, ...env });
+  return start(ctx, label, process.execPath, [...memory.args, ...profileArgs(ctx, label), ...loaderArgs, moduleFile('../src/cli/main'), ...args], { ...memory.env, ...env });
 }
 
 /** bin/exactlyonce's default V8 heap cap for `run`, MiB (`run --max-heap-mb`). */
@@ -195,14 +200,14 @@ function workerMemory(): { args: string[]; env: Record<string, string> } {
 }
 
 /**
- * One of the bench's child scripts (bench/<script>.ts), run through tsx like the CLI; `asWorker` gives
+ * One of the bench's child scripts (bench/<script>.ts, or its build), run like the CLI; `asWorker` gives
  * it a worker's memory settings (the baseline consumer; not the ceiling, which holds all its rows).
  * Its arguments (they hold the connection, secrets included) go as JSON in EXACTLYONCE_BENCH_ARGS,
  * not on its command line.
  */
 export function startScript(ctx: ProcessHost, label: string, script: string, args: unknown, asWorker = false): BenchProcess {
   const memory = asWorker ? workerMemory() : { args: [], env: {} };
-  return start(ctx, label, process.execPath, [...memory.args, ...profileArgs(ctx, label), '--import', tsxLoader, `${repoRoot}bench/${script}.ts`], {
+  return start(ctx, label, process.execPath, [...memory.args, ...profileArgs(ctx, label), ...loaderArgs, moduleFile(`./${script}`)], {
     ...memory.env,
     ...nodeOptions(ctx),
     EXACTLYONCE_BENCH_ARGS: JSON.stringify(args),

@@ -10,7 +10,7 @@
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { repoRoot as checkoutRoot } from '../src/stack/repo-root.js';
+import { packageRoot } from '../src/package-root.js';
 
 interface ProfileNode {
   id: number;
@@ -26,8 +26,8 @@ interface Profile {
   timeDeltas?: number[];
 }
 
-// The checkout (with a trailing slash), also when this runs from a build under dist/.
-const repoRoot = `${checkoutRoot()}/`;
+// The package's root (with a trailing slash), also when this runs from a build under dist/.
+const repoRoot = `${packageRoot}/`;
 
 /** Which module a frame belongs to: `pkg:<name>`, `src/...` / `bench/...`, `node:<x>`, or a V8 pseudo-frame. */
 export function moduleOf(url: string, fn: string): string {

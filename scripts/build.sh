@@ -15,4 +15,4 @@ cp -r src/cassandra/migrations dist.tmp/src/cassandra/
 touch -d "@$start" dist.tmp/.built
 rm -rf dist
 mv dist.tmp dist
-echo "compiled src/ to dist/ in $(( ($(date +%s%N) - t0) / 1000000 )) ms"
+echo "compiled src/ to dist/ in $(( ($(date +%s%N) - t0) / 1000000 )) ms" >&2

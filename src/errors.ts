@@ -18,6 +18,8 @@ export const ErrorCodes = {
   EO_CASSANDRA_QUORUM_LOST: { retriable: true, exitCode: 4 },
   EO_CASSANDRA_QUERY: { retriable: false, exitCode: 4 },
   EO_KAFKA_CLIENT_MISSING: { retriable: false, exitCode: 3 },
+  /** An npm package the command needs is not installed (bin/exactlyonce says so before Node starts, in the same words). */
+  EO_DEPS_MISSING: { retriable: false, exitCode: 3 },
   EO_TOPIC_MISMATCH: { retriable: false, exitCode: 5 },
   EO_CHECKPOINT_OUT_OF_RANGE: { retriable: false, exitCode: 6 },
   /** The input topic was deleted and re-created (its topic ID changed) under the job. */
@@ -53,7 +55,20 @@ export const ErrorCodes = {
 
 export type ErrorCode = keyof typeof ErrorCodes;
 
+/**
+ * Marks our errors across copies of this module: a job may load another copy of the package (a `.ts`
+ * job in a clone resolves 'exactlyonce' to the sources through tsconfig `paths` while the CLI runs the
+ * build; a project may hold two installed versions), and the engine must still see a retriable error
+ * it throws as ours (`instanceof`), not as an unknown one that stops the partition.
+ */
+const BRAND = Symbol.for('exactlyonce.ExactlyOnceError');
+
 export class ExactlyOnceError extends Error {
+  static override [Symbol.hasInstance](x: unknown): boolean {
+    return typeof x === 'object' && x !== null && (x as { [BRAND]?: unknown })[BRAND] === true;
+  }
+
+  readonly [BRAND] = true;
   readonly code: ErrorCode;
   readonly retriable: boolean;
   readonly exitCode: number;

@@ -30,16 +30,22 @@ function isJob(x: unknown): x is Job<unknown> {
   return j !== null && typeof j === 'object' && typeof j.name === 'string' && typeof j.decode === 'function' && typeof j.write === 'function' && typeof j.open === 'function';
 }
 
+/** This module runs from TypeScript sources (a clone's bin/exactlyonce through tsx), so tsx is loaded already. */
+const underTsx = import.meta.url.endsWith('.ts');
+let tsxRegistered = false;
+
 async function importModule(file: string): Promise<Record<string, unknown>> {
-  const url = pathToFileURL(file).href;
-  try {
-    return (await import(url)) as Record<string, unknown>;
-  } catch (e) {
-    // Running from the compiled build: Node cannot load TypeScript by itself; tsx can.
-    if ((e as { code?: string }).code !== 'ERR_UNKNOWN_FILE_EXTENSION') throw e;
-    const { tsImport } = (await import('tsx/esm/api')) as { tsImport: (u: string, parent: string) => Promise<Record<string, unknown>> };
-    return tsImport(url, import.meta.url);
+  // From the build, Node cannot load TypeScript by itself; tsx can. It is registered before the first
+  // import (Node remembers a failed import of a URL) and for the whole process, not scoped (tsx's
+  // `tsImport`): a scoped import loads a second copy of every module the job imports, 'exactlyonce'
+  // included, and an ExactlyOnceError the job throws would then not be one to the engine
+  // (`instanceof`): a retriable error would stop the partition instead of being retried.
+  if (/\.[cm]?tsx?$/.test(file) && !underTsx && !tsxRegistered) {
+    const { register } = (await import('tsx/esm/api')) as { register: () => unknown };
+    register();
+    tsxRegistered = true;
   }
+  return (await import(pathToFileURL(file).href)) as Record<string, unknown>;
 }
 
 /** A sink's config file rather than a module (`.yaml`, `.yml`, `.json`). */

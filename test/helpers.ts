@@ -122,13 +122,18 @@ export interface CliResult {
 
 /** Runs `bin/exactlyonce args…` to completion. */
 export function runCli(args: string[], env: Record<string, string> = {}, timeoutMs = 300_000): Promise<CliResult> {
+  return runProcess(cliPath, args, { env: { ...process.env, ...env }, timeoutMs });
+}
+
+/** Runs a command to completion (killed after `timeoutMs`), in `cwd` with `env` (default: this process's). */
+export function runProcess(cmd: string, args: string[], o: { cwd?: string; env?: NodeJS.ProcessEnv; timeoutMs?: number } = {}): Promise<CliResult> {
   return new Promise((resolve, reject) => {
-    const child = spawn(cliPath, args, { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(cmd, args, { cwd: o.cwd, env: o.env ?? process.env, stdio: ['ignore', 'pipe', 'pipe'] });
     let stdout = '';
     let stderr = '';
     child.stdout.on('data', (d) => (stdout += d));
     child.stderr.on('data', (d) => (stderr += d));
-    const timer = setTimeout(() => child.kill('SIGKILL'), timeoutMs);
+    const timer = setTimeout(() => child.kill('SIGKILL'), o.timeoutMs ?? 300_000);
     child.on('error', reject);
     child.on('close', (code, signal) => {
       clearTimeout(timer);

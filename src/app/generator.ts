@@ -4,6 +4,7 @@
  * a health mix and malformed records of every kind the codec quarantines.
  */
 import { encodeEvent, MAX_SOURCE_BYTES, type HealthCode, type QuarantineReason } from './event.js';
+import { prng } from '../prng.js';
 
 /** The original's three clients; more are named "Client Network N". */
 export const ORIGINAL_CLIENTS = [
@@ -55,18 +56,6 @@ export const BAD_KINDS = [
   'empty_source',
   'field_too_long',
 ] as const satisfies readonly QuarantineReason[];
-
-/** mulberry32: a small, fast, seedable PRNG (reproducibility, not cryptography). */
-export function prng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 export function clientNames(n: number): string[] {
   return Array.from({ length: n }, (_, i) => ORIGINAL_CLIENTS[i] ?? `Client Network ${i + 1}`);

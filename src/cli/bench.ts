@@ -1,7 +1,7 @@
 /**
  * `exactlyonce bench`: what exactly-once costs, measured side by side in one run on the local stack
  * (issue 6; the cases live in bench/). Prints one table on stdout, progress on stderr, and writes the
- * results as JSON and SVG under bench/results/. Ctrl-C stops what it started and removes what it made.
+ * results as JSON and SVG under bench/results/ of the working directory. Ctrl-C stops what it started and removes what it made.
  */
 import path from 'node:path';
 import { Command, Option } from '@commander-js/extra-typings';
@@ -13,9 +13,9 @@ import { intOption } from '../config.js';
 import { formatLayout, parseLayout } from '../app/events-layout.js';
 import { ExactlyOnceError } from '../errors.js';
 import { action, connection, healthMixOption, withConnection } from './common.js';
-import { repoRoot } from '../stack/repo-root.js';
 
-const resultsDir = path.join(repoRoot(), 'bench', 'results');
+/** Results go under the working directory (in a clone, where `make bench` runs: the committed bench/results/). */
+const RESULTS_DIR = path.join('bench', 'results');
 
 function intList(flag: string, min: number, max: number) {
   const one = intOption(flag, min, max);
@@ -73,7 +73,7 @@ export function benchCommand(): Command {
       .addOption(new Option('--cases <list>', `cases to run: ${CASE_GROUPS.join(',')}`).default(d.cases, 'all').argParser(caseList))
       .addOption(new Option('--seed <n>', 'seed of the generated events').default(d.seed).argParser(int('--seed', 0, 2 ** 31)))
       .addOption(new Option('--case-timeout <s>', 'give up on a case after this many seconds').default(d.caseTimeoutSeconds).argParser(int('--case-timeout', 10, 86400)))
-      .addOption(new Option('--out <dir>', 'where the JSON and SVG results go').default(resultsDir, 'bench/results'))
+      .addOption(new Option('--out <dir>', 'where the JSON and SVG results go').default(RESULTS_DIR, 'bench/results of the working directory'))
       .addOption(new Option('--worker-node-options <flags>', 'NODE_OPTIONS for the workers, the baseline and the ceiling (e.g. --max-semi-space-size=64)'))
       .addOption(new Option('--layout <layout>', 'events layout of the exactly-once workers: original or bucketed[:N] (run --layout)').default(d.layout))
       .option('--keep', 'keep the bench topics and keyspaces for inspection')

@@ -4,21 +4,11 @@ import { connectionOptions, kafkaConfigFromEnv, loadConnectionConfig, type Conne
 import { parseHealthMix } from '../app/generator.js';
 import { isRetriableCassandraError, securityError } from '../cassandra/session.js';
 import { ExactlyOnceError } from '../errors.js';
-import { clusterDefaults, readLayout } from '../stack/cluster.js';
+import { localCluster, readLayout } from '../stack/cluster.js';
 import { CCOMPAT_PATH } from '../stack/registry-server.js';
 import { defaultStackOptions } from '../stack/options.js';
 
 const CONNECTION_KEYS = Object.keys(connectionOptions) as ConnectionKey[];
-
-/**
- * The local stack's cluster (EXACTLYONCE_STACK_DIR, else <repo>/.stack) when it was started as one
- * (`stack up --cassandra-nodes N --kafka-brokers M`): then the connection defaults point at all its
- * nodes and brokers, and `schema apply` / `topic create` replicate as widely as it allows (up to 3).
- */
-export function localCluster(): ReturnType<typeof clusterDefaults> {
-  const dir = process.env['EXACTLYONCE_STACK_DIR'];
-  return clusterDefaults(dir !== undefined && dir !== '' ? dir : defaultStackOptions().dir);
-}
 
 /**
  * The local stack's Schema Registry when it runs one on another port than the default (`stack up

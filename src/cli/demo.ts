@@ -24,6 +24,7 @@ import { sleep } from '../harness/sleep.js';
 import { freePort, WorkerFleet } from '../harness/worker-fleet.js';
 import { KafkaAdmin } from '../kafka/admin.js';
 import { stackDown, stackUp } from '../stack/index.js';
+import { cliCommand } from '../package-root.js';
 import { action } from './common.js';
 import { stackOptionsFrom } from './stack-flags.js';
 
@@ -179,7 +180,7 @@ export function demoCommand(): Command {
           out(verified.output.trim());
           if (verified.code !== 0) exitCode = verified.code ?? 1;
 
-          out(`\nexplore: bin/exactlyonce cql "SELECT * FROM events LIMIT 10"`);
+          out(`\nexplore: ${cliCommand} cql "SELECT * FROM events LIMIT 10"`);
           if (stay) {
             out(`the workers and the dashboard (${dashboard.url}) stay up; Ctrl-C stops them`);
             staying = true; // Ctrl-C is then the normal end: the exit code stays verify's
@@ -203,7 +204,7 @@ export function demoCommand(): Command {
           const down = await stackDown(stack);
           out(down.stopped.length ? `stopped ${down.stopped.join(' and ')}` : 'the stack was not running');
         } else {
-          out('the stack stays up: stop it with `bin/exactlyonce stack down`');
+          out(`the stack stays up: stop it with \`${cliCommand} stack down\``);
         }
         return exitCode;
       }),

@@ -1,7 +1,6 @@
 #!/usr/bin/env node
 /** The `exactlyonce` command: one sub-command per file of this folder. */
 import { readFileSync } from 'node:fs';
-import path from 'node:path';
 import { Command, CommanderError, type CommandUnknownOpts } from '@commander-js/extra-typings';
 import { alertsCommand } from './alerts.js';
 import { benchCommand } from './bench.js';
@@ -15,13 +14,14 @@ import { generateCommand } from './generate.js';
 import { quarantineCommand } from './quarantine.js';
 import { runCommand } from './run.js';
 import { schemaCommand } from './schema.js';
+import { setupCommand } from './setup.js';
 import { sinkCommand } from './sink.js';
 import { stackCommand } from './stack.js';
 import { topicCommand } from './topic.js';
 import { verifyCommand } from './verify.js';
-import { repoRoot } from '../stack/repo-root.js';
+import { packageFile } from '../package-root.js';
 
-const { version } = JSON.parse(readFileSync(path.join(repoRoot(), 'package.json'), 'utf8')) as { version: string };
+const { version } = JSON.parse(readFileSync(packageFile('package.json'), 'utf8')) as { version: string };
 
 const program = new Command('exactlyonce')
   .description('Move events from Kafka into Cassandra exactly once, derive alerts, and prove it.')
@@ -29,7 +29,7 @@ const program = new Command('exactlyonce')
   .showHelpAfterError('(run with --help for usage)')
   .exitOverride();
 
-for (const cmd of [stackCommand(), schemaCommand(), topicCommand(), generateCommand(), runCommand(), sinkCommand(), alertsCommand(), quarantineCommand(), checkpointsCommand(), cqlCommand(), dashboardCommand(), demoCommand(), benchCommand(), verifyCommand(), chaosCommand()]) program.addCommand(cmd);
+for (const cmd of [setupCommand(), stackCommand(), schemaCommand(), topicCommand(), generateCommand(), runCommand(), sinkCommand(), alertsCommand(), quarantineCommand(), checkpointsCommand(), cqlCommand(), dashboardCommand(), demoCommand(), benchCommand(), verifyCommand(), chaosCommand()]) program.addCommand(cmd);
 
 function exitOverrideAll(cmd: CommandUnknownOpts): void {
   cmd.exitOverride();

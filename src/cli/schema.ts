@@ -4,7 +4,8 @@ import { applyJobMigrations, applySchema, parseReplication } from '../cassandra/
 import { connect } from '../cassandra/session.js';
 import { loadJobModule, parseJobOptions } from '../job-loader.js';
 import { createLogger } from '../log.js';
-import { action, connection, localCluster, withConnection } from './common.js';
+import { localCluster } from '../stack/cluster.js';
+import { action, connection, withConnection } from './common.js';
 
 export function schemaCommand(): Command {
   const schema = new Command('schema').description('Cassandra schema');

@@ -28,7 +28,7 @@ export interface StackFlags {
 export function stackFlags<A extends unknown[], O extends OptionValues, G extends OptionValues>(cmd: Command<A, O, G>): Command<A, O & StackFlags, G> {
   const d = defaultStackOptions();
   cmd
-    .addOption(new Option('--stack-dir <dir>', 'where the stack keeps jars, data and logs').env('EXACTLYONCE_STACK_DIR').default(d.dir, '<repo>/.stack'))
+    .addOption(new Option('--stack-dir <dir>', 'where the stack keeps jars, data and logs').env('EXACTLYONCE_STACK_DIR').default(d.dir, './.stack of the working directory'))
     .addOption(
       new Option('--kafka-port <port>', 'Kafka listener port on 127.0.0.1 (controller on port+1); broker i of a cluster: port + 20000 + 100·i').env('EXACTLYONCE_KAFKA_PORT').default(d.kafkaPort).argParser(intOption('--kafka-port', 1024, 65534)),
     )

@@ -1,4 +1,5 @@
 /** `exactlyonce stack up | down | status | logs`: the local Kafka + Cassandra servers. */
+import path from 'node:path';
 import { Command, Option } from '@commander-js/extra-typings';
 import { intOption } from '../config.js';
 import { ExactlyOnceError } from '../errors.js';
@@ -42,6 +43,7 @@ export function stackCommand(): Command {
           ? `stack already up (checked in ${secs}s)\n`
           : `stack up: started ${r.started.join(', ').replace(/, ([^,]*)$/, ' and $1')} in ${secs}s\n`,
       );
+      process.stdout.write(`  jars, data and logs in ${path.resolve(o.dir)} (--stack-dir, EXACTLYONCE_STACK_DIR)\n`);
       if (isSecure(o)) {
         process.stdout.write(`${(await secureSummary(o)).join('\n')}\n`);
         return;
@@ -69,6 +71,7 @@ export function stackCommand(): Command {
     action(async (opts) => {
       const o = stackOptionsFrom(opts);
       const servers = await stackStatus(o);
+      process.stdout.write(`stack in ${path.resolve(o.dir)}\n`);
       printStatus(servers);
       process.stdout.write(isSecure(o) ? `${(await secureSummary(o)).join('\n')}\n` : 'not secured: plaintext, no authentication (`stack up --secure` on a new --stack-dir for TLS and logins)\n');
       return servers.every((s) => s.ready) ? 0 : 1;

@@ -2,7 +2,8 @@
 import { Command, Option } from '@commander-js/extra-typings';
 import { intOption } from '../config.js';
 import { KafkaAdmin } from '../kafka/admin.js';
-import { action, connection, localCluster, withConnection } from './common.js';
+import { localCluster } from '../stack/cluster.js';
+import { action, connection, withConnection } from './common.js';
 
 const partitionCount = (n: number) => `${n} partition${n === 1 ? '' : 's'}`;
 

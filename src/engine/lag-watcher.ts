@@ -42,10 +42,15 @@ export class LagWatcher {
       movedAt: Date.now(),
       stalled: false,
     });
-    this.metrics.owned.set({ partition: String(partition) }, 1);
+    const labels = { partition: String(partition) };
+    this.metrics.owned.set(labels, 1);
     // A new task for a partition that was stopped (`checkpoints reset` picked up while running) is not
-    // stopped any more: its mark goes, and a stall is reported again.
-    if (this.stopped.delete(partition)) this.metrics.stoppedPartitions.set({ partition: String(partition) }, 0);
+    // stopped any more: its mark goes, and a stall is reported again. Both flags are served as 0 from
+    // the assignment on, so a dashboard or an alert rule sees every owned partition, not only those
+    // that once stopped or stalled (https://prometheus.io/docs/practices/instrumentation/#avoid-missing-metrics).
+    this.stopped.delete(partition);
+    this.metrics.stoppedPartitions.set(labels, 0);
+    this.metrics.stalledPartitions.set(labels, 0);
     this.publish(partition);
   }
 

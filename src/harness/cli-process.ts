@@ -6,9 +6,9 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import path from 'node:path';
 import type { AlertRule } from '../app/alert-rule.js';
 import type { ConnectionConfig } from '../config.js';
-import { repoRoot } from '../stack/repo-root.js';
+import { packageFile } from '../package-root.js';
 
-export const cliPath = path.join(repoRoot(), 'bin', 'exactlyonce');
+export const cliPath = packageFile('bin', 'exactlyonce');
 
 /**
  * The connection flags that give a child command the same connection as `config`, together with

@@ -1,11 +1,13 @@
 /**
- * Loads @confluentinc/kafka-javascript (a native addon built by scripts/install-deps.sh) and turns our
+ * Loads @confluentinc/kafka-javascript (a native addon built by scripts/kafka-client.sh: `exactlyonce
+ * setup` in a project, `make deps` in a clone) and turns our
  * ConnectionConfig into librdkafka properties. Every Kafka object of the project is made here.
  */
 import { createRequire } from 'node:module';
 import type { KafkaJS as KafkaJSNamespace } from '@confluentinc/kafka-javascript';
 import type { ConnectionConfig } from '../config.js';
 import { ExactlyOnceError } from '../errors.js';
+import { setupCommand } from '../package-root.js';
 import { isSecretProperty, redact } from '../secrets.js';
 
 export type KafkaJS = typeof KafkaJSNamespace;
@@ -22,7 +24,7 @@ export function kafkaJS(): KafkaJS {
     } catch (e) {
       throw new ExactlyOnceError(
         'EO_KAFKA_CLIENT_MISSING',
-        'the Kafka client @confluentinc/kafka-javascript is not built; run `make deps` (or scripts/install-deps.sh)',
+        `the Kafka client @confluentinc/kafka-javascript does not load (${String((e as Error).message ?? e).split('\n')[0]!.slice(0, 200)}): its native part is not built; run \`${setupCommand}\``,
         { cause: e },
       );
     }

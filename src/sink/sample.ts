@@ -6,7 +6,7 @@
  * break a rule of the config (a wrong type, a missing required field, a key that differs from the
  * record key).
  */
-import { prng } from '../app/generator.js';
+import { prng } from '../prng.js';
 import type { CqlType, ScalarType } from './cql-types.js';
 import type { SinkColumn, SinkConfig } from './sink-config.js';
 

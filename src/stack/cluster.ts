@@ -20,7 +20,7 @@
 import { randomBytes } from 'node:crypto';
 import { readFileSync, writeFileSync, mkdirSync } from 'node:fs';
 import path from 'node:path';
-import type { ServerName, StackOptions } from './options.js';
+import { defaultStackOptions, type ServerName, type StackOptions } from './options.js';
 import { serverPaths } from './paths.js';
 
 /** One server of the stack: `id` names its files and pid (`kafka`, `cassandra` alone; `kafka2`, `cassandra3` in a cluster). */
@@ -183,6 +183,17 @@ export function clusterDefaults(dir: string): { brokers: string; cassandra: stri
     keyspaceReplication: `NetworkTopologyStrategy:datacenter1=${Math.min(l.cassandraNodes, 3)}`,
     topicReplication: Math.min(l.kafkaBrokers, 3),
   };
+}
+
+/**
+ * The local stack's cluster (EXACTLYONCE_STACK_DIR, else ./.stack) when it was started as one
+ * (`stack up --cassandra-nodes N --kafka-brokers M`): then the connection defaults of the commands point
+ * at all its nodes and brokers, and `schema apply` / `topic create` / the bench replicate as widely as it
+ * allows (up to 3).
+ */
+export function localCluster(): ReturnType<typeof clusterDefaults> {
+  const dir = process.env['EXACTLYONCE_STACK_DIR'];
+  return clusterDefaults(dir !== undefined && dir !== '' ? dir : defaultStackOptions().dir);
 }
 
 /**

@@ -1,6 +1,6 @@
 /**
  * The local stack: real Kafka and Cassandra servers fetched from Maven Central and run as detached
- * JVMs under one folder (default <repo>/.stack). Used by `exactlyonce stack …` and the integration tests.
+ * JVMs under one folder (default ./.stack of the working directory). Used by `exactlyonce stack …` and the integration tests.
  */
 export { defaultStackOptions, cassandraStoragePort, SERVER_NAMES } from './options.js';
 export type { ServerName, ServerStatus, StackOptions } from './options.js';

@@ -3,7 +3,6 @@
  * passed to every stack function; nothing here touches the disk.
  */
 import path from 'node:path';
-import { repoRoot } from './repo-root.js';
 
 export type ServerName = 'kafka' | 'cassandra' | 'registry';
 
@@ -56,9 +55,17 @@ export interface ServerStatus {
   logFile: string;
 }
 
+/**
+ * The stack's folder unless --stack-dir / EXACTLYONCE_STACK_DIR say otherwise: `.stack` in the working
+ * directory, as node_modules is per project (one stack per project, removed with `rm -rf .stack`; in a
+ * clone, where `make` and CI run from the root, `<repo>/.stack`). Never beside the code: an installed
+ * package's folder is wiped by the next `npm ci`.
+ */
+export const DEFAULT_STACK_DIR = '.stack';
+
 export function defaultStackOptions(overrides: Partial<StackOptions> = {}): StackOptions {
   return {
-    dir: path.join(repoRoot(), '.stack'),
+    dir: path.resolve(DEFAULT_STACK_DIR),
     kafkaPort: 9092,
     cassandraPort: 9042,
     kafkaHeapMb: 1024,

@@ -1,14 +1,14 @@
 /**
- * Where every file of the stack lives, derived from the stack dir, and where the repo's
+ * Where every file of the stack lives, derived from the stack dir, and where the package's
  * `stack/pom.xml` is (the versions are read from it, so it is the single source of truth).
  */
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import type { ServerName } from './options.js';
-import { repoRoot } from './repo-root.js';
+import { packageFile } from '../package-root.js';
 
 export function pomFile(): string {
-  return path.join(repoRoot(), 'stack', 'pom.xml');
+  return packageFile('stack', 'pom.xml');
 }
 
 /** The server version, from `<kafka.version>` / `<cassandra.version>` / `<registry.version>` in the pom. */

@@ -30,7 +30,7 @@ import { javaCommand } from './fetch.js';
 import type { StackOptions } from './options.js';
 import { serverPaths } from './paths.js';
 import { lastLines } from './process.js';
-import { repoRoot } from './repo-root.js';
+import { packageFile } from '../package-root.js';
 
 const execFileP = promisify(execFile);
 
@@ -353,7 +353,7 @@ export function kafkaTlsReady(o: StackOptions, timeoutMs = 3000): Promise<boolea
 function kafkaHelper(o: StackOptions, lib: string, args: string[]): Promise<void> {
   const p = serverPaths(o.dir, 'kafka');
   const s = secureFiles(o);
-  const source = path.join(repoRoot(), 'stack', 'KafkaSecureSetup.java');
+  const source = packageFile('stack', 'KafkaSecureSetup.java');
   const java = ['-Xmx256m', `-Djava.io.tmpdir=${p.tmp}`, `-Dlog4j2.configurationFile=${path.join(p.conf, 'log4j2.xml')}`, '-cp', `${lib}/*`, source, ...args];
   const env = { ...process.env, EO_KAFKA_ADMIN_PASSWORD: secret(s.kafkaAdminPassword), EO_KAFKA_WORKER_PASSWORD: secret(s.kafkaWorkerPassword) };
   return execFileP(javaCommand(), java, { env, maxBuffer: 16 * 1024 * 1024 }).then(

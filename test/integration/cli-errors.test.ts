@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
@@ -54,22 +54,29 @@ test('--version and -V print the package version on one line', async () => {
   }
 });
 
-test('without its dependencies, bin/exactlyonce names what is missing and says to run make deps', (t) => {
-  // A checkout of bin/exactlyonce alone: first no node_modules at all, then the npm packages without the client's build.
+test('without its dependencies, bin/exactlyonce names what is missing: `make deps` in a clone, a reinstall in a project', (t) => {
+  // A clone of bin/exactlyonce and a source file: first no node_modules at all, then the npm packages without the client's build.
   const root = mkdtempSync(join(tmpdir(), 'eo-nodeps-'));
   t.after(() => rmSync(root, { recursive: true, force: true }));
   mkdirSync(join(root, 'bin'));
   copyFileSync(cliPath, join(root, 'bin', 'exactlyonce'));
   const run = () => spawnSync(join(root, 'bin', 'exactlyonce'), ['--version'], { encoding: 'utf8' });
+  // An installed package ships its build and no sources: without the build it says to reinstall.
+  const noBuild = run();
+  assert.equal(noBuild.status, 3);
+  assert.equal(noBuild.stdout, '');
+  assert.equal(noBuild.stderr, `error EO_DEPS_MISSING: the package's build is missing (${root}/dist/src/cli/main.js); reinstall it: npm install exactlyonce\n`);
+  mkdirSync(join(root, 'src', 'cli'), { recursive: true });
+  writeFileSync(join(root, 'src', 'cli', 'main.ts'), '');
   const noPackages = run();
   assert.equal(noPackages.status, 3);
   assert.equal(noPackages.stdout, '');
   assert.equal(noPackages.stderr, `error EO_DEPS_MISSING: the npm packages are not installed (no node_modules/tsx); run \`make deps\` (scripts/install-deps.sh) in ${root}\n`);
   mkdirSync(join(root, 'node_modules', 'tsx'), { recursive: true });
-  const noBuild = run();
-  assert.equal(noBuild.status, 3);
+  const noClient = run();
+  assert.equal(noClient.status, 3);
   assert.equal(
-    noBuild.stderr,
+    noClient.stderr,
     `error EO_KAFKA_CLIENT_MISSING: the Kafka client's native build is missing (node_modules/@confluentinc/kafka-javascript/build/Release/confluent-kafka-javascript.node); run \`make deps\` (scripts/install-deps.sh) in ${root}\n`,
   );
 });

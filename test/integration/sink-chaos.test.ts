@@ -10,26 +10,10 @@ import { KafkaAdmin } from '../../src/kafka/admin.js';
 import { loadConnectionConfig } from '../../src/config.js';
 import { connect } from '../../src/cassandra/session.js';
 import { BROKERS, CASSANDRA, ensureRegistry, REGISTRY_ENV, REGISTRY_PORT, runCli } from '../helpers.js';
+import { runChaos, type ChaosFigures } from '../chaos-run.js';
 
-interface Figures {
-  seed: number;
-  events: number;
-  injected: number;
-  records: number;
-  faults: Record<string, number>;
-  checkpointRegressions: string[];
-  violations: number;
-  problems: string[];
-  keyspace: string;
-  topic: string;
-  runDir: string;
-}
-
-async function chaos(t: import('node:test').TestContext, args: string[], env: Record<string, string> = {}): Promise<Figures> {
-  const r = await runCli(['chaos', '--brokers', BROKERS, '--cassandra', CASSANDRA, '--json', '--keep', ...args], env, 15 * 60_000);
-  t.diagnostic(r.stdout.split('\n').filter((l) => /^job |^chaos seed|^ {2}(records|faults|checkpoints|violations):|^ {4}(problem|warning):|^checked|^\[chaos.*job /.test(l)).join('\n'));
-  assert.equal(r.code, 0, `chaos failed:\n${r.stdout.slice(-6000)}\n${r.stderr.slice(-3000)}`);
-  const figures = JSON.parse(r.stdout.trim().split('\n').filter((l) => l.startsWith('{"seed"')).pop()!) as Figures;
+async function chaos(t: import('node:test').TestContext, args: string[], env: Record<string, string> = {}): Promise<ChaosFigures> {
+  const figures = await runChaos(t, ['--keep', ...args], env);
   // --keep: what the run made is removed here, once the test is done with it.
   t.after(async () => {
     const config = loadConnectionConfig({ brokers: BROKERS, cassandra: CASSANDRA, keyspace: figures.keyspace, topic: figures.topic }, {});
@@ -41,9 +25,6 @@ async function chaos(t: import('node:test').TestContext, args: string[], env: Re
     await admin.deleteTopic(`${figures.topic}.alerts`).catch(() => undefined);
     await admin.close();
   });
-  assert.equal(figures.violations, 0);
-  assert.deepEqual(figures.problems, []);
-  assert.deepEqual(figures.checkpointRegressions, []);
   assert.equal(figures.records, figures.events + figures.injected, 'every record produced was judged');
   assert.equal(figures.faults['zombies'], 1);
   assert.equal(figures.faults['skipped'], 0);

@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { intOption, loadConnectionConfig } from '../../src/config.js';
 import { ExactlyOnceError } from '../../src/errors.js';
+import { configError } from './config-error.js';
 
 test('defaults are the original system\'s', () => {
   const c = loadConnectionConfig({}, {});
@@ -42,17 +43,6 @@ test('repeated --kafka-config values pass through, values may contain =', () => 
 test('cassandra contact points take an optional port', () => {
   assert.deepEqual(loadConnectionConfig({ cassandra: 'h1, h2:9043' }, {}).cassandra, ['h1', 'h2:9043']);
 });
-
-function configError(fn: () => unknown): string {
-  try {
-    fn();
-  } catch (e) {
-    assert.ok(e instanceof ExactlyOnceError);
-    assert.equal(e.code, 'EO_CONFIG_INVALID');
-    return e.message;
-  }
-  assert.fail('expected EO_CONFIG_INVALID');
-}
 
 test('every bad value is named by its flag with the expected form', () => {
   assert.equal(

@@ -5,7 +5,7 @@ import path from 'node:path';
 import { test } from 'node:test';
 import { tlsOptions } from '../../src/cassandra/session.js';
 import { loadConnectionConfig } from '../../src/config.js';
-import { ExactlyOnceError } from '../../src/errors.js';
+import { configError } from './config-error.js';
 import { connectionArgs, connectionEnv } from '../../src/harness/cli-process.js';
 import { isSecretProperty, parseKafkaProperties, redact, redactKafkaConfig } from '../../src/secrets.js';
 
@@ -13,17 +13,6 @@ function tempDir(t: { after: (fn: () => void) => void }): string {
   const dir = mkdtempSync(path.join(tmpdir(), 'eo-secrets-'));
   t.after(() => rmSync(dir, { recursive: true, force: true }));
   return dir;
-}
-
-function configError(fn: () => unknown): string {
-  try {
-    fn();
-  } catch (e) {
-    assert.ok(e instanceof ExactlyOnceError);
-    assert.equal(e.code, 'EO_CONFIG_INVALID');
-    return e.message;
-  }
-  assert.fail('expected EO_CONFIG_INVALID');
 }
 
 test('properties text: comments and blank lines skipped, values kept whole (commas, =, quotes, spaces inside)', () => {

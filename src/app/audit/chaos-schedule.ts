@@ -3,7 +3,7 @@
  * the run so that a failing run can be replayed with the same faults at the same moments. Which worker
  * a fault hits is drawn here too (`pick`, 0..1, applied to the workers alive at that moment).
  */
-import { prng } from '../generator.js';
+import { prng } from '../../prng.js';
 
 export type ServerName = 'kafka' | 'cassandra' | 'registry';
 

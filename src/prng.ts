@@ -1,0 +1,16 @@
+/**
+ * A seeded PRNG, for everything that must be reproducible from a seed: the generator's events (app),
+ * a sink's sample records (sink), the chaos schedule. Below both app and sink, which use it.
+ */
+
+/** mulberry32: a small, fast, seedable PRNG (reproducibility, not cryptography). */
+export function prng(seed: number): () => number {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}

@@ -1,0 +1,35 @@
+/** `exactlyonce chaos --json` run to completion by a test, with the checks every chaos run must pass (chaos.test.ts, sink-chaos.test.ts). */
+import assert from 'node:assert/strict';
+import type { TestContext } from 'node:test';
+import { BROKERS, CASSANDRA, runCli } from './helpers.js';
+
+/** The figures line (`{"seed":…}`) a chaos run prints last. */
+export interface ChaosFigures {
+  seed: number;
+  events: number;
+  injected: number;
+  records: number;
+  faults: Record<string, number>;
+  checkpointRegressions: string[];
+  violations: number;
+  problems: string[];
+  wallMs: number;
+  keyspace: string;
+  topic: string;
+  runDir: string;
+}
+
+/**
+ * Runs `chaos args… --json` against the test stack (15 minutes at most), shows its summary lines as the
+ * test's diagnostics, and asserts it passed: exit 0, no violation, no problem, no checkpoint that went back.
+ */
+export async function runChaos(t: TestContext, args: string[], env: Record<string, string> = {}): Promise<ChaosFigures> {
+  const r = await runCli(['chaos', '--brokers', BROKERS, '--cassandra', CASSANDRA, '--json', ...args], env, 15 * 60_000);
+  t.diagnostic(r.stdout.split('\n').filter((l) => /^job |^chaos seed|^ {2}(records|faults|checkpoints|violations):|^ {4}(problem|warning):|^checked|^\[chaos.*job /.test(l)).join('\n'));
+  assert.equal(r.code, 0, `chaos failed:\n${r.stdout.slice(-6000)}\n${r.stderr.slice(-3000)}`);
+  const figures = JSON.parse(r.stdout.trim().split('\n').filter((l) => l.startsWith('{"seed"')).pop()!) as ChaosFigures;
+  assert.equal(figures.violations, 0);
+  assert.deepEqual(figures.problems, []);
+  assert.deepEqual(figures.checkpointRegressions, []);
+  return figures;
+}
