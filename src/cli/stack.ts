@@ -56,7 +56,7 @@ export function stackCommand(): Command {
         for (const n of stackNodes(o).filter((x) => x.kind !== 'registry')) process.stdout.write(`  ${n.id.padEnd(11)}${n.host}:${n.port}\n`);
         process.stdout.write(`  the other commands default to this cluster while EXACTLYONCE_STACK_DIR points here: --brokers ${cluster.brokers} --cassandra ${cluster.cassandra}\n`);
       }
-      if (o.schemaRegistry) process.stdout.write(`  Schema Registry ${registryUrl(o.registryPort)}    (--schema-registry ${registryUrl(o.registryPort)})\n`);
+      if (o.schemaRegistry) process.stdout.write(`  Schema Registry ${registryUrl(o.registryPort)}    (--schema-registry-url ${registryUrl(o.registryPort)})\n`);
     }),
   );
 
