@@ -3,9 +3,9 @@ import { test } from 'node:test';
 import { CheckpointWatch, isDrained, waitDrained } from '../../src/harness/drain.js';
 
 const marks = [
-  { partition: 0, low: 0n, high: 10n },
-  { partition: 1, low: 5n, high: 5n },
-  { partition: 2, low: 3n, high: 8n },
+  { partition: 0, low: 0n, high: 10n, stable: 10n },
+  { partition: 1, low: 5n, high: 5n, stable: 5n },
+  { partition: 2, low: 3n, high: 8n, stable: 8n },
 ];
 
 test('drained: every checkpoint at its log end; an empty log needs no checkpoint', () => {
