@@ -278,7 +278,7 @@ export class Runner {
       logStarts: async () => new Map((await admin.watermarks(config.topic)).map((w) => [w.partition, w.low])),
       log: this.log,
     });
-    this.lag.onRefresh = (marks) => this.tails?.check(marks);
+    this.lag.onRefresh = (marks) => void this.tails?.check(marks);
     this.lag.watch(() => admin.watermarks(config.topic), this.log);
     const consumer: PartitionControl = {
       pause: (ps) => this.consumer?.pause(ps),

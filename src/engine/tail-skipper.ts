@@ -61,8 +61,11 @@ export class TailSkipper {
 
   constructor(private readonly deps: TailSkipperDeps) {}
 
-  /** Called with each refresh of the watermarks; starts a round of proofs when some partition needs one. Never throws. */
-  check(marks: readonly Watermarks[]): void {
+  /**
+   * Called with each refresh of the watermarks; starts a round of proofs when some partition needs one.
+   * Resolves once that round is done (at once without one); never rejects.
+   */
+  check(marks: readonly Watermarks[]): Promise<void> {
     const tasks = this.deps.tasks();
     const candidates: Candidate[] = [];
     const seen = new Map<number, bigint | null>();
@@ -80,8 +83,9 @@ export class TailSkipper {
     for (const [p, next] of seen) this.previous.set(p, next);
     for (const p of this.holding.keys()) if (!seen.has(p)) this.holding.delete(p);
     // One round at a time; none while a server fails (the checkpoints wait for it anyway).
-    if (candidates.length === 0 || this.running !== undefined || this.closed || failingServers().length > 0) return;
+    if (candidates.length === 0 || this.running !== undefined || this.closed || failingServers().length > 0) return Promise.resolve();
     this.running = this.prove(candidates).finally(() => (this.running = undefined));
+    return this.running;
   }
 
   /** Starts no more rounds; resolves once the one in flight (if any) is done. Idempotent. */
