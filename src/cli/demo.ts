@@ -149,7 +149,7 @@ export function demoCommand(): Command {
           const checkpoints = new CheckpointStore(session, config.keyspace, config.topic);
           const marks = await race(waitDrained(() => admin.watermarks(config.topic), () => checkpoints.readAll(), { intervalMs: 250, signal: interrupt.signal }));
           if (marks === undefined) throw new Interrupted();
-          out(`all partitions checkpointed at their log ends after ${secs()}`);
+          out(`all partitions checkpointed at the end of what can be read after ${secs()}`);
           await race(sleep(2500)); // the alerts poll (2 s) catches up
           clearInterval(status);
           status = undefined;
@@ -160,9 +160,9 @@ export function demoCommand(): Command {
           for (const w of marks) {
             const r = await session.execute(`SELECT COUNT(*) AS n FROM ${config.keyspace}.events WHERE partition = ?`, [w.partition], { prepare: true });
             const q = await session.execute(`SELECT COUNT(*) AS n FROM ${config.keyspace}.quarantine WHERE partition = ?`, [w.partition], { prepare: true });
-            rows.push([w.partition, String(r.first()['n']), String(q.first()['n']), String(w.high)]);
+            rows.push([w.partition, String(r.first()['n']), String(q.first()['n']), String(w.stable)]);
           }
-          out('\n' + formatTable(['partition', 'events stored', 'quarantined', 'log end offset'], rows));
+          out('\n' + formatTable(['partition', 'events stored', 'quarantined', 'checkpoint (log end)'], rows));
           const alerts = collector.snapshot()?.alerts;
           if (alerts !== null && alerts !== undefined) {
             out(`\nalerts: ${alerts.rows} row(s) in ${config.keyspace}.alerts (${alerts.sources} source(s)); the latest:`);

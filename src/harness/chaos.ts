@@ -213,7 +213,7 @@ export async function runChaos(
       const admin = new KafkaAdmin(config);
       const drained = await waitDrained(() => admin.watermarks(config.topic), () => store.readAll(), { timeoutMs: o.drainTimeoutMs, intervalMs: 1000 }).finally(() => admin.close());
       if (drained === undefined) problems.push(`the workers did not drain within ${o.drainTimeoutMs / 1000} s (verify reports the lag)`);
-      else say('drained: every checkpoint is at its log end');
+      else say('drained: every checkpoint is at the end of what can be read (the last stable offset)');
     }
     await fleet.close(aborted());
     await watch.stop();

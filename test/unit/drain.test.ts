@@ -58,3 +58,15 @@ test('the checkpoint watch records every move backwards and keeps the highest', 
   assert.deepEqual([...watch.highest], [[0, 8n], [1, 2n]]);
   assert.ok(watch.polls >= seq.length);
 });
+
+test('drained on a transactional topic: at the last stable offset, past aborted records and markers; not waiting for a transaction still open', () => {
+  // Partition 0: the log ends with an aborted transaction and its marker (stable = high = 735).
+  // Partition 1: a transaction open from 700 on holds back 700..719 (stable 700, high 720).
+  const txn = [
+    { partition: 0, low: 0n, high: 735n, stable: 735n },
+    { partition: 1, low: 0n, high: 720n, stable: 700n },
+  ];
+  assert.equal(isDrained(txn, new Map([[0, 699n], [1, 700n]])), false, 'the aborted tail of partition 0 is not stepped over yet');
+  assert.equal(isDrained(txn, new Map([[0, 735n], [1, 700n]])), true);
+  assert.equal(isDrained(txn, new Map([[0, 735n], [1, 699n]])), false);
+});
