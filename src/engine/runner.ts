@@ -337,7 +337,7 @@ export class Runner {
       this.lag.close();
       this.positions?.close();
       this.resets?.close();
-      await this.tails?.close();
+      this.tails?.close();
       await this.consumer?.stop();
       // The last batches' checkpoints (their rows are stored): written, or abandoned if still retrying.
       await Promise.all(this.checkpointsInFlight);

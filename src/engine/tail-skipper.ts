@@ -55,6 +55,8 @@ export class TailSkipper {
   /** Partitions found to hold a record from this offset on: not read again until the checkpoint moves. */
   private readonly holding = new Map<number, bigint>();
   private running: Promise<void> | undefined;
+  /** The reader of the round in flight. */
+  private reader: RangeReader | undefined;
   private closed = false;
   /** The last round that failed, and why (named by stall warnings while recent). */
   lastFailure: { message: string; at: number } | undefined;
@@ -88,10 +90,14 @@ export class TailSkipper {
     return this.running;
   }
 
-  /** Starts no more rounds; resolves once the one in flight (if any) is done. Idempotent. */
-  close(): Promise<void> {
+  /**
+   * Starts no more rounds and moves no more checkpoints; the read in flight (if any) is cut short by
+   * closing its reader, not waited for (it can wait up to PROOF_TIMEOUT_MS on a broker that is away).
+   * Idempotent.
+   */
+  close(): void {
     this.closed = true;
-    return this.running ?? Promise.resolve();
+    void this.reader?.close().catch(() => undefined);
   }
 
   private async prove(candidates: readonly Candidate[]): Promise<void> {
@@ -99,6 +105,8 @@ export class TailSkipper {
     let reader: RangeReader | undefined;
     try {
       reader = await this.deps.openReader();
+      this.reader = reader;
+      if (this.closed) return;
       const unreadable: Candidate[] = [];
       for (const c of candidates) {
         if (this.closed) return;
@@ -126,6 +134,7 @@ export class TailSkipper {
       this.lastFailure = { message, at: Date.now() };
       log.debug({ err: message }, 'cannot read the end of the log to step checkpoints over transaction markers; trying again at the next refresh');
     } finally {
+      this.reader = undefined;
       await reader?.close().catch(() => undefined);
     }
   }
