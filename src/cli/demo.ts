@@ -160,9 +160,9 @@ export function demoCommand(): Command {
           for (const w of marks) {
             const r = await session.execute(`SELECT COUNT(*) AS n FROM ${config.keyspace}.events WHERE partition = ?`, [w.partition], { prepare: true });
             const q = await session.execute(`SELECT COUNT(*) AS n FROM ${config.keyspace}.quarantine WHERE partition = ?`, [w.partition], { prepare: true });
-            rows.push([w.partition, String(r.first()['n']), String(q.first()['n']), String(w.stable)]);
+            rows.push([w.partition, String(r.first()['n']), String(q.first()['n']), String(w.high)]);
           }
-          out('\n' + formatTable(['partition', 'events stored', 'quarantined', 'checkpoint (log end)'], rows));
+          out('\n' + formatTable(['partition', 'events stored', 'quarantined', 'log end offset'], rows));
           const alerts = collector.snapshot()?.alerts;
           if (alerts !== null && alerts !== undefined) {
             out(`\nalerts: ${alerts.rows} row(s) in ${config.keyspace}.alerts (${alerts.sources} source(s)); the latest:`);
