@@ -28,7 +28,7 @@ interface Figures {
 
 async function chaos(t: import('node:test').TestContext, args: string[]): Promise<Figures> {
   const r = await runCli(['chaos', '--brokers', BROKERS, '--cassandra', CASSANDRA, '--json', '--keep', ...args], {}, 15 * 60_000);
-  t.diagnostic(r.stdout.split('\n').filter((l) => /^job |^chaos seed|^ {2}(records|faults|checkpoints|violations):|^ {4}(problem|warning):|^checked|^\[chaos.*job /.test(l)).join('\n'));
+  t.diagnostic(r.stdout.split('\n').filter((l) => /^job |^chaos seed|^ {2}(records|transactions|faults|checkpoints|violations):|^ {4}(problem|warning):|^checked|^\[chaos.*job /.test(l)).join('\n'));
   assert.equal(r.code, 0, `chaos failed:\n${r.stdout.slice(-6000)}\n${r.stderr.slice(-3000)}`);
   const figures = JSON.parse(r.stdout.trim().split('\n').filter((l) => l.startsWith('{"seed"')).pop()!) as Figures;
   // --keep: what the run made is removed here, once the test is done with it.
