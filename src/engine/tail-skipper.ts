@@ -23,8 +23,8 @@ import type { Logger } from '../log.js';
 import type { PartitionTask } from './partition-task.js';
 import { failingServers } from './retry.js';
 
-/** How long one proof waits for the broker to answer, in ms. */
-const PROOF_TIMEOUT_MS = 15_000;
+/** How long one proof may go without a record or the end of the range (a long aborted range takes a while to read), in ms. */
+const PROOF_TIMEOUT_MS = 60_000;
 
 /** The log-reading side (LogReader): the first record a read_committed consumer gets in [from, until), or null. */
 export interface RangeReader {
