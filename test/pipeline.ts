@@ -19,6 +19,24 @@ import { runCli, startCli, waitFor } from './helpers.js';
 
 export { connectionArgs, sleep };
 
+/** What `chaos --json` prints last (src/cli/chaos.ts), as far as the tests read it. */
+export interface ChaosFigures {
+  seed: number;
+  events: number;
+  injected: number;
+  records: number;
+  faults: Record<string, number>;
+  /** `--transactional`: the generator's transactions by outcome. */
+  transactions: { committed: number; aborted: number; unknown: number } | null;
+  checkpointRegressions: string[];
+  violations: number;
+  problems: string[];
+  wallMs: number;
+  keyspace: string;
+  topic: string;
+  runDir: string;
+}
+
 /** Starts a worker process (`exactlyonce run`) with a short session timeout, so tests rebalance fast. */
 export function startWorker(t: TestContext, config: ConnectionConfig, extra: string[] = []) {
   return startCli(t, ['run', ...connectionArgs(config), '--session-timeout-ms', '6000', '--max-batch', '500', ...extra]);

@@ -57,20 +57,13 @@ export class Producer {
     this.connecting ??= (async () => {
       const { Kafka } = kafkaJS();
       const producer = new Kafka({}).producer(this.properties as unknown as KafkaJSNamespace.ProducerConstructorConfig);
-      let timer: NodeJS.Timeout | undefined;
       try {
-        await Promise.race([
-          producer.connect(),
-          new Promise((_, reject) => (timer = setTimeout(() => reject(new Error(`no answer within ${this.connectTimeoutMs} ms`)), this.connectTimeoutMs))),
-        ]);
+        await connectWithin(producer, this.connectTimeoutMs);
         this.producer = producer;
         return producer;
       } catch (e) {
         this.connecting = undefined;
-        void producer.disconnect().catch(() => undefined);
         throw kafkaUnavailable(this.config, e);
-      } finally {
-        clearTimeout(timer);
       }
     })();
     return this.connecting.then(() => undefined);
@@ -116,8 +109,9 @@ const TRANSACTION_BACKOFF_MS = 500;
 const CONNECT_TIMEOUT_MS = 30_000;
 /** The transactions' timeout (the broker aborts one left open this long), in ms: librdkafka's default. */
 const TRANSACTION_TIMEOUT_MS = 60_000;
-/** librdkafka's ERR__TIMED_OUT. */
+/** librdkafka's ERR__TIMED_OUT and ERR__STATE. */
 const ERR_TIMED_OUT = -185;
+const ERR_STATE = -172;
 
 /**
  * A transactional producer (`transactional.id`), as Kafka Streams and Flink write with exactly-once on:
@@ -168,22 +162,16 @@ export class TransactionalProducer {
     if (this.producer !== undefined) return this.producer;
     const { Kafka } = kafkaJS();
     const producer = new Kafka({}).producer(this.properties as unknown as KafkaJSNamespace.ProducerConstructorConfig);
-    let timer: NodeJS.Timeout | undefined;
     try {
-      // With the brokers away, connect (and its initTransactions) can wait without end.
-      await Promise.race([
-        producer.connect(),
-        new Promise((_, reject) => (timer = setTimeout(() => reject(new Error(`no answer within ${CONNECT_TIMEOUT_MS} ms`)), CONNECT_TIMEOUT_MS))),
-      ]);
+      // (With the brokers away, connect and its initTransactions can wait without end.)
+      await connectWithin(producer, CONNECT_TIMEOUT_MS);
     } catch (e) {
-      void producer.disconnect().catch(() => undefined);
+      // The client refuses properties that contradict each other at connect, as ERR__STATE (-172).
       const code = (e as { code?: number }).code;
-      if (code !== undefined && PERMANENT_PRODUCE_ERRORS.has(code)) {
+      if (code !== undefined && (PERMANENT_PRODUCE_ERRORS.has(code) || code === ERR_STATE)) {
         throw new ExactlyOnceError('EO_CONFIG_INVALID', `the transactional producer's properties were refused: ${(e as Error).message} (Kafka error ${code})`, { cause: e });
       }
       throw kafkaUnavailable(this.config, e);
-    } finally {
-      clearTimeout(timer);
     }
     this.producer = producer;
     return producer;
@@ -273,6 +261,19 @@ export class TransactionalProducer {
     const p = this.producer;
     this.producer = undefined;
     await p?.disconnect().catch(() => undefined);
+  }
+}
+
+/** Connects `producer`; when that fails or takes longer than `ms`, disconnects it and rejects. */
+async function connectWithin(producer: KafkaJSNamespace.Producer, ms: number): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
+  try {
+    await Promise.race([producer.connect(), new Promise((_, reject) => (timer = setTimeout(() => reject(new Error(`no answer within ${ms} ms`)), ms)))]);
+  } catch (e) {
+    void producer.disconnect().catch(() => undefined);
+    throw e;
+  } finally {
+    clearTimeout(timer);
   }
 }
 

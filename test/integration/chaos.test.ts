@@ -6,21 +6,9 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { BROKERS, CASSANDRA, runCli } from '../helpers.js';
+import type { ChaosFigures as Figures } from '../pipeline.js';
 
 const SEEDS = [2703006044];
-
-interface Figures {
-  seed: number;
-  events: number;
-  injected: number;
-  records: number;
-  faults: Record<string, number>;
-  transactions: { committed: number; aborted: number; unknown: number } | null;
-  checkpointRegressions: string[];
-  violations: number;
-  problems: string[];
-  wallMs: number;
-}
 
 async function chaos(t: import('node:test').TestContext, seed: number, args: string[]): Promise<Figures> {
   const r = await runCli(['chaos', '--brokers', BROKERS, '--cassandra', CASSANDRA, ...args, '--seed', String(seed), '--json'], {}, 15 * 60_000);

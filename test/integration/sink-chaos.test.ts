@@ -10,21 +10,7 @@ import { KafkaAdmin } from '../../src/kafka/admin.js';
 import { loadConnectionConfig } from '../../src/config.js';
 import { connect } from '../../src/cassandra/session.js';
 import { BROKERS, CASSANDRA, runCli } from '../helpers.js';
-
-interface Figures {
-  seed: number;
-  events: number;
-  injected: number;
-  records: number;
-  faults: Record<string, number>;
-  checkpointRegressions: string[];
-  violations: number;
-  problems: string[];
-  keyspace: string;
-  topic: string;
-  runDir: string;
-  transactions: { committed: number; aborted: number; unknown: number } | null;
-}
+import type { ChaosFigures as Figures } from '../pipeline.js';
 
 async function chaos(t: import('node:test').TestContext, args: string[]): Promise<Figures> {
   const r = await runCli(['chaos', '--brokers', BROKERS, '--cassandra', CASSANDRA, '--json', '--keep', ...args], {}, 15 * 60_000);
