@@ -186,7 +186,7 @@ export class Runner {
       log: this.log,
       withRetry: (fn) => this.retrying('Cassandra', fn),
       checkpointsInFlight: this.checkpointsInFlight,
-      logStart: async (p) => (await admin.watermarks(config.topic)).find((w) => w.partition === p)?.low ?? 0n,
+      logStart: async (p) => (await admin.logStarts(config.topic)).get(p) ?? 0n,
       // Why a partition stopped, for `exactlyonce checkpoints list` (informational: a failure is ignored).
       onStop: (p, epoch, error) =>
         void checkpoints.recordStop(p, { code: error.code, message: error.message, epoch, by: this.metrics.workerId }).catch(() => undefined),
@@ -275,7 +275,7 @@ export class Runner {
       topic: config.topic,
       tasks: () => tasks.tasks,
       openReader: () => LogReader.open(config, 'exactlyonce-tail'),
-      logStarts: async () => new Map((await admin.watermarks(config.topic)).map((w) => [w.partition, w.low])),
+      logStarts: () => admin.logStarts(config.topic),
       log: this.log,
     });
     this.lag.onRefresh = (marks) => void this.tails?.check(marks);

@@ -182,6 +182,16 @@ export class KafkaAdmin {
     return marks.map((m) => (m.stable > m.high ? { ...m, stable: m.high } : m));
   }
 
+  /** Each partition's log start alone (one ListOffsets round instead of watermarks' two); -1 fails as there. */
+  async logStarts(topic: string): Promise<Map<number, bigint>> {
+    const offsets = await this.call(() => this.admin.fetchTopicOffsets(topic, { timeout: this.timeoutMs } as never));
+    const unknown = offsets.filter((o) => BigInt(o.low) < 0n);
+    if (unknown.length > 0) {
+      throw new ExactlyOnceError('EO_KAFKA_UNAVAILABLE', `Kafka did not answer for the log start of ${topic} partition(s) ${unknown.map((o) => o.partition).join(', ')} (it reported -1); asking again`);
+    }
+    return new Map(offsets.map((o) => [o.partition, BigInt(o.low)]));
+  }
+
   /** Idempotent; also releases a client whose connect failed. */
   async close(): Promise<void> {
     if (this.closed) return;
