@@ -43,6 +43,23 @@ async function perPartition(worker: { port: number }, name: string): Promise<Map
   return new Map(select(parsePrometheus(text), `exactlyonce_${name}`).map((s) => [Number(s.labels['partition']), s.value]));
 }
 
+/**
+ * Waits until a worker's per-partition series equal `expected` exactly. (A worker on a busy machine can
+ * lose its partitions for a moment, a session timeout, and their gauges leave /metrics until they come back.)
+ */
+async function gauges(worker: { port: number }, name: string, expected: ReadonlyMap<number, number>): Promise<void> {
+  let last = new Map<number, number>();
+  await waitFor(
+    async () => {
+      last = await perPartition(worker, name);
+      return last.size === expected.size && [...expected].every(([p, v]) => last.get(p) === v);
+    },
+    { timeoutMs: 60_000, message: `${name} ${JSON.stringify([...expected])} (last seen ${JSON.stringify([...last])})` },
+  );
+}
+
+const zeros = new Map([[0, 0], [1, 0], [2, 0]]);
+
 const byPartition = (marks: readonly Watermarks[], f: (w: Watermarks) => bigint | number) => new Map(marks.map((w) => [w.partition, f(w)]));
 const numbers = (m: ReadonlyMap<number, bigint | number>) => new Map([...m].map(([p, v]) => [p, Number(v)]));
 
@@ -102,9 +119,9 @@ test('20 transactions of 100 events, 2 of 3 committed, the last aborted: checkpo
   assert.equal(ledger.stored + ledger.quarantined, 1300);
 
   const high = numbers(byPartition(marks, (w) => w.high));
-  await waitFor(async () => [...(await perPartition(worker, 'checkpoint_offset'))].every(([p, v]) => v === high.get(p)), { timeoutMs: 30_000, message: "the worker's checkpoint gauges at the log ends" });
-  assert.deepEqual(await perPartition(worker, 'lag_records'), new Map([[0, 0], [1, 0], [2, 0]]));
-  assert.deepEqual(await perPartition(worker, 'transaction_held_records'), new Map([[0, 0], [1, 0], [2, 0]]));
+  await gauges(worker, 'checkpoint_offset', high);
+  await gauges(worker, 'lag_records', zeros);
+  await gauges(worker, 'transaction_held_records', zeros);
   // The checkpoint stepped once over each partition's unreadable end: from after its last readable record to the log end.
   assert.deepEqual(await perPartition(worker, 'unreadable_offsets_skipped_total'), numbers(byPartition(marks, (w) => w.high - log.last.get(w.partition)! - 1n)));
 
@@ -174,8 +191,8 @@ test('a transaction left open (its producer SIGKILLed) until the broker aborts i
   // Everything readable is stored; what the open transaction holds is not lag but held, everywhere.
   await waitDrained(session, config, 120_000);
   assert.deepEqual(await storedCheckpoints(session, config), byPartition(open, (w) => w.stable));
-  await waitFor(async () => [...(await perPartition(worker, 'transaction_held_records'))].every(([p, v]) => v === held.get(p)), { timeoutMs: 30_000, message: 'the held gauges' });
-  assert.deepEqual(await perPartition(worker, 'lag_records'), new Map([[0, 0], [1, 0], [2, 0]]));
+  await gauges(worker, 'transaction_held_records', held);
+  await gauges(worker, 'lag_records', zeros);
   assert.deepEqual(
     (await listed(config)).map((r) => [r.partition, r.checkpoint, r.lag, r.held]),
     open.map((w) => [w.partition, String(w.stable), '0', String(w.high - w.stable)]),
@@ -185,20 +202,26 @@ test('a transaction left open (its producer SIGKILLed) until the broker aborts i
   assert.equal((await assertExactlyOnce(session, config)).records, 300, 'verify: the first 300 are readable and stored, lag 0');
 
   // The checkpoints stand still behind the open transaction: the stall warning says so, with its age.
-  await waitFor(() => stallLines(worker).length === 3, { timeoutMs: STALL_AFTER_MS + 60_000, message: 'a stall warning per partition' });
+  // (Every stall line, now and later, must name it: a partition lost and assigned again on a busy
+  // machine may warn twice, never for another cause.)
+  const everyStallNamesTheTransaction = () => {
+    for (const line of stallLines(worker)) {
+      const msg = (JSON.parse(line) as { msg: string }).msg;
+      const [, p] = /^partition (\d+):/.exec(msg)!;
+      const w = open.find((m) => m.partition === Number(p))!;
+      assert.match(
+        msg,
+        new RegExp(
+          `^partition ${p}: checkpoint stalled at ${w.stable} with ${w.high - w.stable} records behind for \\d+ s; cause: a transaction open for at least \\d+ s holds back offsets ${w.stable}\\.\\.${w.high - 1n} \\(${w.high - w.stable} records\\): ` +
+            "a read_committed consumer gets them once its producer commits or aborts it, or the broker aborts it after the producer's transaction\\.timeout\\.ms$",
+        ),
+      );
+    }
+  };
+  const stalledPartitions = () => new Set(stallLines(worker).map((l) => (JSON.parse(l) as { partition: number }).partition));
+  await waitFor(() => stalledPartitions().size === 3, { timeoutMs: STALL_AFTER_MS + 60_000, message: 'a stall warning for each partition' });
   assert.ok(Date.now() - openedAt < 100_000, 'the transaction was still open when the warnings came (else raise its timeout)');
-  for (const line of stallLines(worker)) {
-    const msg = (JSON.parse(line) as { msg: string }).msg;
-    const [, p] = /^partition (\d+):/.exec(msg)!;
-    const w = open.find((m) => m.partition === Number(p))!;
-    assert.match(
-      msg,
-      new RegExp(
-        `^partition ${p}: checkpoint stalled at ${w.stable} with ${w.high - w.stable} records behind for \\d+ s; cause: a transaction open for at least \\d+ s holds back offsets ${w.stable}\\.\\.${w.high - 1n} \\(${w.high - w.stable} records\\): ` +
-          "a read_committed consumer gets them once its producer commits or aborts it, or the broker aborts it after the producer's transaction\\.timeout\\.ms$",
-      ),
-    );
-  }
+  everyStallNamesTheTransaction();
 
   // The broker aborts it: the 300 committed after it become readable, and the checkpoints reach the log ends.
   await waitFor(async () => (await admin.watermarks(config.topic)).every((w) => w.stable === w.high), { timeoutMs: 180_000, message: 'the broker aborts the transaction' });
@@ -207,9 +230,13 @@ test('a transaction left open (its producer SIGKILLed) until the broker aborts i
   assert.deepEqual(await storedCheckpoints(session, config), byPartition(marks, (w) => w.high));
   assert.equal((await assertExactlyOnce(session, config)).records, 600, 'the abandoned 150 were never stored');
   assert.equal((await readable(config)).records, 600);
-  await waitFor(async () => [...(await perPartition(worker, 'transaction_held_records'))].every(([, v]) => v === 0), { timeoutMs: 30_000, message: 'nothing held' });
-  assert.deepEqual(await perPartition(worker, 'lag_records'), new Map([[0, 0], [1, 0], [2, 0]]));
-  await waitFor(() => worker.output().split('checkpoint moving again').length === 4, { timeoutMs: 30_000, message: 'each partition moving again' });
-  assert.equal(stallLines(worker).length, 3, 'no other stall');
+  await gauges(worker, 'transaction_held_records', zeros);
+  await gauges(worker, 'lag_records', zeros);
+  everyStallNamesTheTransaction();
+  if (!/"msg":"(lost|revoked) partitions/.test(worker.output())) {
+    // (A partition assigned again starts unstalled, and so is not said to move again.)
+    await waitFor(() => worker.output().split('checkpoint moving again').length === 4, { timeoutMs: 30_000, message: 'each partition moving again' });
+    assert.equal(stallLines(worker).length, 3, 'one stall warning per partition');
+  }
   await stopWorkers([worker]);
 });
