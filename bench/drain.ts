@@ -80,6 +80,17 @@ export async function measureDrain(ctx: BenchContext, o: DrainOptions): Promise<
   }
 }
 
+/**
+ * Where a drain of `topic` ends, for checkpointProgress: the sum of its partitions' last stable offsets
+ * (a fresh topic's offsets start at 0), read once everything is produced. The same notion of drained as
+ * chaos's, the demo's and the tests' (src/harness/drain.ts): every checkpoint at the end of what a
+ * read_committed consumer can read, aborted records and transaction markers included. On the bench's
+ * own topics (no transactions) it is the number of events produced.
+ */
+export async function drainTarget(ctx: BenchContext, topic: string): Promise<number> {
+  return (await ctx.admin.watermarks(topic)).reduce((n, w) => n + Number(w.stable), 0);
+}
+
 /** Durable progress of exactly-once workers: the sum of the checkpoints (offsets of a fresh topic start at 0). */
 export function checkpointProgress(ctx: BenchContext, keyspace: string, topic: string): () => Promise<number> {
   return async () => {

@@ -5,13 +5,16 @@
  */
 import type { ConnectionConfig } from '../src/config.js';
 import type { BenchContext } from './context.js';
-import { checkpointProgress, measureProcessDrain } from './drain.js';
+import { checkpointProgress, drainTarget, measureProcessDrain } from './drain.js';
 import { startWorker, waitAssigned, type BenchProcess } from './processes.js';
 import type { CaseResult } from './results.js';
 import { produceWorkload, type Workload } from './workload.js';
 
-/** Starts `workers` workers on `topic` with a fresh keyspace and group, and times their drain of `total` events. */
-export async function runExactlyOnce(ctx: BenchContext, name: string, topic: string, total: number, workers: number): Promise<CaseResult> {
+/**
+ * Starts `workers` workers on `topic` with a fresh keyspace and group, and times their drain of its
+ * events (done when every checkpoint is at its partition's last stable offset: drainTarget).
+ */
+export async function runExactlyOnce(ctx: BenchContext, name: string, topic: string, workers: number): Promise<CaseResult> {
   const config: ConnectionConfig = ctx.caseConfig(name, topic);
   await ctx.freshKeyspace(config);
   await ctx.freshAlertsTopic(config, ctx.options.partitions);
@@ -26,7 +29,7 @@ export async function runExactlyOnce(ctx: BenchContext, name: string, topic: str
     return await measureProcessDrain(ctx, {
       label: name,
       title: `exactly-once, ${workers} worker${workers === 1 ? '' : 's'} (bin/exactlyonce run)`,
-      total,
+      total: await drainTarget(ctx, topic),
       progress: checkpointProgress(ctx, config.keyspace, config.topic),
       processes: procs.map((proc, i) => ({ role: `worker ${i + 1}`, proc })),
     });
@@ -47,7 +50,7 @@ export async function runOneWorkerOnFreshTopic(ctx: BenchContext, name: string, 
   await ctx.freshTopic(config, o.partitions);
   try {
     await produceWorkload(ctx, config, { ...w, partitions: o.partitions, baseTs: Date.UTC(2024, 5, 1), eventTimeRate: o.eventTimeRate }, name);
-    return await runExactlyOnce(ctx, name, config.topic, w.events, 1);
+    return await runExactlyOnce(ctx, name, config.topic, 1);
   } finally {
     await ctx.deleteTopic(config.topic);
   }

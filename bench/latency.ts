@@ -14,7 +14,7 @@ import { producePaced } from '../src/harness/paced-producer.js';
 import { Producer, type OutgoingRecord } from '../src/kafka/producer.js';
 import { BenchAborted, bounded, pause, type BenchContext } from './context.js';
 import { startWorker, waitAssigned } from './processes.js';
-import { checkpointProgress } from './drain.js';
+import { checkpointProgress, drainTarget } from './drain.js';
 import { cpuPer1000, processFacts, serverCpuPer1000, type CaseResult } from './results.js';
 import { quantile, RowWatcher } from './row-watcher.js';
 import { parseLayout } from '../src/app/events-layout.js';
@@ -77,15 +77,16 @@ export async function runLatency(ctx: BenchContext, percent: number, maxRate: nu
     const producedSeconds = (Date.now() - started) / 1000;
 
     // Every sampled row must become readable and every event be checkpointed; the worker may still be catching up.
+    const target = await drainTarget(ctx, config.topic);
     const deadline = Date.now() + 120_000;
     for (;;) {
       worker.assertRunning();
       watcher.check();
       const { seen, sampled } = watcher.progress;
       const stored = seen === sampled ? await checkpointed().catch(() => 0) : 0;
-      if (seen === sampled && stored >= sent) break;
+      if (seen === sampled && stored >= target) break;
       if (Date.now() > deadline) {
-        const what = `${sampled - seen} of ${sampled} sampled rows are not readable and ${stored} of ${sent} events are checkpointed`;
+        const what = `${sampled - seen} of ${sampled} sampled rows are not readable and ${stored} of ${target} offsets are checkpointed`;
         throw new ExactlyOnceError('EO_VERIFY_FAILED', `${name}: 120s after the last event, ${what}`, { details: worker.tail() });
       }
       ctx.status(`${name}: waiting for the last rows: sampled ${seen}/${sampled}`);

@@ -66,11 +66,11 @@ export async function runBench(base: ConnectionConfig, o: BenchOptions, hooks: R
     for (let run = 1; run <= o.repeat; run++) {
       const nth = o.repeat > 1 ? ` (run ${run} of ${o.repeat})` : '';
       if (wants('baseline')) steps.push([`baseline: at-least-once consumer${nth}`, async () => record('baseline', await runBaseline(ctx, topic.topic, o.events))]);
-      if (wants('eo1')) steps.push([`exactly-once, 1 worker${nth}`, async () => record('exactlyOnce1', await runExactlyOnce(ctx, 'exactlyOnce1', topic.topic, o.events, 1))]);
+      if (wants('eo1')) steps.push([`exactly-once, 1 worker${nth}`, async () => record('exactlyOnce1', await runExactlyOnce(ctx, 'exactlyOnce1', topic.topic, 1))]);
     }
     if (wants('eoN')) {
       const name = `exactlyOnce${o.workers}`;
-      steps.push([`exactly-once, ${o.workers} workers`, async () => record(name, await runExactlyOnce(ctx, name, topic.topic, o.events, o.workers))]);
+      steps.push([`exactly-once, ${o.workers} workers`, async () => record(name, await runExactlyOnce(ctx, name, topic.topic, o.workers))]);
     }
     if (wants('alerts')) steps.push([`exactly-once with alerts, 1 worker, ${o.alertsEvents} Critical events`, async () => record('exactlyOnce1Alerts', await runAlerts(ctx))]);
     if (needsTopic) steps.push(['deleting the pre-produced topic', () => ctx.deleteTopic(topic.topic)]);

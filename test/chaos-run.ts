@@ -10,6 +10,8 @@ export interface ChaosFigures {
   injected: number;
   records: number;
   faults: Record<string, number>;
+  /** `--transactional`: the generator's transactions by outcome. */
+  transactions: { committed: number; aborted: number; unknown: number } | null;
   checkpointRegressions: string[];
   violations: number;
   problems: string[];
@@ -25,7 +27,7 @@ export interface ChaosFigures {
  */
 export async function runChaos(t: TestContext, args: string[], env: Record<string, string> = {}): Promise<ChaosFigures> {
   const r = await runCli(['chaos', '--brokers', BROKERS, '--cassandra', CASSANDRA, '--json', ...args], env, 15 * 60_000);
-  t.diagnostic(r.stdout.split('\n').filter((l) => /^job |^chaos seed|^ {2}(records|faults|checkpoints|violations):|^ {4}(problem|warning):|^checked|^\[chaos.*job /.test(l)).join('\n'));
+  t.diagnostic(r.stdout.split('\n').filter((l) => /^job |^chaos seed|^ {2}(records|transactions|faults|checkpoints|violations):|^ {4}(problem|warning):|^checked|^\[chaos.*job /.test(l)).join('\n'));
   assert.equal(r.code, 0, `chaos failed:\n${r.stdout.slice(-6000)}\n${r.stderr.slice(-3000)}`);
   const figures = JSON.parse(r.stdout.trim().split('\n').filter((l) => l.startsWith('{"seed"')).pop()!) as ChaosFigures;
   assert.equal(figures.violations, 0);

@@ -121,7 +121,7 @@ export async function waitOwns(worker: Worker, timeoutMs = 120_000): Promise<Map
 /** Checkpoints and log ends read once, shared by the progress checks of several workers. */
 function progressReader(session: Client, config: ConnectionConfig, admin: KafkaAdmin) {
   let cps: Promise<Map<number, bigint>> | undefined;
-  let ends: Promise<Map<number, { low: bigint; high: bigint }>> | undefined;
+  let ends: Promise<Map<number, { low: bigint; stable: bigint }>> | undefined;
   return {
     checkpoints: () => (cps ??= checkpoints(session, config)),
     ends: () => (ends ??= admin.watermarks(config.topic).then((ws) => new Map(ws.map((w) => [w.partition, w])))),
@@ -146,7 +146,7 @@ async function atWork(worker: Worker, read: ReturnType<typeof progressReader>, s
   const ends = await read.ends();
   return [...owned.keys()].every((p) => {
     const w = ends.get(p);
-    return w !== undefined && (w.high === w.low || cps.get(p) === w.high);
+    return w !== undefined && (w.stable === w.low || cps.get(p) === w.stable);
   }) && owned;
 }
 
@@ -199,7 +199,7 @@ export async function checkpoints(session: Client, config: ConnectionConfig): Pr
   return new Map(r.rows.map((row) => [row['partition'] as number, BigInt(row['next_offset'].toString())]));
 }
 
-/** Waits until every partition's checkpoint equals its log end. */
+/** Waits until every partition's checkpoint is at the end of what can be read (isDrained); returns those ends. */
 export async function waitDrained(session: Client, config: ConnectionConfig, timeoutMs = 300_000): Promise<Map<number, bigint>> {
   const admin = new KafkaAdmin(config);
   try {
@@ -209,12 +209,12 @@ export async function waitDrained(session: Client, config: ConnectionConfig, tim
         const cps = await checkpoints(session, config);
         return isDrained(marks, cps);
       },
-      { timeoutMs, intervalMs: 500, message: `checkpoints reach the log ends ${marks.map((w) => `${w.partition}:${w.high}`).join(' ')}` },
+      { timeoutMs, intervalMs: 500, message: `checkpoints reach the log ends ${marks.map((w) => `${w.partition}:${w.stable}`).join(' ')}` },
     ).catch(async (e: Error) => {
       const cps = await checkpoints(session, config).catch(() => new Map());
       throw new Error(`${e.message}; checkpoints now ${[...cps].map(([p, o]) => `${p}:${o}`).join(' ')}`);
     });
-    return new Map(marks.map((w) => [w.partition, w.high]));
+    return new Map(marks.map((w) => [w.partition, w.stable]));
   } finally {
     await admin.close();
   }

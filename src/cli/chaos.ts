@@ -25,7 +25,7 @@ function replayCommand(o: ChaosOptions): string {
   return (
     `exactlyonce chaos --seed ${o.seed} --events ${o.events} --duration ${o.durationMs / 1000} --workers ${o.workers} --partitions ${o.partitions} ` +
     `--kills ${o.kills} --zombies ${o.zombies} --cassandra-restarts ${o.cassandraRestarts} --kafka-restarts ${o.kafkaRestarts} ` +
-    `${o.cassandraOutages ? `--cassandra-outages ${o.cassandraOutages} ` : ''}${o.registryRestarts ? `--registry-restarts ${o.registryRestarts} ` : ''}${o.layout !== undefined && o.layout !== 'original' ? `--layout ${o.layout} ` : ''}--add-remove ${o.addRemove} --injections ${o.injections} --bad-ratio ${o.badRatio} --late-ratio ${o.lateRatio} --session-timeout-ms ${o.sessionTimeoutMs} ` +
+    `${o.cassandraOutages ? `--cassandra-outages ${o.cassandraOutages} ` : ''}${o.registryRestarts ? `--registry-restarts ${o.registryRestarts} ` : ''}${o.layout !== undefined && o.layout !== 'original' ? `--layout ${o.layout} ` : ''}${o.transactional === true ? '--transactional ' : ''}--add-remove ${o.addRemove} --injections ${o.injections} --bad-ratio ${o.badRatio} --late-ratio ${o.lateRatio} --session-timeout-ms ${o.sessionTimeoutMs} ` +
     (o.job === undefined ? ruleArgs(o.rule).join(' ') : `--job ${o.job}`)
   );
 }
@@ -82,6 +82,7 @@ async function chaos(base: ConnectionConfig, o: ChaosOptions, json: boolean, sta
     recoveries: r.faults.recoveries,
     serverCrashes: r.faults.crashes,
     quorumLostLogLines: r.quorumLostLines,
+    transactions: r.transactions ?? null,
     checkpointPolls: watch.polls,
     checkpointRegressions: watch.regressions,
     violations: report.violationTotal,
@@ -97,6 +98,7 @@ async function chaos(base: ConnectionConfig, o: ChaosOptions, json: boolean, sta
   process.stdout.write(
     `chaos seed ${o.seed}: ${(wallMs / 1000).toFixed(1)} s wall time\n` +
       `  records: ${r.generated} generated + ${r.faults.injected} injected malformed; verify checked ${report.totals.records} (${report.totals.quarantined} quarantined)\n` +
+      (r.transactions === undefined ? '' : `  transactions: ${r.transactions.committed} committed, ${r.transactions.aborted} aborted (the last one too), ${r.transactions.unknown} of unknown outcome\n`) +
       `  faults: ${f.kills} kills, ${f.zombies} zombies (${f.zombiesThatLostPartitions} lost their partitions), ${f.cassandraRestarts} Cassandra restarts, ${f.kafkaRestarts} Kafka restarts, ${f.registryRestarts > 0 ? `${f.registryRestarts} Schema Registry restarts, ` : ''}` +
       `${f.workersAdded} workers added, ${f.workersRemoved} removed, ${f.malformedBursts} malformed bursts (${f.skipped} skipped)\n` +
       r.faults.recoveries.map((x) => `  after SIGKILL: ${x}\n`).join('') +
@@ -149,6 +151,11 @@ export function chaosCommand(): Command {
       .addOption(new Option('--stack-dir <dir>', 'the local stack whose servers are restarted').env('EXACTLYONCE_STACK_DIR').default(defaultStackOptions().dir, './.stack of the working directory'))
       .addOption(new Option('--layout <layout>', "the workers' events layout: original or bucketed[:N] (run --layout)").default('original'))
       .option('--job <module>', "put this job under chaos instead of the events job: a sink config, or a job module whose audit has sample() (records are its samples; the proof is `verify --job`)")
+      .option(
+        '--transactional',
+        'the generator writes in Kafka transactions (up to 100 records each), as Kafka Streams or Flink with exactly-once on do: two of every three committed, ' +
+          'every third and the last one aborted, so the log holds aborted records and transaction markers the workers must step over',
+      )
       .option('--keep', 'keep the keyspace, topics and logs after a successful run (a failed run always keeps them)')
       .option('--json', 'also print the figures as one JSON line at the end'),
     ['brokers', 'cassandra', 'datacenter', 'cassandraUsername', 'cassandraPassword', 'kafkaConfig'],
@@ -173,6 +180,7 @@ export function chaosCommand(): Command {
         rule: alertRuleFrom(opts),
         layout: formatLayout(parseLayout(opts.layout)),
         ...(opts.job === undefined ? {} : { job: opts.job }),
+        transactional: opts.transactional === true,
       };
       try {
         return await chaos(base, o, opts.json === true, stack);

@@ -72,8 +72,8 @@ const dash = (v: unknown) => (v === null || v === undefined ? '-' : v);
 
 function listLines(rows: readonly PartitionReport[]): string {
   const table = formatTable(
-    ['partition', 'checkpoint', 'log start', 'log end', 'lag', 'epoch', 'owner', 'stopped'],
-    rows.map((r) => [r.partition, dash(r.checkpoint), dash(r.logStart), dash(r.logEnd), dash(r.lag), dash(r.epoch), dash(r.owner), r.stopped?.code ?? '-']),
+    ['partition', 'checkpoint', 'log start', 'log end', 'lag', 'held', 'epoch', 'owner', 'stopped'],
+    rows.map((r) => [r.partition, dash(r.checkpoint), dash(r.logStart), dash(r.logEnd), dash(r.lag), dash(r.held), dash(r.epoch), dash(r.owner), r.stopped?.code ?? '-']),
   );
   const stops = rows
     .filter((r) => r.stopped !== null)
@@ -84,7 +84,10 @@ function listLines(rows: readonly PartitionReport[]): string {
 function listCommand(): Command {
   return withConnection(
     new Command('list')
-      .description('per partition: the checkpoint (next offset to read) and its reset epoch, the log start and end, the lag, the worker that owns it, and why it is stopped')
+      .description(
+        'per partition: the checkpoint (next offset to read) and its reset epoch, the log start and end, the lag (to the end of what a read_committed ' +
+          'consumer can read, the last stable offset), the records held back by a transaction still open, the worker that owns it, and why it is stopped',
+      )
       .option('--json', 'one JSON object per partition and line (offsets as strings)'),
     USED,
   ).action(
@@ -109,6 +112,7 @@ function listCommand(): Command {
               logStart: str(r.logStart),
               logEnd: str(r.logEnd),
               lag: str(r.lag),
+              held: str(r.held),
               owner: r.owner,
               stopped: r.stopped === null ? null : { ...r.stopped, at: r.stopped.at?.toISOString() ?? null },
             }) + '\n',

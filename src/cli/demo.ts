@@ -150,7 +150,7 @@ export function demoCommand(): Command {
           const checkpoints = new CheckpointStore(session, config.keyspace, config.topic);
           const marks = await race(waitDrained(() => admin.watermarks(config.topic), () => checkpoints.readAll(), { intervalMs: 250, signal: interrupt.signal }));
           if (marks === undefined) throw new Interrupted();
-          out(`all partitions checkpointed at their log ends after ${secs()}`);
+          out(`all partitions checkpointed at the end of what can be read after ${secs()}`);
           await race(sleep(2500)); // the alerts poll (2 s) catches up
           clearInterval(status);
           status = undefined;

@@ -36,7 +36,10 @@ export interface PartitionView {
   logStart: number | null;
   logEnd: number | null;
   checkpoint: number | null;
+  /** To the last stable offset: the end of what a read_committed consumer can read. */
   lag: number | null;
+  /** Log end − last stable offset: records a transaction still open holds back. */
+  held: number | null;
   consumed: number;
   stored: number;
   quarantined: number;
@@ -369,6 +372,7 @@ export class Collector extends EventEmitter {
           logEnd: w === undefined ? null : Number(w.high),
           checkpoint: cp === undefined ? null : Number(cp),
           lag: null,
+          held: w === undefined ? null : Number(w.high - w.stable),
           consumed: 0,
           stored: 0,
           quarantined: 0,
@@ -390,8 +394,8 @@ export class Collector extends EventEmitter {
             if (pm.lag !== null) workerLag = Math.max(workerLag ?? 0, pm.lag);
           }
         }
-        // Lag from the brokers' log end and Cassandra's checkpoint; the owners' gauge when Kafka is unreachable.
-        if (view.logEnd !== null) view.lag = Math.max(0, view.logEnd - (view.checkpoint ?? view.logStart ?? 0));
+        // Lag from the brokers' last stable offset and Cassandra's checkpoint; the owners' gauge when Kafka is unreachable.
+        if (w !== undefined) view.lag = Math.max(0, Number(w.stable) - (view.checkpoint ?? view.logStart ?? 0));
         else view.lag = workerLag;
         return view;
       });

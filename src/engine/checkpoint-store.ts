@@ -251,11 +251,12 @@ export interface ResetPlan {
   logEnd: bigint;
 }
 
-/** The log start and end of a partition (the brokers' watermarks). */
+/** The log start and end of a partition (the brokers' watermarks), and its last stable offset (src/kafka/admin.ts). */
 export interface LogBounds {
   partition: number;
   low: bigint;
   high: bigint;
+  stable: bigint;
 }
 
 /**
@@ -291,8 +292,13 @@ export interface PartitionReport {
   /** Null for a partition the topic no longer has. */
   logStart: bigint | null;
   logEnd: bigint | null;
-  /** Log end − checkpoint (from the log start when never checkpointed). */
+  /**
+   * Last stable offset − checkpoint (from the log start when never checkpointed): what is left to read.
+   * Transactions: the end of what a read_committed consumer can read, not the log end.
+   */
   lag: bigint | null;
+  /** Log end − last stable offset: records an open transaction holds back (readable once it ends). */
+  held: bigint | null;
   owner: string | null;
   /** Why it is stopped, when that still holds (see stopIsCurrent). */
   stopped: StopRecord | null;
@@ -312,7 +318,8 @@ export function partitionReports(marks: readonly LogBounds[], stored: ReadonlyMa
       epoch: c?.epoch ?? null,
       logStart: w?.low ?? null,
       logEnd: w?.high ?? null,
-      lag: w === undefined ? null : w.high - (c?.next ?? w.low),
+      lag: w === undefined ? null : w.stable - (c?.next ?? w.low),
+      held: w === undefined ? null : w.high - w.stable,
       owner: state?.owner ?? null,
       stopped: stop !== null && stopIsCurrent(stop, c) ? stop : null,
     };

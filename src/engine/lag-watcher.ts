@@ -5,10 +5,15 @@
  * records behind and a checkpoint that has not moved for a while, logged once when it stalls and once
  * when it moves again.
  *
+ * Lag is counted to the last stable offset, the end of what a read_committed consumer can read: the
+ * records of a transaction still open (and all after them) cannot be read yet, and are shown apart
+ * (transaction_held_records); a stall behind them names the open transaction, with its age.
+ *
  * Partition-scoped gauges (owned, checkpoint, log end, lag, stopped, stalled) exist only while the
  * partition is owned: a revoked partition's series are removed, so summing a gauge over all workers
  * never counts a partition twice.
  */
+import type { Watermarks } from '../kafka/admin.js';
 import type { Logger } from '../log.js';
 import { errorName, LOG_END_REFRESH_MS, STALL_AFTER_MS, type EngineMetrics } from './metrics.js';
 
@@ -16,6 +21,10 @@ interface PartitionState {
   checkpoint: bigint | null;
   logStart: bigint | null;
   logEnd: bigint | null;
+  /** The last stable offset: records from here to the log end wait for an open transaction. */
+  stable: bigint | null;
+  /** Since when records have been held back from `from` on (the open transaction's first offset), epoch ms. */
+  held: { from: bigint; since: number } | undefined;
   /** When the checkpoint last moved (or the partition was assigned), epoch ms. */
   movedAt: number;
   stalled: boolean;
@@ -27,21 +36,19 @@ export class LagWatcher {
   private readonly stopped = new Set<number>();
   /** Names why a partition may be stalled (set by the Runner), for the stall warning. */
   stallCause: ((partition: number) => string) | undefined;
+  /** Told each refresh's answer, after the gauges (the Runner's TailSkipper reads the stable offsets). */
+  onRefresh: ((marks: readonly Watermarks[]) => void) | undefined;
   private refreshTimer: NodeJS.Timeout | undefined;
   private refreshFailing = false;
 
   constructor(private readonly metrics: EngineMetrics) {}
 
   /** A partition was assigned, resuming at `checkpoint` (null: never checkpointed, starts at the log start). */
-  partitionAssigned(partition: number, checkpoint: bigint | null, marks: { low: bigint; high: bigint } | undefined): void {
+  partitionAssigned(partition: number, checkpoint: bigint | null, marks: Omit<Watermarks, 'partition'> | undefined): void {
     this.metrics.health.partitionAssigned(partition);
-    this.partitions.set(partition, {
-      checkpoint,
-      logStart: marks?.low ?? null,
-      logEnd: marks?.high ?? null,
-      movedAt: Date.now(),
-      stalled: false,
-    });
+    const s: PartitionState = { checkpoint, logStart: null, logEnd: null, stable: null, held: undefined, movedAt: Date.now(), stalled: false };
+    this.partitions.set(partition, s);
+    if (marks !== undefined) this.refreshed(s, marks);
     const labels = { partition: String(partition) };
     this.metrics.owned.set(labels, 1);
     // A new task for a partition that was stopped (`checkpoints reset` picked up while running) is not
@@ -61,7 +68,7 @@ export class LagWatcher {
     this.stopped.delete(partition);
     const labels = { partition: String(partition) };
     const m = this.metrics;
-    for (const g of [m.owned, m.checkpoint, m.logEnd, m.lag, m.stoppedPartitions, m.stalledPartitions]) g.remove(labels);
+    for (const g of [m.owned, m.checkpoint, m.logEnd, m.lag, m.transactionHeld, m.stoppedPartitions, m.stalledPartitions]) g.remove(labels);
   }
 
   /** The partition is stopped on an error the user must act on. */
@@ -82,6 +89,7 @@ export class LagWatcher {
     }
     // The log end is refreshed only every few seconds; a checkpoint past it proves it has grown.
     if (s.logEnd === null || next > s.logEnd) s.logEnd = next;
+    if (s.stable === null || next > s.stable) s.stable = next;
     this.publish(partition);
   }
 
@@ -91,7 +99,7 @@ export class LagWatcher {
    * process alive.
    */
   watch(
-    fetch: () => Promise<ReadonlyArray<{ partition: number; low: bigint; high: bigint }>>,
+    fetch: () => Promise<readonly Watermarks[]>,
     log: Logger,
     intervalMs = LOG_END_REFRESH_MS,
     stallAfterMs = STALL_AFTER_MS,
@@ -109,11 +117,11 @@ export class LagWatcher {
         for (const w of marks) {
           const s = this.partitions.get(w.partition);
           if (s === undefined) continue;
-          s.logStart = w.low;
-          if (s.logEnd === null || w.high > s.logEnd) s.logEnd = w.high;
+          this.refreshed(s, w);
           this.publish(w.partition);
           this.checkStall(w.partition, s, log, stallAfterMs);
         }
+        this.onRefresh?.(marks);
       } catch (e) {
         this.metrics.health.failed('Kafka', e);
         // The Runner already logs Kafka going down and coming back; this is the same event, seen again.
@@ -127,6 +135,18 @@ export class LagWatcher {
     this.refreshTimer.unref();
   }
 
+  /** Takes the brokers' answer for a partition (the ends only grow: an older answer arriving late is ignored). */
+  private refreshed(s: PartitionState, w: Omit<Watermarks, 'partition'>): void {
+    s.logStart = w.low;
+    if (s.logEnd === null || w.high > s.logEnd) s.logEnd = w.high;
+    if (s.stable === null || w.stable > s.stable) s.stable = w.stable;
+    // An open transaction holds back everything from its first offset (the stable offset) on; a new
+    // stable offset with records still held is the next open transaction.
+    const held = s.logEnd > s.stable;
+    if (!held) s.held = undefined;
+    else if (s.held?.from !== s.stable) s.held = { from: s.stable, since: Date.now() };
+  }
+
   /** Stops the log end refresh. Idempotent. */
   close(): void {
     clearInterval(this.refreshTimer);
@@ -138,8 +158,9 @@ export class LagWatcher {
     const labels = { partition: String(partition) };
     if (s.checkpoint !== null) this.metrics.checkpoint.set(labels, Number(s.checkpoint));
     if (s.logEnd !== null) this.metrics.logEnd.set(labels, Number(s.logEnd));
+    if (s.logEnd !== null && s.stable !== null) this.metrics.transactionHeld.set(labels, Number(s.logEnd - s.stable));
     const from = s.checkpoint ?? s.logStart;
-    if (s.logEnd !== null && from !== null) this.metrics.lag.set(labels, Math.max(0, Number(s.logEnd - from)));
+    if (s.stable !== null && from !== null) this.metrics.lag.set(labels, Math.max(0, Number(s.stable - from)));
   }
 
   private checkStall(partition: number, s: PartitionState, log: Logger, stallAfterMs: number): void {
@@ -150,7 +171,9 @@ export class LagWatcher {
     s.stalled = stalled;
     this.metrics.stalledPartitions.set({ partition: String(partition) }, stalled ? 1 : 0);
     if (stalled) {
-      const cause = this.stallCause?.(partition) ?? 'no cause known';
+      // Nothing readable left: what is behind waits for a transaction, not for this worker.
+      const waiting = s.held !== undefined && from !== null && from >= s.held.from;
+      const cause = waiting ? openTransaction(s.held!, s.logEnd!) : (this.stallCause?.(partition) ?? 'no cause known');
       const at = s.checkpoint === null ? `before its first checkpoint (log start ${String(s.logStart)})` : `at ${s.checkpoint}`;
       log.warn(
         { partition, checkpoint: String(s.checkpoint), behind: String(behind), sinceMs: Date.now() - s.movedAt, cause },
@@ -160,4 +183,13 @@ export class LagWatcher {
       log.info({ partition, checkpoint: String(s.checkpoint) }, `partition ${partition}: checkpoint moving again`);
     }
   }
+}
+
+/** The stall cause when everything behind a checkpoint waits for a transaction still open. */
+function openTransaction(held: { from: bigint; since: number }, logEnd: bigint): string {
+  const age = Math.round((Date.now() - held.since) / 1000);
+  return (
+    `a transaction open for at least ${age} s holds back offsets ${held.from}..${logEnd - 1n} (${logEnd - held.from} records): ` +
+    "a read_committed consumer gets them once its producer commits or aborts it, or the broker aborts it after the producer's transaction.timeout.ms"
+  );
 }

@@ -29,6 +29,8 @@ export class EngineMetrics {
   readonly checkpoint: Gauge<'partition'>;
   readonly logEnd: Gauge<'partition'>;
   readonly lag: Gauge<'partition'>;
+  readonly transactionHeld: Gauge<'partition'>;
+  readonly skippedOffsets: Counter<'partition'>;
   readonly assigned: Gauge;
   readonly assignments: Counter;
   readonly revocations: Counter;
@@ -72,7 +74,24 @@ export class EngineMetrics {
       labelNames: partition,
       registers,
     });
-    this.lag = new Gauge({ name: `${p}lag_records`, help: 'Log end offset minus checkpoint (owned partitions)', labelNames: partition, registers });
+    this.lag = new Gauge({
+      name: `${p}lag_records`,
+      help: 'Last stable offset (the end of what a read_committed consumer can read) minus checkpoint (owned partitions)',
+      labelNames: partition,
+      registers,
+    });
+    this.transactionHeld = new Gauge({
+      name: `${p}transaction_held_records`,
+      help: 'Log end offset minus last stable offset: records not readable yet because a transaction is still open (owned partitions)',
+      labelNames: partition,
+      registers,
+    });
+    this.skippedOffsets = new Counter({
+      name: `${p}unreadable_offsets_skipped_total`,
+      help: 'Offsets an idle checkpoint stepped over at the end of what can be read: aborted records and transaction markers, never delivered to a read_committed consumer',
+      labelNames: partition,
+      registers,
+    });
     this.assigned = new Gauge({ name: `${p}assigned_partitions`, help: 'Partitions this worker owns', registers });
     this.assignments = new Counter({ name: `${p}partitions_assigned_total`, help: 'Partitions received in rebalances', registers });
     this.revocations = new Counter({ name: `${p}partitions_revoked_total`, help: 'Partitions revoked or lost in rebalances', registers });

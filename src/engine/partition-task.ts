@@ -143,17 +143,46 @@ export class PartitionTask {
     const nextOffset = fresh[fresh.length - 1]!.offset + 1n;
     if (this.next === null || nextOffset > this.next) this.next = nextOffset;
     this.ctx.metrics.stored.inc({ partition: p }, decoded.length);
-    this.checkpointing = this.ctx.withRetry(() => this.ctx.checkpoints.write(this.partition, nextOffset, this.epoch ?? 0)).then(
-      () => {
-        this.ctx.metrics.batches.inc({ partition: p });
-        this.ctx.lag.checkpointed(this.partition, nextOffset);
-        this.ctx.metrics.batchRecords.observe(fresh.length);
-        this.ctx.metrics.batchSeconds.observe((performance.now() - started) / 1000);
-      },
-      (e: unknown) => {
-        if (!(e instanceof AbortedError)) this.stop(permanentError(this.partition, e));
-      },
-    );
+    this.checkpoint(nextOffset, () => {
+      this.ctx.metrics.batches.inc({ partition: p });
+      this.ctx.metrics.batchRecords.observe(fresh.length);
+      this.ctx.metrics.batchSeconds.observe((performance.now() - started) / 1000);
+    });
+  }
+
+  /**
+   * The partition holds nothing a read_committed consumer receives in [from, to) — only aborted records
+   * and transaction markers, proved by reading the log (src/engine/tail-skipper.ts) — so a checkpoint
+   * at `from` (or none yet, when `from` was the log start) moves to `to`. Every record before `from` is
+   * stored, so it passes no record that was delivered and not yet stored; and a batch stored meanwhile
+   * can only have moved the checkpoint to `to` or beyond, since nothing below it is delivered. The
+   * write follows the checkpoint in flight. Resolves once it is written, with whether it moved.
+   */
+  async skipTo(from: bigint, to: bigint): Promise<boolean> {
+    if (this.state !== 'running' || (this.next !== null && (this.next < from || this.next >= to))) return false;
+    this.next = to;
+    this.checkpoint(to, () => this.ctx.metrics.skippedOffsets.inc({ partition: String(this.partition) }, Number(to - from)));
+    await this.checkpointing;
+    return true;
+  }
+
+  /**
+   * Sends the checkpoint `next` (every record before it is stored) once the one in flight is written,
+   * so that they land one at a time and in order; then `done` runs. See process.
+   */
+  private checkpoint(next: bigint, done: () => void): void {
+    const write = () =>
+      this.ctx.withRetry(() => this.ctx.checkpoints.write(this.partition, next, this.epoch ?? 0)).then(
+        () => {
+          this.ctx.lag.checkpointed(this.partition, next);
+          done();
+        },
+        (e: unknown) => {
+          if (!(e instanceof AbortedError)) this.stop(permanentError(this.partition, e));
+        },
+      );
+    // (The previous write never rejects; one that stopped the partition leaves nothing to write.)
+    this.checkpointing = this.checkpointing.then(() => (this.state === 'stopped' ? undefined : write()));
     const inFlight = this.ctx.checkpointsInFlight;
     if (inFlight !== undefined) {
       const c = this.checkpointing;

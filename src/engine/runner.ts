@@ -13,6 +13,7 @@ import { ExactlyOnceError, isExactlyOnceError } from '../errors.js';
 import { KafkaAdmin } from '../kafka/admin.js';
 import { kafkaSecurityError, kafkaUnavailable } from '../kafka/client.js';
 import { GroupConsumer } from '../kafka/consumer.js';
+import { LogReader } from '../kafka/log-reader.js';
 import type { Logger } from '../log.js';
 import { AssignmentPlanner, type Binding } from './assignment-planner.js';
 import { CheckpointStore } from './checkpoint-store.js';
@@ -26,6 +27,7 @@ import { Publisher } from './publisher.js';
 import { DEFAULT_MAX_RAW_BYTES, Quarantine } from './quarantine.js';
 import { failingServers, isRetriable, retry } from './retry.js';
 import { ResetWatcher } from './reset-watcher.js';
+import { TailSkipper } from './tail-skipper.js';
 import { TaskManager } from './task-manager.js';
 
 /** librdkafka's wording when it cannot reach the brokers (ERR__ALL_BROKERS_DOWN, ERR__TRANSPORT). */
@@ -85,6 +87,8 @@ export class Runner {
   private positions: PositionWatcher | undefined;
   /** Picks up `checkpoints reset` and says which partitions this worker owns (set once running). */
   private resets: ResetWatcher | undefined;
+  /** Steps idle checkpoints over aborted records and transaction markers (set once running). */
+  private tails: TailSkipper | undefined;
   /** The Kafka client's last error log line, and when (named by stall warnings while recent). */
   private lastClientError: { message: string; at: number } | undefined;
   /** Settles with the refusal that stops this worker for good (a missing ACL, a revoked login). */
@@ -182,7 +186,7 @@ export class Runner {
       log: this.log,
       withRetry: (fn, server = 'Cassandra') => this.retrying(server, fn),
       checkpointsInFlight: this.checkpointsInFlight,
-      logStart: async (p) => (await admin.watermarks(config.topic)).find((w) => w.partition === p)?.low ?? 0n,
+      logStart: async (p) => (await admin.logStarts(config.topic)).get(p) ?? 0n,
       // Why a partition stopped, for `exactlyonce checkpoints list` (informational: a failure is ignored).
       onStop: (p, epoch, error) =>
         void checkpoints.recordStop(p, { code: error.code, message: error.message, epoch, by: this.metrics.workerId }).catch(() => undefined),
@@ -267,6 +271,14 @@ export class Runner {
       },
       options.startupTimeoutMs,
     );
+    this.tails = new TailSkipper({
+      topic: config.topic,
+      tasks: () => tasks.tasks,
+      openReader: () => LogReader.open(config, 'exactlyonce-tail'),
+      logStarts: () => admin.logStarts(config.topic),
+      log: this.log,
+    });
+    this.lag.onRefresh = (marks) => void this.tails?.check(marks);
     this.lag.watch(() => admin.watermarks(config.topic), this.log);
     const consumer: PartitionControl = {
       pause: (ps) => this.consumer?.pause(ps),
@@ -310,6 +322,8 @@ export class Runner {
     if (task === undefined) return 'the partition is not owned by this worker any more';
     const clientError = this.lastClientError;
     if (clientError !== undefined && Date.now() - clientError.at < 120_000) return `the Kafka client reported ${Math.round((Date.now() - clientError.at) / 1000)} s ago: ${clientError.message}`;
+    const tailError = this.tails?.lastFailure;
+    if (tailError !== undefined && Date.now() - tailError.at < 120_000) return `the end of the log could not be read to step over transaction markers (${tailError.message})`;
     return 'no batch arrived from the Kafka client and no server error was seen; see the debug log (EXACTLYONCE_LOG_LEVEL=debug)';
   }
 
@@ -323,6 +337,7 @@ export class Runner {
       this.lag.close();
       this.positions?.close();
       this.resets?.close();
+      this.tails?.close();
       await this.consumer?.stop();
       // The last batches' checkpoints (their rows are stored): written, or abandoned if still retrying.
       await Promise.all(this.checkpointsInFlight);

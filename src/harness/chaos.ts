@@ -23,14 +23,18 @@ import { isSinkConfig, loadJobModule } from '../job-loader.js';
 import { createLogger } from '../log.js';
 import { readSinkConfigFile } from '../sink/sink-config.js';
 import { KafkaAdmin } from '../kafka/admin.js';
-import { Producer } from '../kafka/producer.js';
+import { Producer, TransactionalProducer } from '../kafka/producer.js';
 import { stackStatus, type StackOptions } from '../stack/index.js';
 import { FaultRunner } from './chaos-faults.js';
 import { connectionArgs, connectionEnv, ruleArgs } from './cli-process.js';
 import { CheckpointWatch, waitDrained } from './drain.js';
 import { producePaced } from './paced-producer.js';
 import { sleep } from './sleep.js';
+import { TransactionMix } from './transaction-mix.js';
 import { WorkerFleet } from './worker-fleet.js';
+
+/** Records per transaction of `chaos --transactional` (at most: the paced producer sends what is due). */
+const TRANSACTION_RECORDS = 100;
 
 /** The schedule's counts (seed, duration, workers, faults) and what the run itself needs. */
 export interface ChaosOptions extends ChaosPlanOptions {
@@ -49,6 +53,11 @@ export interface ChaosOptions extends ChaosPlanOptions {
    * with that topic; a module gets `--job-option topic=<topic>`).
    */
   job?: string;
+  /**
+   * The generator writes in transactions (`chaos --transactional`, src/harness/transaction-mix.ts): two
+   * of every three committed, every third and the last aborted.
+   */
+  transactional?: boolean;
 }
 
 export interface ChaosOutcome extends Omit<VerifyRun, 'settings'> {
@@ -61,6 +70,8 @@ export interface ChaosOutcome extends Omit<VerifyRun, 'settings'> {
   problems: string[];
   /** Lines in which the workers said EO_CASSANDRA_QUORUM_LOST (a cluster's outages: at most one per worker and outage). */
   quorumLostLines: number;
+  /** `--transactional`: the generator's transactions by outcome. */
+  transactions?: TransactionMix['transactions'];
   /** Worth fixing, but about shutdown, not what was stored: they do not fail the run. */
   warnings: string[];
   runDir: string;
@@ -164,8 +175,12 @@ export async function runChaos(
       void fleet.startAfter(1000);
     },
   });
-  // No delivery timeout short of 10 minutes: records wait through broker restarts.
+  // No delivery timeout short of 10 minutes: records wait through broker restarts. (The malformed
+  // bursts are sent with it also when the generator writes in transactions: records of a plain producer
+  // between transactional ones.)
   const producer = new Producer(config, { 'message.timeout.ms': 600_000 });
+  const transactional = o.transactional === true ? new TransactionalProducer(config, `${config.topic}-generator`) : undefined;
+  const mix = transactional === undefined ? undefined : new TransactionMix(transactional);
   const progress = async (): Promise<number | null> => {
     try {
       return [...(await store.readAll()).values()].reduce((a, b) => a + Number(b), 0);
@@ -184,15 +199,29 @@ export async function runChaos(
     // The generator's seeded stream, produced in-process rather than by `exactlyonce generate` so that
     // a record waits through a long broker restart (over a minute on a 2-core machine) instead of
     // timing out after 60 s. The producer is idempotent, so its retries add no duplicates.
-    const records =
+    const stream = (seed: number, count: number) =>
       job?.audit?.sample !== undefined
-        ? job.audit.sample({ seed: o.seed, count: o.events, badRatio: o.badRatio })
-        : generate({ eventsPerKey: 0, count: o.events, clients: 12, sources: 3, healthMix: [50, 20, 30], badRatio: o.badRatio, lateRatio: o.lateRatio, lateByMs: 20_000, seed: o.seed });
-    const producing = producePaced(producer, records, { topic: config.topic, rate: chaosRate(o), chunk: 500, inFlight: 8, signal }).then(
+        ? job.audit.sample({ seed, count, badRatio: o.badRatio })
+        : generate({ eventsPerKey: 0, count, clients: 12, sources: 3, healthMix: [50, 20, 30], badRatio: o.badRatio, lateRatio: o.lateRatio, lateByMs: 20_000, seed });
+    const records = stream(o.seed, o.events);
+    // In transactions: one at a time, each what is due (up to TRANSACTION_RECORDS records).
+    const paced = mix === undefined ? { chunk: 500, inFlight: 8 } : { chunk: TRANSACTION_RECORDS, inFlight: 1 };
+    const generator = async () => {
+      const n = await producePaced(mix ?? producer, records, { topic: config.topic, rate: chaosRate(o), ...paced, signal });
+      if (mix !== undefined && !aborted()) await mix.endAborted(config.topic, [...stream(o.seed + 1, TRANSACTION_RECORDS)]);
+      return n;
+    };
+    const producing = generator().then(
       (n) => {
+        if (mix !== undefined) {
+          const t = mix.transactions;
+          say(`generator finished: ${mix.committedRecords} events committed in ${t.committed} transactions; ${t.aborted} transactions aborted (the last one too), ${t.unknown} of unknown outcome`);
+          n = mix.committedRecords;
+        } else {
+          say(`generator finished: ${n} events acknowledged`);
+        }
         generating = false;
         generated = n;
-        say(`generator finished: ${n} events acknowledged`);
       },
       (e: unknown) => {
         generating = false;
@@ -209,6 +238,7 @@ export async function runChaos(
     await producing;
     await faults.settled();
     await producer.close();
+    await transactional?.close();
 
     if (!aborted()) {
       if (fleet.running().length === 0) fleet.start();
@@ -216,7 +246,7 @@ export async function runChaos(
       const admin = new KafkaAdmin(config);
       const drained = await waitDrained(() => admin.watermarks(config.topic), () => store.readAll(), { timeoutMs: o.drainTimeoutMs, intervalMs: 1000 }).finally(() => admin.close());
       if (drained === undefined) problems.push(`the workers did not drain within ${o.drainTimeoutMs / 1000} s (verify reports the lag)`);
-      else say('drained: every checkpoint is at its log end');
+      else say('drained: every checkpoint is at the end of what can be read (the last stable offset)');
     }
     await fleet.close(aborted());
     await watch.stop();
@@ -227,19 +257,22 @@ export async function runChaos(
       job !== undefined ? await verifyJob(config, job, { record: true }) : await verify(config, { rule: o.rule, checkAlerts: true, maxRecordBytes: DEFAULT_MAX_RECORD_BYTES, record: true });
     if (audit.recorded !== null && 'error' in audit.recorded) problems.push(`the audit run was not recorded: ${audit.recorded.error}`);
     const produced = generated + faults.injected;
-    if (audit.report.totals.records !== produced) {
-      problems.push(`the topic holds ${audit.report.totals.records} records below the checkpoints, ${produced} were produced`);
+    // A transaction whose commit was cut short may or may not have been committed.
+    const uncertain = mix?.uncertainRecords ?? 0;
+    if (audit.report.totals.records < produced || audit.report.totals.records > produced + uncertain) {
+      problems.push(`the topic holds ${audit.report.totals.records} records below the checkpoints, ${produced} were produced${uncertain > 0 ? ` (and ${uncertain} in transactions of unknown outcome)` : ''}`);
     }
     problems.push(...fleet.unexpectedExits);
     const quorumLostLines = sayQuorumLost(runDir, o.cassandraOutages ?? 0, problems);
     const checkpoints = { polls: watch.polls, regressions: watch.regressions };
     clean = audit.report.ok && watch.regressions.length === 0 && problems.length === 0;
-    return { ...audit, generated, faults, checkpoints, quorumLostLines, problems, warnings: [...fleet.badStops], runDir, clean };
+    return { ...audit, generated, faults, checkpoints, quorumLostLines, ...(mix === undefined ? {} : { transactions: mix.transactions }), problems, warnings: [...fleet.badStops], runDir, clean };
   } finally {
     await fleet.close(true);
     await watch.stop();
     await faults.bringBack();
     await producer.close().catch(() => undefined);
+    await transactional?.close().catch(() => undefined);
     if (clean && !o.keep) {
       await session.execute(`DROP KEYSPACE IF EXISTS ${config.keyspace}`).catch(() => undefined);
       const cleanup = new KafkaAdmin(config);

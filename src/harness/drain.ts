@@ -1,6 +1,7 @@
 /**
  * Watching a pipeline's checkpoints from outside: until every partition is drained (its checkpoint at
- * its log end), and, live, that no checkpoint ever moves backwards (DESIGN.md §4, invariant 2).
+ * the end of what can be read), and, live, that no checkpoint ever moves backwards (DESIGN.md §4,
+ * invariant 2). The one notion of drained of chaos, the demo, the bench and the tests.
  */
 import type { Watermarks } from '../kafka/admin.js';
 import { sleep } from './sleep.js';
@@ -8,9 +9,14 @@ import { sleep } from './sleep.js';
 /** Each partition's checkpoint (next offset to read); a partition without one is absent. */
 export type ReadCheckpoints = () => Promise<ReadonlyMap<number, bigint>>;
 
-/** Every partition's checkpoint is at its log end (a partition with an empty log needs none). */
+/**
+ * Every partition's checkpoint is at the end of what a read_committed consumer can read, its last
+ * stable offset: past every committed record, and past the aborted records and transaction markers
+ * before it (the workers step over those). The records of a transaction still open, after it, are not
+ * waited for: they may never become readable. A partition with nothing readable needs no checkpoint.
+ */
 export function isDrained(marks: readonly Watermarks[], checkpoints: ReadonlyMap<number, bigint>): boolean {
-  return marks.every((w) => (checkpoints.get(w.partition) ?? w.low) >= w.high);
+  return marks.every((w) => (checkpoints.get(w.partition) ?? w.low) >= w.stable);
 }
 
 /**

@@ -20,7 +20,17 @@ export interface Watermarks {
   low: bigint;
   /** The log end offset: the offset the next record will get. */
   high: bigint;
+  /**
+   * The last stable offset: the end of what a read_committed consumer can read now. Below `high` while
+   * a transaction is open (its records, and any after them, wait for its commit or abort); equal to it
+   * otherwise. A checkpoint here has nothing left to read, whatever aborted records and transaction
+   * markers lie before it.
+   */
+  stable: bigint;
 }
+
+/** ListOffsets' isolation level for the last stable offset (the client's IsolationLevel.READ_COMMITTED). */
+const READ_COMMITTED = 1;
 
 export class KafkaAdmin {
   private readonly admin: KafkaJSNamespace.Admin;
@@ -147,19 +157,39 @@ export class KafkaAdmin {
   }
 
   /**
-   * Each partition's log start and end. A partition the broker could not answer for (the client then
-   * reports -1, e.g. while its leader moves or the broker is overloaded) makes the call fail with the
-   * retriable EO_KAFKA_UNAVAILABLE: -1 is not a log end, and a caller comparing a position with it
-   * would wrongly see the position outside the log.
+   * Each partition's log start, end and last stable offset (ListOffsets read_uncommitted and
+   * read_committed). A partition the broker could not answer for (the client then reports -1, e.g.
+   * while its leader moves or the broker is overloaded) makes the call fail with the retriable
+   * EO_KAFKA_UNAVAILABLE: -1 is not a log end, and a caller comparing a position with it would wrongly
+   * see the position outside the log.
    */
   async watermarks(topic: string): Promise<Watermarks[]> {
-    const offsets = await this.call(() => this.admin.fetchTopicOffsets(topic, { timeout: this.timeoutMs } as never));
-    const marks = offsets.map((o) => ({ partition: o.partition, low: BigInt(o.low), high: BigInt(o.high) })).sort((a, b) => a.partition - b.partition);
-    const unknown = marks.filter((m) => m.low < 0n || m.high < 0n);
+    const [all, committed] = await this.call(() =>
+      Promise.all([
+        this.admin.fetchTopicOffsets(topic, { timeout: this.timeoutMs } as never),
+        this.admin.fetchTopicOffsets(topic, { timeout: this.timeoutMs, isolationLevel: READ_COMMITTED } as never),
+      ]),
+    );
+    const stable = new Map(committed.map((o) => [o.partition, BigInt(o.high)]));
+    const marks = all
+      .map((o) => ({ partition: o.partition, low: BigInt(o.low), high: BigInt(o.high), stable: stable.get(o.partition) ?? -1n }))
+      .sort((a, b) => a.partition - b.partition);
+    const unknown = marks.filter((m) => m.low < 0n || m.high < 0n || m.stable < 0n);
     if (unknown.length > 0) {
       throw new ExactlyOnceError('EO_KAFKA_UNAVAILABLE', `Kafka did not answer for the log start and end of ${topic} partition(s) ${unknown.map((m) => m.partition).join(', ')} (it reported -1); asking again`);
     }
-    return marks;
+    // Asked one after the other, the stable offset can be a moment newer than the end: never above it.
+    return marks.map((m) => (m.stable > m.high ? { ...m, stable: m.high } : m));
+  }
+
+  /** Each partition's log start alone (one ListOffsets round instead of watermarks' two); -1 fails as there. */
+  async logStarts(topic: string): Promise<Map<number, bigint>> {
+    const offsets = await this.call(() => this.admin.fetchTopicOffsets(topic, { timeout: this.timeoutMs } as never));
+    const unknown = offsets.filter((o) => BigInt(o.low) < 0n);
+    if (unknown.length > 0) {
+      throw new ExactlyOnceError('EO_KAFKA_UNAVAILABLE', `Kafka did not answer for the log start of ${topic} partition(s) ${unknown.map((o) => o.partition).join(', ')} (it reported -1); asking again`);
+    }
+    return new Map(offsets.map((o) => [o.partition, BigInt(o.low)]));
   }
 
   /** Idempotent; also releases a client whose connect failed. */

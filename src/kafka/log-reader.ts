@@ -149,6 +149,17 @@ export class LogReader {
     }
   }
 
+  /**
+   * The offset of the first record a read_committed consumer receives in [from, until) of a partition,
+   * or null when there is none: the range holds only aborted records and transaction markers (or
+   * records removed by compaction). Throws IncompleteRead when the broker does not answer for
+   * `idleTimeoutMs`. `from` must not be below the log start (the reader would start at the log start).
+   */
+  async firstOffset(topic: string, partition: number, from: bigint, until: bigint, idleTimeoutMs: number): Promise<bigint | null> {
+    for await (const { records } of this.read(topic, partition, from, until, 1, idleTimeoutMs)) return records[0]!.offset;
+    return null;
+  }
+
   /** Idempotent. */
   close(): Promise<void> {
     this.closed ??= new Promise<void>((resolve) => this.consumer.disconnect(() => resolve()));

@@ -57,20 +57,13 @@ export class Producer {
     this.connecting ??= (async () => {
       const { Kafka } = kafkaJS();
       const producer = new Kafka({}).producer(this.properties as unknown as KafkaJSNamespace.ProducerConstructorConfig);
-      let timer: NodeJS.Timeout | undefined;
       try {
-        await Promise.race([
-          producer.connect(),
-          new Promise((_, reject) => (timer = setTimeout(() => reject(new Error(`no answer within ${this.connectTimeoutMs} ms`)), this.connectTimeoutMs))),
-        ]);
+        await connectWithin(producer, this.connectTimeoutMs);
         this.producer = producer;
         return producer;
       } catch (e) {
         this.connecting = undefined;
-        void producer.disconnect().catch(() => undefined);
         throw kafkaUnavailable(this.config, e);
-      } finally {
-        clearTimeout(timer);
       }
     })();
     return this.connecting.then(() => undefined);
@@ -79,15 +72,7 @@ export class Producer {
   async send(topic: string, records: readonly OutgoingRecord[]): Promise<void> {
     await this.connect();
     try {
-      await this.producer!.send({
-        topic,
-        messages: records.map((r) => ({
-          key: r.key,
-          value: r.value,
-          ...(r.partition === undefined ? {} : { partition: r.partition }),
-          ...(r.timestampMs === undefined ? {} : { timestamp: String(r.timestampMs) }),
-        })),
-      });
+      await this.producer!.send({ topic, messages: records.map(toMessage) });
     } catch (e) {
       // A fatal error (librdkafka ERR__FATAL, -150: e.g. the idempotent producer's sequence state is
       // lost) makes every later send fail too: drop this client so the next attempt starts a new one.
@@ -113,4 +98,190 @@ export class Producer {
     );
     return this.closed;
   }
+}
+
+/** What became of a transaction: 'unknown' only when its commit was cut short and the producer had to be replaced. */
+export type TransactionOutcome = 'committed' | 'aborted' | 'unknown';
+
+/** Pause between attempts of a transaction that failed (a broker restarting), in ms. */
+const TRANSACTION_BACKOFF_MS = 500;
+/** How long one connection attempt (with initTransactions) of the transactional producer may take, in ms. */
+const CONNECT_TIMEOUT_MS = 30_000;
+/** The transactions' timeout (the broker aborts one left open this long), in ms: librdkafka's default. */
+const TRANSACTION_TIMEOUT_MS = 60_000;
+/** librdkafka's ERR__TIMED_OUT and ERR__STATE. */
+const ERR_TIMED_OUT = -185;
+const ERR_STATE = -172;
+
+/**
+ * A transactional producer (`transactional.id`), as Kafka Streams and Flink write with exactly-once on:
+ * the records of a transaction become readable to a read_committed consumer together when it commits,
+ * and never when it aborts (they stay in the log, with a marker after them). The tests and
+ * `chaos --transactional` write such topics with it. One transaction at a time.
+ *
+ * Broker failures are ridden out: a commit that times out is called again (librdkafka's
+ * commit_transaction resumes); a transaction that fails otherwise is aborted and written again. When
+ * the abort fails too, the producer is replaced (a new one with the same transactional.id fences the
+ * old one, and the coordinator aborts its open transaction) — then a transaction whose commit had
+ * failed has an unknown outcome: the coordinator may have been completing it.
+ */
+export class TransactionalProducer {
+  private producer: KafkaJSNamespace.Producer | undefined;
+  private readonly properties: Record<string, unknown>;
+  private closed = false;
+
+  constructor(
+    private readonly config: ConnectionConfig,
+    transactionalId: string,
+    extra: Record<string, string | number | boolean> = {},
+    /** How long write() retries a transaction through broker failures before it gives up, in ms. */
+    private readonly deadlineMs = 600_000,
+  ) {
+    this.properties = {
+      kafkaJS: { logger: quietLogger(() => undefined) },
+      ...baseProperties(config, `exactlyonce-txn-producer-${process.pid}`),
+      'transactional.id': transactionalId,
+      'linger.ms': 5,
+      'compression.type': 'lz4',
+      // A record not delivered within the transaction's timeout (librdkafka requires it to be no
+      // longer) fails its attempt; write() aborts and writes the transaction again until deadlineMs.
+      'transaction.timeout.ms': TRANSACTION_TIMEOUT_MS,
+      'message.timeout.ms': TRANSACTION_TIMEOUT_MS,
+      ...extra,
+    };
+    kafkaJS(); // fail early with EO_KAFKA_CLIENT_MISSING
+  }
+
+  /** Connects and initialises transactions (fencing any older producer with the same transactional.id). */
+  async connect(): Promise<void> {
+    await this.connected();
+  }
+
+  private async connected(): Promise<KafkaJSNamespace.Producer> {
+    if (this.closed) throw new ExactlyOnceError('EO_USAGE', 'the transactional producer is closed');
+    if (this.producer !== undefined) return this.producer;
+    const { Kafka } = kafkaJS();
+    const producer = new Kafka({}).producer(this.properties as unknown as KafkaJSNamespace.ProducerConstructorConfig);
+    try {
+      // (With the brokers away, connect and its initTransactions can wait without end.)
+      await connectWithin(producer, CONNECT_TIMEOUT_MS);
+    } catch (e) {
+      // The client refuses properties that contradict each other at connect, as ERR__STATE (-172).
+      const code = (e as { code?: number }).code;
+      if (code !== undefined && (PERMANENT_PRODUCE_ERRORS.has(code) || code === ERR_STATE)) {
+        throw new ExactlyOnceError('EO_CONFIG_INVALID', `the transactional producer's properties were refused: ${(e as Error).message} (Kafka error ${code})`, { cause: e });
+      }
+      throw kafkaUnavailable(this.config, e);
+    }
+    this.producer = producer;
+    return producer;
+  }
+
+  /** Drops the current client; the next one's initTransactions aborts what it left open. */
+  private replace(): void {
+    const old = this.producer;
+    this.producer = undefined;
+    void old?.disconnect().catch(() => undefined);
+  }
+
+  /**
+   * Writes `records` to `topic` in one transaction and commits it, or aborts it (`commit` false).
+   * Retried through broker failures until `deadlineMs` has passed; a permanent refusal throws at once.
+   */
+  async write(topic: string, records: readonly OutgoingRecord[], commit: boolean): Promise<TransactionOutcome> {
+    const deadline = Date.now() + this.deadlineMs;
+    for (let attempt = 1; ; attempt++) {
+      let committing = false;
+      try {
+        const p = await this.connected();
+        await p.transaction();
+        await p.send({ topic, messages: records.map(toMessage) });
+        if (!commit) {
+          await p.abort();
+          return 'aborted';
+        }
+        committing = true;
+        return await this.commit(p, deadline);
+      } catch (e) {
+        const err = e as { code?: number; message?: string };
+        if (e instanceof ExactlyOnceError && !e.retriable) throw e;
+        if (typeof err.code === 'number' && PERMANENT_PRODUCE_ERRORS.has(err.code)) {
+          this.replace();
+          throw new ExactlyOnceError('EO_PERMANENT_ERROR', `a transaction to ${topic} failed for good: ${err.message ?? String(e)} (Kafka error ${err.code}); retrying cannot fix it`, { cause: e });
+        }
+        // An abort that succeeds proves nothing was committed (the coordinator refuses to abort a
+        // transaction it is committing): then it is written again.
+        const p = this.producer;
+        const aborted = p === undefined ? false : await p.abort().then(() => true, () => false);
+        if (!aborted) {
+          // The next producer's initTransactions aborts what this one left open; but a commit that
+          // failed may have reached the coordinator, which then completes it: only the log can tell.
+          this.replace();
+          if (committing) return 'unknown';
+        }
+        if (!commit) return 'aborted';
+        if (Date.now() > deadline || this.closed) {
+          throw new ExactlyOnceError('EO_PRODUCE_FAILED', `a transaction to ${topic} failed ${attempt} times in ${Math.round(this.deadlineMs / 1000)} s: ${err.message ?? String(e)}`, { cause: e });
+        }
+        await new Promise((r) => setTimeout(r, TRANSACTION_BACKOFF_MS));
+      }
+    }
+  }
+
+  /**
+   * Commits, calling again after a timeout (librdkafka: "retry call to resume"; the client's KafkaJS
+   * layer waits 5 s per call and loses the error's retriable flag, so the code is read: ERR__TIMED_OUT).
+   */
+  private async commit(p: KafkaJSNamespace.Producer, deadline: number): Promise<TransactionOutcome> {
+    for (;;) {
+      try {
+        await p.commit();
+        return 'committed';
+      } catch (e) {
+        if ((e as { code?: number }).code !== ERR_TIMED_OUT || Date.now() > deadline || this.closed) throw e;
+      }
+    }
+  }
+
+  /**
+   * Begins a transaction and sends `records` in it, then leaves it open: its records stay unreadable
+   * (the last stable offset stops before them) until the producer commits or aborts, or the broker
+   * aborts it after the producer's transaction.timeout.ms. What an upstream producer that hangs or
+   * dies mid-transaction leaves behind.
+   */
+  async writeOpen(topic: string, records: readonly OutgoingRecord[]): Promise<void> {
+    const p = await this.connected();
+    await p.transaction();
+    await p.send({ topic, messages: records.map(toMessage) });
+  }
+
+  /** Disconnects; an open transaction is left for the broker to abort. Idempotent. */
+  async close(): Promise<void> {
+    this.closed = true;
+    const p = this.producer;
+    this.producer = undefined;
+    await p?.disconnect().catch(() => undefined);
+  }
+}
+
+/** Connects `producer`; when that fails or takes longer than `ms`, disconnects it and rejects. */
+async function connectWithin(producer: KafkaJSNamespace.Producer, ms: number): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
+  try {
+    await Promise.race([producer.connect(), new Promise((_, reject) => (timer = setTimeout(() => reject(new Error(`no answer within ${ms} ms`)), ms)))]);
+  } catch (e) {
+    void producer.disconnect().catch(() => undefined);
+    throw e;
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+function toMessage(r: OutgoingRecord): KafkaJSNamespace.Message {
+  return {
+    key: r.key,
+    value: r.value,
+    ...(r.partition === undefined ? {} : { partition: r.partition }),
+    ...(r.timestampMs === undefined ? {} : { timestamp: String(r.timestampMs) }),
+  };
 }

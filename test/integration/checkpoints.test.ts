@@ -82,18 +82,18 @@ test('checkpoints list shows each partition of a drained topic exactly, as a tab
   assert.equal(r.stderr, '');
   const expected =
     formatTable(
-      ['partition', 'checkpoint', 'log start', 'log end', 'lag', 'epoch', 'owner', 'stopped'],
-      marks.map((w) => [w.partition, w.high, 0, w.high, 0, 0, owner, '-']),
+      ['partition', 'checkpoint', 'log start', 'log end', 'lag', 'held', 'epoch', 'owner', 'stopped'],
+      marks.map((w) => [w.partition, w.high, 0, w.high, 0, 0, 0, owner, '-']),
     ) + '\n(3 partitions)\n';
   assert.equal(r.stdout, expected);
-  assert.match(r.stdout, /^ partition \| checkpoint \| log start \| log end \| lag \| epoch \| owner +\| stopped\n/);
+  assert.match(r.stdout, /^ partition \| checkpoint \| log start \| log end \| lag \| held \| epoch \| owner +\| stopped\n/);
   t.diagnostic(`checkpoints list:\n${r.stdout}`);
 
   const json = await list(config, ['--json']);
   assert.equal(json.code, 0, json.stderr);
   assert.deepEqual(
     json.stdout.trim().split('\n').map((l) => JSON.parse(l) as unknown),
-    marks.map((w) => ({ partition: w.partition, checkpoint: String(w.high), epoch: 0, logStart: '0', logEnd: String(w.high), lag: '0', owner, stopped: null })),
+    marks.map((w) => ({ partition: w.partition, checkpoint: String(w.high), epoch: 0, logStart: '0', logEnd: String(w.high), lag: '0', held: '0', owner, stopped: null })),
   );
   await stopWorkers([worker]);
 });

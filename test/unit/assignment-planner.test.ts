@@ -16,9 +16,9 @@ test('assignment resumes each partition at its stored checkpoint and epoch; one 
       [1, { next: 100n, epoch: 0 }], // exactly at the log end: nothing new yet, not out of range
     ]),
     marks: [
-      { partition: 0, low: 0n, high: 50n },
-      { partition: 1, low: 0n, high: 100n },
-      { partition: 2, low: 10n, high: 20n },
+      { partition: 0, low: 0n, high: 50n, stable: 50n },
+      { partition: 1, low: 0n, high: 100n, stable: 100n },
+      { partition: 2, low: 10n, high: 20n, stable: 20n },
     ],
   });
   const starts = await tasks.assign([0, 1, 2]);
@@ -59,7 +59,7 @@ test('a checkpoint beyond the log end stops its partition; the others resume', a
 test('a checkpoint below the log start (records deleted before they were read) stops its partition', async () => {
   const { tasks, world } = fakeEngine({
     stored: new Map([[0, { next: 3n, epoch: 1 }]]),
-    marks: [{ partition: 0, low: 10n, high: 20n }],
+    marks: [{ partition: 0, low: 10n, high: 20n, stable: 20n }],
   });
   assert.deepEqual(await tasks.assign([0]), new Map([[0, 'stopped']]));
   const error = tasks.tasks.get(0)!.status.error!;
@@ -70,14 +70,14 @@ test('a checkpoint below the log start (records deleted before they were read) s
 
 test('a checkpoint beyond 2^53 stops its partition: the client could not seek there', async () => {
   const big = 2n ** 53n + 1n;
-  const { tasks } = fakeEngine({ stored: new Map([[0, { next: big, epoch: 0 }]]), marks: [{ partition: 0, low: 0n, high: big }] });
+  const { tasks } = fakeEngine({ stored: new Map([[0, { next: big, epoch: 0 }]]), marks: [{ partition: 0, low: 0n, high: big, stable: big }] });
   assert.deepEqual(await tasks.assign([0]), new Map([[0, 'stopped']]));
   assert.match(tasks.tasks.get(0)!.status.error!.message, /^partition 0: checkpoint 9007199254740993 is beyond 2\^53/);
 });
 
 test('a topic re-created under the job (a new topic ID) stops every assigned partition, checkpointed or not', async () => {
   const { tasks, world } = fakeEngine(
-    { stored: new Map([[0, { next: 5n, epoch: 0 }]]), marks: [{ partition: 0, low: 0n, high: 10n }, { partition: 1, low: 0n, high: 10n }], topicId: 'topic-B' },
+    { stored: new Map([[0, { next: 5n, epoch: 0 }]]), marks: [{ partition: 0, low: 0n, high: 10n, stable: 10n }, { partition: 1, low: 0n, high: 10n, stable: 10n }], topicId: 'topic-B' },
     { bound: 'topic-A' },
   );
   assert.deepEqual(await tasks.assign([0, 1]), new Map([[0, 'stopped'], [1, 'stopped']]));
@@ -90,7 +90,7 @@ test('a topic re-created under the job (a new topic ID) stops every assigned par
 
 test("the job's settings changed under the worker: every assigned partition stops with that error", async () => {
   const changed = new ExactlyOnceError('EO_JOB_CONFIG_MISMATCH', 'settings changed');
-  const { tasks } = fakeEngine({ marks: [{ partition: 0, low: 0n, high: 10n }] }, { settingsChanged: changed });
+  const { tasks } = fakeEngine({ marks: [{ partition: 0, low: 0n, high: 10n, stable: 10n }] }, { settingsChanged: changed });
   assert.deepEqual(await tasks.assign([0]), new Map([[0, 'stopped']]));
   assert.equal(tasks.tasks.get(0)!.status.error, changed);
 });
@@ -133,9 +133,9 @@ test('shutdown while planning (the checkpoint read still retrying): nothing is r
 test('a reset picked up while running is checked like an assignment (planResets)', async () => {
   const { planner, world } = fakeEngine({
     marks: [
-      { partition: 0, low: 0n, high: 10n },
-      { partition: 1, low: 0n, high: 10n },
-      { partition: 2, low: 5n, high: 10n },
+      { partition: 0, low: 0n, high: 10n, stable: 10n },
+      { partition: 1, low: 0n, high: 10n, stable: 10n },
+      { partition: 2, low: 5n, high: 10n, stable: 10n },
     ],
   });
   const plans = await planner.planResets(
@@ -160,7 +160,7 @@ test('a reset picked up while running is checked like an assignment (planResets)
 
 test('startError: the log bounds are inclusive at the end, a never-checkpointed partition is always readable', () => {
   const topic = { name: 't', bound: 'A', now: 'A' };
-  const marks = { partition: 0, low: 10n, high: 20n };
+  const marks = { partition: 0, low: 10n, high: 20n, stable: 20n };
   assert.equal(startError(0, 10n, marks, topic), null);
   assert.equal(startError(0, 20n, marks, topic), null);
   assert.equal(startError(0, 21n, marks, topic)?.code, 'EO_CHECKPOINT_OUT_OF_RANGE');

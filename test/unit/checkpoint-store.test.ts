@@ -60,8 +60,8 @@ test('--to: earliest, latest or a whole number; anything else names the flag', (
 });
 
 const marks = [
-  { partition: 0, low: 0n, high: 100n },
-  { partition: 1, low: 40n, high: 90n },
+  { partition: 0, low: 0n, high: 100n, stable: 100n },
+  { partition: 1, low: 40n, high: 90n, stable: 90n },
 ];
 
 test('a reset plan: earliest is the log start, latest the log end, the epoch is the stored one + 1', () => {
@@ -102,4 +102,22 @@ test('list rows: lag from the checkpoint (or the log start), stops of an older e
   );
   const current = partitionReports(marks, stored, new Map([[0, { owner: null, stopped: stop(1) }]]));
   assert.equal(current[0]!.stopped?.code, 'EO_PERMANENT_ERROR');
+});
+
+test('checkpoints list on a transactional topic: lag to the last stable offset, records of an open transaction held apart', () => {
+  const txn = [
+    { partition: 0, low: 0n, high: 735n, stable: 735n }, // ends with an aborted transaction and its marker
+    { partition: 1, low: 0n, high: 720n, stable: 700n }, // a transaction open from 700 on
+  ];
+  const stored = new Map<number, StoredCheckpoint>([
+    [0, { next: 735n, epoch: 0 }],
+    [1, { next: 690n, epoch: 0 }],
+  ]);
+  assert.deepEqual(
+    partitionReports(txn, stored, new Map()).map((r) => [r.partition, r.checkpoint, r.logEnd, r.lag, r.held]),
+    [
+      [0, 735n, 735n, 0n, 0n],
+      [1, 690n, 720n, 10n, 20n],
+    ],
+  );
 });

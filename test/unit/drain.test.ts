@@ -3,9 +3,9 @@ import { test } from 'node:test';
 import { CheckpointWatch, isDrained, waitDrained } from '../../src/harness/drain.js';
 
 const marks = [
-  { partition: 0, low: 0n, high: 10n },
-  { partition: 1, low: 5n, high: 5n },
-  { partition: 2, low: 3n, high: 8n },
+  { partition: 0, low: 0n, high: 10n, stable: 10n },
+  { partition: 1, low: 5n, high: 5n, stable: 5n },
+  { partition: 2, low: 3n, high: 8n, stable: 8n },
 ];
 
 test('drained: every checkpoint at its log end; an empty log needs no checkpoint', () => {
@@ -57,4 +57,16 @@ test('the checkpoint watch records every move backwards and keeps the highest', 
   assert.deepEqual(watch.regressions, ['partition 0: checkpoint 7 -> 6', 'partition 1: checkpoint 2 -> 1']);
   assert.deepEqual([...watch.highest], [[0, 8n], [1, 2n]]);
   assert.ok(watch.polls >= seq.length);
+});
+
+test('drained on a transactional topic: at the last stable offset, past aborted records and markers; not waiting for a transaction still open', () => {
+  // Partition 0: the log ends with an aborted transaction and its marker (stable = high = 735).
+  // Partition 1: a transaction open from 700 on holds back 700..719 (stable 700, high 720).
+  const txn = [
+    { partition: 0, low: 0n, high: 735n, stable: 735n },
+    { partition: 1, low: 0n, high: 720n, stable: 700n },
+  ];
+  assert.equal(isDrained(txn, new Map([[0, 699n], [1, 700n]])), false, 'the aborted tail of partition 0 is not stepped over yet');
+  assert.equal(isDrained(txn, new Map([[0, 735n], [1, 700n]])), true);
+  assert.equal(isDrained(txn, new Map([[0, 735n], [1, 699n]])), false);
 });

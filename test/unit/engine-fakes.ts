@@ -50,7 +50,7 @@ export interface FakeWorld {
 export function twoPartitions(next: readonly [bigint, bigint], high: readonly [bigint, bigint] = [10n, 10n]): Pick<FakeWorld, 'stored' | 'marks'> {
   return {
     stored: new Map([0, 1].map((p) => [p, { next: next[p]!, epoch: 0 }])),
-    marks: [0, 1].map((p) => ({ partition: p, low: 0n, high: high[p]! })),
+    marks: [0, 1].map((p) => ({ partition: p, low: 0n, high: high[p]!, stable: high[p]! })),
   };
 }
 

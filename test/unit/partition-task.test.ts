@@ -165,3 +165,55 @@ test('a checkpoint write that fails for good stops the partition, even with no b
   await task.process([rec(1n)]);
   assert.deepEqual(h.written, [0n], 'a stopped partition stores nothing more');
 });
+
+test('skipTo: a checkpoint at the start of an unreadable range (aborted records, markers) moves to its end; from anywhere else it does not move', async () => {
+  const h = harness();
+  const task = new PartitionTask(0, null, h.ctx);
+  await task.process([rec(0n), rec(1n)]); // next 2; 2..4 are an aborted transaction and its marker
+  assert.equal(await task.skipTo(3n, 5n), false, 'the proof started after the checkpoint: 2 was not proved unreadable');
+  assert.equal(await task.skipTo(0n, 2n), false, 'nothing to move');
+  assert.equal(await task.skipTo(2n, 5n), true);
+  await task.flush();
+  assert.deepEqual(h.checkpoints, [2n, 5n]);
+  assert.equal(task.status.next, 5n);
+  assert.equal(Number((await h.ctx.metrics.skippedOffsets.get()).values[0]?.value), 3);
+  // A batch after the range continues from there.
+  await task.process([rec(5n), rec(6n)]);
+  await task.flush();
+  assert.deepEqual(h.checkpoints, [2n, 5n, 7n]);
+  // Never checkpointed yet (null): a range from the log start moves it.
+  const fresh = new PartitionTask(0, null, h.ctx);
+  assert.equal(await fresh.skipTo(0n, 3n), true);
+  await fresh.flush();
+  assert.equal(fresh.status.next, 3n);
+  // A revoked or stopped task never moves.
+  const revoked = new PartitionTask(0, 2n, h.ctx);
+  revoked.revoke();
+  assert.equal(await revoked.skipTo(2n, 5n), false);
+});
+
+test('skipTo waits for the checkpoint in flight; a batch stored meanwhile (beyond the range) follows it, one write at a time', async () => {
+  const order: string[] = [];
+  const later = recorder(order);
+  const h = harness();
+  h.ctx.checkpoints = { write: later((a) => `checkpoint ${a[1] as bigint}`, 30) } as unknown as CheckpointStore;
+  const task = new PartitionTask(0, null, h.ctx);
+  await task.process([rec(0n), rec(1n)]); // checkpoint 2 in flight
+  const skipped = task.skipTo(2n, 5n);
+  await task.process([rec(5n)]); // the next transaction's record, delivered while the skip waits
+  assert.equal(await skipped, true);
+  await task.flush();
+  assert.deepEqual(
+    order,
+    ['checkpoint 2 called', 'checkpoint 2 done', 'checkpoint 5 called', 'checkpoint 5 done', 'checkpoint 6 called', 'checkpoint 6 done'],
+    'one write at a time, never backwards',
+  );
+  assert.equal(task.status.next, 6n);
+
+  order.length = 0;
+  const idle = new PartitionTask(0, null, h.ctx);
+  await idle.process([rec(0n)]); // checkpoint 1 in flight
+  assert.equal(await idle.skipTo(1n, 4n), true);
+  await idle.flush();
+  assert.deepEqual(order, ['checkpoint 1 called', 'checkpoint 1 done', 'checkpoint 4 called', 'checkpoint 4 done']);
+});

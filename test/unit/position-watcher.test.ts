@@ -25,8 +25,8 @@ async function running() {
 test('a position beyond the log end (the log was truncated) stops the partition at once, quoting the client', async () => {
   const { engine, watcher, paused } = await running();
   engine.world.marks = [
-    { partition: 0, low: 0n, high: 3n },
-    { partition: 1, low: 0n, high: 10n },
+    { partition: 0, low: 0n, high: 3n, stable: 3n },
+    { partition: 1, low: 0n, high: 10n, stable: 10n },
   ];
   await watcher.check('Broker: Offset out of range');
   assert.deepEqual(paused, [[0]]);
@@ -39,8 +39,8 @@ test('a position beyond the log end (the log was truncated) stops the partition 
 test('a position below the log start stops the partition only once it stood still between two checks', async () => {
   const { engine, watcher, paused } = await running();
   engine.world.marks = [
-    { partition: 0, low: 8n, high: 10n },
-    { partition: 1, low: 0n, high: 10n },
+    { partition: 0, low: 8n, high: 10n, stable: 10n },
+    { partition: 1, low: 0n, high: 10n, stable: 10n },
   ];
   await watcher.check();
   assert.deepEqual(paused, [[]], 'first sight: the next batch may still come from the prefetch');

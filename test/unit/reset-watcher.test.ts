@@ -25,7 +25,7 @@ function watcher(engine: ReturnType<typeof fakeEngine>, stored: () => Partial<Bo
 }
 
 test('a partition reset to a higher epoch gets a new task at the stored offset and epoch, and the consumer is moved there', async () => {
-  const engine = fakeEngine({ stored: new Map([[0, { next: 5n, epoch: 0 }]]), marks: [{ partition: 0, low: 0n, high: 10n }] });
+  const engine = fakeEngine({ stored: new Map([[0, { next: 5n, epoch: 0 }]]), marks: [{ partition: 0, low: 0n, high: 10n, stable: 10n }] });
   await engine.tasks.assign([0]);
   const old = engine.tasks.tasks.get(0)!;
   const { w, calls } = watcher(engine, () => ({}));
@@ -45,7 +45,7 @@ test('a partition reset to a higher epoch gets a new task at the stored offset a
 });
 
 test('a rebind to the re-created topic plans the stopped partitions again', async () => {
-  const engine = fakeEngine({ stored: new Map([[0, { next: 5n, epoch: 0 }]]), marks: [{ partition: 0, low: 0n, high: 10n }], topicId: 'topic-B' }, { bound: 'topic-A' });
+  const engine = fakeEngine({ stored: new Map([[0, { next: 5n, epoch: 0 }]]), marks: [{ partition: 0, low: 0n, high: 10n, stable: 10n }], topicId: 'topic-B' }, { bound: 'topic-A' });
   await engine.tasks.assign([0]);
   assert.equal(engine.tasks.tasks.get(0)!.status.error?.code, 'EO_TOPIC_RECREATED');
   let inputTopicId = 'topic-A';

@@ -10,7 +10,7 @@ test('revoke during an in-flight batch: the batch finishes rows-then-checkpoint,
   let writes = 0;
   const { tasks, world, metrics } = fakeEngine({
     stored: new Map([[0, { next: 0n, epoch: 0 }]]),
-    marks: [{ partition: 0, low: 0n, high: 10n }],
+    marks: [{ partition: 0, low: 0n, high: 10n, stable: 10n }],
     write: async () => {
       writes++;
       await rows.promise;
@@ -74,7 +74,7 @@ test('shutdown with batches in flight: a healthy batch finishes with its checkpo
 test('an error no retry can fix stops the partition at its checkpoint (EO_PERMANENT_ERROR) and the poll loop is told to pause it', async () => {
   const { tasks, world } = fakeEngine({
     stored: new Map([[0, { next: 5n, epoch: 0 }]]),
-    marks: [{ partition: 0, low: 0n, high: 10n }],
+    marks: [{ partition: 0, low: 0n, high: 10n, stable: 10n }],
     write: async () => {
       throw Object.assign(new Error('Undefined column name x'), { name: 'ResponseError', code: 0x2200 });
     },

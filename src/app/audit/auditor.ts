@@ -61,6 +61,8 @@ interface PartitionState {
   readonly partition: number;
   readonly low: bigint;
   readonly high: bigint;
+  /** The last stable offset: the end of what a read_committed consumer can read (lag is counted to it). */
+  readonly stable: bigint;
   readonly checkpoint: bigint | null;
   /** The audit reads [low, end): the checkpoint, clamped into the log. */
   readonly end: bigint;
@@ -259,7 +261,7 @@ export class Auditor {
       violations: this.violations,
       onEvent: (e) => counter.add(e),
     });
-    return { partition: p, low: w.low, high: w.high, checkpoint, end, ledger, belowLogStart: 0, aheadOfCheckpoint: 0 };
+    return { partition: p, low: w.low, high: w.high, stable: w.stable, checkpoint, end, ledger, belowLogStart: 0, aheadOfCheckpoint: 0 };
   }
 
   /** Rows and checkpoints of partitions the topic does not have: all extra. */
@@ -365,7 +367,8 @@ export class Auditor {
   private report(started: number, states: PartitionState[], unknownPartitions: AuditReport['unknownPartitions'], alerts: AlertsReport | null): AuditReport {
     const partitions: PartitionReport[] = states.map((s) => {
       const l = s.ledger;
-      const lag = s.high - (s.checkpoint ?? s.low);
+      // Aborted records, transaction markers and a transaction still open are not lag: nothing to read.
+      const lag = s.stable - (s.checkpoint ?? s.low);
       return {
         partition: s.partition,
         logStart: String(s.low),

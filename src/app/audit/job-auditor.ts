@@ -37,6 +37,8 @@ interface PartitionState {
   partition: number;
   low: bigint;
   high: bigint;
+  /** The last stable offset: the end of what a read_committed consumer can read (lag is counted to it). */
+  stable: bigint;
   checkpoint: bigint | null;
   end: bigint;
   records: number;
@@ -111,7 +113,7 @@ export class JobAuditor {
         const cp = checkpoints.get(w.partition) ?? null;
         if (cp !== null && (cp < w.low || cp > w.high)) this.add('checkpoint', `partition ${w.partition}: checkpoint ${cp} is outside the log [${w.low}, ${w.high}]`, w.partition);
         const end = cp === null ? w.low : cp < w.low ? w.low : cp > w.high ? w.high : cp;
-        return { partition: w.partition, low: w.low, high: w.high, checkpoint: cp, end, records: 0, stored: 0, quarantined: 0, reasons: {}, missing: 0, extra: 0, mismatched: 0, belowLogStart: 0, aheadOfCheckpoint: 0, gapOffsets: 0, gapRanges: 0, gapExamples: [] };
+        return { partition: w.partition, low: w.low, high: w.high, stable: w.stable, checkpoint: cp, end, records: 0, stored: 0, quarantined: 0, reasons: {}, missing: 0, extra: 0, mismatched: 0, belowLogStart: 0, aheadOfCheckpoint: 0, gapOffsets: 0, gapRanges: 0, gapExamples: [] };
       });
       for (const p of checkpoints.keys()) if (!states.some((s) => s.partition === p)) this.add('checkpoint', `partition ${p}: a checkpoint for a partition the topic does not have`, p);
 
@@ -312,7 +314,8 @@ export class JobAuditor {
     // Per-partition violation counts (upsert violations are per key: counted on the partition of the key's last record).
     const perPartition = (kind: ViolationKind[], p: number) => this.violations.kept.filter((v) => kind.includes(v.kind) && v.partition === p).length;
     const partitions: PartitionReport[] = states.map((s) => {
-      const lag = s.high - (s.checkpoint ?? s.low);
+      // Aborted records, transaction markers and a transaction still open are not lag: nothing to read.
+      const lag = s.stable - (s.checkpoint ?? s.low);
       return {
         partition: s.partition,
         logStart: String(s.low),

@@ -155,6 +155,7 @@ function partitionState(p) {
   if (p.owners.length === 0) return badge('unowned', 'warn');
   if (p.owners.length > 1) return badge('handing over', 'warn');
   if (p.stalled) return badge('stalled', 'bad');
+  if ((p.lag ?? 0) === 0 && (p.held ?? 0) > 0) return badge('waiting on an open transaction', 'warn');
   if ((p.lag ?? 0) === 0) return badge('caught up', 'ok');
   return badge('catching up', '');
 }
@@ -170,6 +171,7 @@ function renderPartitions(s) {
       cell(tr, fmt(p.checkpoint), 'n checkpoint', p.checkpoint);
       cell(tr, fmt(p.logEnd), 'n log-end', p.logEnd);
       cell(tr, fmt(p.lag), 'n lag', p.lag);
+      cell(tr, fmt(p.held), 'n held', p.held);
       cell(tr, fmt(p.consumed), 'n consumed', p.consumed);
       cell(tr, fmt(p.stored), 'n stored', p.stored);
       cell(tr, fmt(p.quarantined), 'n quarantined', p.quarantined);
