@@ -92,6 +92,14 @@ export interface Job<T> {
    * Batches of them in flight may still finish; no new one starts. Must not throw.
    */
   onRevoke?(partitions: readonly number[], lost: boolean): void;
+  /**
+   * The partition will be read again from `from`, below where this worker got to: its checkpoint was
+   * reset (`checkpoints reset`), or Cassandra lost writes it had acknowledged (src/engine/lost-writes.ts),
+   * so outputs this job wrote for records from `from` on may be gone. Whatever it remembers of the
+   * partition past `from` (a cache of what it wrote last) must be forgotten. Called before any batch
+   * from `from` is handed over; must not throw.
+   */
+  onRewind?(partition: number, from: bigint): void;
   /** Called once when the worker stops, after the last batch; idempotent. */
   close?(): Promise<void>;
   /**

@@ -8,6 +8,7 @@ import type { Logger } from '../log.js';
 import type { CheckpointStore } from './checkpoint-store.js';
 import type { DecodedRecord, Job, SourceRecord } from './job.js';
 import type { LagWatcher } from './lag-watcher.js';
+import { isLost, LostWritesFound, type LostWrites } from './lost-writes.js';
 import type { EngineMetrics } from './metrics.js';
 import type { Quarantine, QuarantineEntry } from './quarantine.js';
 import { AbortedError } from './retry.js';
@@ -28,6 +29,8 @@ export interface TaskContext {
   logStart: (partition: number) => Promise<bigint>;
   /** The checkpoint writes in flight of every task (the Runner awaits them before closing the session). */
   checkpointsInFlight?: Set<Promise<void>>;
+  /** Counts Cassandra outages and rewinds a partition whose acknowledged checkpoint was lost (src/engine/lost-writes.ts). */
+  lostWrites?: LostWrites;
   /** Told when a task stops (to record why, for `exactlyonce checkpoints list`); must not throw. */
   onStop?: (partition: number, epoch: number | null, error: ExactlyOnceError) => void;
 }
@@ -43,6 +46,12 @@ export class PartitionTask {
   private next: bigint | null;
   /** The checkpoint write of the last stored batch, while in flight (see process); never rejects. */
   private checkpointing: Promise<void> = Promise.resolve();
+  /** The highest checkpoint this task wrote and saw acknowledged (src/engine/lost-writes.ts). */
+  private acked: bigint | null = null;
+  /** The Cassandra outages counted when this task last found its stored checkpoint intact. */
+  private verified: number;
+  /** Set once its partition was rewound (lost writes): it never writes a checkpoint again. */
+  private abandoned = false;
 
   constructor(
     readonly partition: number,
@@ -56,6 +65,18 @@ export class PartitionTask {
     readonly epoch?: number,
   ) {
     this.next = checkpoint;
+    this.verified = ctx.lostWrites?.generation ?? 0;
+  }
+
+  /** The highest checkpoint this task saw acknowledged (null: none yet). */
+  get acknowledged(): bigint | null {
+    return this.acked;
+  }
+
+  /** Its partition is read again from an earlier checkpoint by a new task: write no checkpoint any more. */
+  abandon(): void {
+    this.abandoned = true;
+    this.revoke();
   }
 
   get status(): { state: TaskState; next: bigint | null; error: ExactlyOnceError | undefined } {
@@ -140,7 +161,12 @@ export class PartitionTask {
     const nextOffset = fresh[fresh.length - 1]!.offset + 1n;
     if (this.next === null || nextOffset > this.next) this.next = nextOffset;
     this.ctx.metrics.stored.inc({ partition: p }, decoded.length);
-    this.checkpointing = this.ctx.withRetry(() => this.ctx.checkpoints.write(this.partition, nextOffset, this.epoch ?? 0)).then(
+    this.checkpointing = this.ctx.withRetry(async () => {
+      await this.checkDurable();
+      if (this.abandoned) return;
+      await this.ctx.checkpoints.write(this.partition, nextOffset, this.epoch ?? 0);
+      if (!this.abandoned && (this.acked === null || nextOffset > this.acked)) this.acked = nextOffset;
+    }).then(
       () => {
         this.ctx.metrics.batches.inc({ partition: p });
         this.ctx.lag.checkpointed(this.partition, nextOffset);
@@ -148,7 +174,8 @@ export class PartitionTask {
         this.ctx.metrics.batchSeconds.observe((performance.now() - started) / 1000);
       },
       (e: unknown) => {
-        if (!(e instanceof AbortedError)) this.stop(permanentError(this.partition, e));
+        if (e instanceof LostWritesFound) void this.ctx.lostWrites?.rewind(this, e.stored, e.acked);
+        else if (!(e instanceof AbortedError)) this.stop(permanentError(this.partition, e));
       },
     );
     const inFlight = this.ctx.checkpointsInFlight;
@@ -157,6 +184,21 @@ export class PartitionTask {
       inFlight.add(c);
       void c.then(() => inFlight.delete(c));
     }
+  }
+
+  /**
+   * After a Cassandra outage this worker saw, reads the stored checkpoint back before writing the next
+   * one: lower than one acknowledged before means the store lost writes (src/engine/lost-writes.ts),
+   * and writing on would cover the hole. Throws LostWritesFound then (not retried: the partition is
+   * rewound instead).
+   */
+  private async checkDurable(): Promise<void> {
+    const guard = this.ctx.lostWrites;
+    if (guard === undefined || this.acked === null || this.verified === guard.generation) return;
+    const generation = guard.generation;
+    const stored = await this.ctx.checkpoints.readOne(this.partition);
+    if (isLost(stored, this.epoch ?? 0, this.acked)) throw new LostWritesFound(stored, this.acked);
+    this.verified = generation;
   }
 
   /** Resolves once the last stored batch's checkpoint is written (or abandoned on shutdown, or has stopped the partition). */

@@ -19,6 +19,7 @@ import { CheckpointStore } from './checkpoint-store.js';
 import type { Job } from './job.js';
 import { JobBinding, topicRecreated } from './job-binding.js';
 import { LagWatcher } from './lag-watcher.js';
+import { LostWrites } from './lost-writes.js';
 import { EngineMetrics } from './metrics.js';
 import type { PartitionTask, TaskContext } from './partition-task.js';
 import { IdentityGate, PositionWatcher, type PartitionControl } from './position-watcher.js';
@@ -87,6 +88,8 @@ export class Runner {
   private resets: ResetWatcher | undefined;
   /** The Kafka client's last error log line, and when (named by stall warnings while recent). */
   private lastClientError: { message: string; at: number } | undefined;
+  /** Finds checkpoints Cassandra lost after acknowledging them, and rewinds their partitions. */
+  private readonly lostWrites = new LostWrites();
   /** Settles with the refusal that stops this worker for good (a missing ACL, a revoked login). */
   private refused: ((e: ExactlyOnceError) => void) | undefined;
   /**
@@ -124,6 +127,7 @@ export class Runner {
       deadlineMs,
       isRetriable,
       onRetry: (e) => {
+        if (server === 'Cassandra') this.lostWrites.outage();
         this.metrics.retries.inc({ server });
         this.metrics.health.failed(server, e);
       },
@@ -182,6 +186,7 @@ export class Runner {
       log: this.log,
       withRetry: (fn) => this.retrying('Cassandra', fn),
       checkpointsInFlight: this.checkpointsInFlight,
+      lostWrites: this.lostWrites,
       logStart: async (p) => (await admin.watermarks(config.topic)).find((w) => w.partition === p)?.low ?? 0n,
       // Why a partition stopped, for `exactlyonce checkpoints list` (informational: a failure is ignored).
       onStop: (p, epoch, error) =>
@@ -272,6 +277,17 @@ export class Runner {
       pause: (ps) => this.consumer?.pause(ps),
       restartAt: (p, offset) => this.consumer?.restartAt(p, offset),
     };
+    this.lostWrites.wire({
+      checkpoints,
+      planner,
+      tasks: () => this.taskManager,
+      consumer,
+      logStart: ctx.logStart,
+      onRewind: (p, from) => this.rewound(p, from),
+      retrying: (server, fn) => this.retrying(server, fn),
+      metrics: this.metrics,
+      log: this.log,
+    });
     this.positions = new PositionWatcher({ topic: config.topic, admin, tasks: () => tasks.tasks, binding: this.binding, consumer });
     this.positions.start();
     this.resets = new ResetWatcher({
@@ -286,10 +302,21 @@ export class Runner {
       consumer,
       log: this.log,
       workerId: this.metrics.workerId,
+      lostWrites: this.lostWrites,
+      onRewind: (p, from) => this.rewound(p, from),
     });
     this.resets.start();
     this.lag.stallCause = (p) => this.stallCause(p);
     this.log.info({ topic: config.topic, group: config.group, partitions }, 'worker started');
+  }
+
+  /** A partition is read again from `from` (a reset, lost writes): the job forgets what it remembers past it. */
+  private rewound(partition: number, from: bigint): void {
+    try {
+      this.job.onRewind?.(partition, from);
+    } catch (e) {
+      this.log.error({ err: e, hook: 'onRewind' }, "the job's onRewind hook failed");
+    }
   }
 
   /** Runs one of the job's lifecycle hooks: a failure is logged, never stops the worker. */

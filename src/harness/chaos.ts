@@ -56,7 +56,8 @@ export interface ChaosOutcome extends Omit<VerifyRun, 'settings'> {
   settings?: VerifyRun['settings'];
   generated: number;
   faults: FaultRunner;
-  checkpoints: { polls: number; regressions: readonly string[] };
+  /** losses: checkpoints that went back across a Cassandra crash; rewinds: the workers' EO_WRITES_LOST lines. */
+  checkpoints: { polls: number; regressions: readonly string[]; losses: readonly string[]; rewinds: number };
   /** What makes the run unclean although nothing was violated (a worker that died, a fault that failed, …). */
   problems: string[];
   /** Lines in which the workers said EO_CASSANDRA_QUORUM_LOST (a cluster's outages: at most one per worker and outage). */
@@ -79,6 +80,15 @@ export function chaosConfig(base: ConnectionConfig): ConnectionConfig {
  * at most once per outage (its retries are silent), and some worker must have said so in each run
  * that had outages; otherwise it is a problem of the run. Returns the count.
  */
+/** How often the workers rewound a partition after Cassandra lost acknowledged writes (src/engine/lost-writes.ts). */
+function lostWritesLines(runDir: string): number {
+  let total = 0;
+  for (const f of readdirSync(runDir).filter((n) => /^worker-\d+\.log$/.test(n))) {
+    total += readFileSync(path.join(runDir, f), 'utf8').split('\n').filter((l) => l.includes('"code":"EO_WRITES_LOST"')).length;
+  }
+  return total;
+}
+
 function sayQuorumLost(runDir: string, outages: number, problems: string[]): number {
   let total = 0;
   for (const f of readdirSync(runDir).filter((n) => /^worker-\d+\.log$/.test(n))) {
@@ -171,7 +181,7 @@ export async function runChaos(
     }
   };
   let generating = true;
-  const faults = new FaultRunner({ fleet, stack, producer, topic: config.topic, seed: o.seed, problems, say, aborted, config, partitions: o.partitions, progress, producing: () => generating });
+  const faults = new FaultRunner({ fleet, stack, producer, topic: config.topic, seed: o.seed, problems, say, aborted, config, partitions: o.partitions, progress, producing: () => generating, onCassandraKilled: () => watch.storeCrashed() });
   let clean = false;
   try {
     for (let i = 0; i < o.workers; i++) fleet.start();
@@ -229,7 +239,7 @@ export async function runChaos(
     }
     problems.push(...fleet.unexpectedExits);
     const quorumLostLines = sayQuorumLost(runDir, o.cassandraOutages ?? 0, problems);
-    const checkpoints = { polls: watch.polls, regressions: watch.regressions };
+    const checkpoints = { polls: watch.polls, regressions: watch.regressions, losses: watch.losses, rewinds: lostWritesLines(runDir) };
     clean = audit.report.ok && watch.regressions.length === 0 && problems.length === 0;
     return { ...audit, generated, faults, checkpoints, quorumLostLines, problems, warnings: [...fleet.badStops], runDir, clean };
   } finally {
