@@ -11,7 +11,7 @@ import { connect, type Client } from '../cassandra/session.js';
 import type { ConnectionConfig } from '../config.js';
 import { ExactlyOnceError, isExactlyOnceError } from '../errors.js';
 import { KafkaAdmin } from '../kafka/admin.js';
-import { kafkaSecurityError, kafkaUnavailable } from '../kafka/client.js';
+import { kafkaErrorCode, kafkaErrorKind, kafkaSecurityError, kafkaUnavailable } from '../kafka/client.js';
 import { GroupConsumer } from '../kafka/consumer.js';
 import type { Logger } from '../log.js';
 import { AssignmentPlanner, type Binding } from './assignment-planner.js';
@@ -28,9 +28,6 @@ import { DEFAULT_MAX_RAW_BYTES, Quarantine } from './quarantine.js';
 import { failingServers, isRetriable, retry } from './retry.js';
 import { ResetWatcher } from './reset-watcher.js';
 import { TaskManager } from './task-manager.js';
-
-/** librdkafka's wording when it cannot reach the brokers (ERR__ALL_BROKERS_DOWN, ERR__TRANSPORT). */
-const KAFKA_DOWN = /all broker connections are down|connection refused|broker transport failure/i;
 
 export interface RunnerOptions {
   /** Most records per batch (default 2000). */
@@ -211,12 +208,15 @@ export class Runner {
           this.lastClientError = { message: message.split('\n')[0]!.slice(0, 300), at: Date.now() };
         }
         this.log.debug({ kafka: level }, message);
-        const refusal = level === 'error' ? kafkaSecurityError(config, new Error(message.replace(/^.*Error details: /s, ''))) : undefined;
+      },
+      // Judged by the librdkafka code the client's error carries, never by its wording.
+      onClientError: (e) => {
+        const refusal = kafkaSecurityError(config, e);
         if (refusal !== undefined) this.refused?.(refusal);
         // The client reconnects by itself; we only say, once, that the brokers stopped answering.
-        if (level === 'error' && KAFKA_DOWN.test(message) && this.kafkaDownSince === undefined) {
+        if (kafkaErrorKind(kafkaErrorCode(e))?.kind === 'unreachable' && this.kafkaDownSince === undefined) {
           this.kafkaDownSince = Date.now();
-          this.log.warn({ server: 'Kafka', err: message }, `Kafka at ${config.brokers.join(',')} is not answering; reconnecting, no record is skipped`);
+          this.log.warn({ server: 'Kafka', err: e.message, code: e.code }, `Kafka at ${config.brokers.join(',')} is not answering; reconnecting, no record is skipped`);
         }
       },
     });
