@@ -174,7 +174,7 @@ function resetCommand(): Command {
         // Checkpoints first, then the binding: interrupted in between, the workers keep the partitions
         // stopped (the job still names the old topic) and running the command again finishes it.
         for (const plan of plans) await store.reset(plan.partition, plan.to.next, plan.from?.epoch ?? 0);
-        if (rebinding) await new JobBinding(session, config.keyspace).rebind(bound.name, topicId);
+        if (rebinding) await new JobBinding(session, config.keyspace).rebind(bound.name, topicId, marks.length);
         out.write(
           `reset ${plans.length} partition${plans.length === 1 ? '' : 's'} of ${config.topic}` +
             `${rebinding ? `; the job is bound to topic ID ${topicId} now` : ''}; running workers resume there within a few seconds\n`,

@@ -61,6 +61,13 @@ export interface Job<T> {
    */
   readonly legacyTables?: boolean;
   /**
+   * True when what the job writes assumes that all records of a key stay on one partition (an upsert
+   * whose highest offset wins). Adding partitions to the topic moves keys, and offsets of two
+   * partitions do not order one key's records: every partition of such a job stops
+   * (EO_PARTITIONS_ADDED) before a batch that may hold a moved key is written.
+   */
+  readonly keysStayOnPartition?: boolean;
+  /**
    * What each record must produce in the job's table, for `verify --job` and `chaos --job`
    * (src/engine/job-audit.ts). Left out, the job's output cannot be audited.
    */

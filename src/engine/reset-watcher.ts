@@ -79,6 +79,7 @@ export class ResetWatcher {
     if (bound !== null && binding.topicId !== undefined && bound.inputTopicId !== binding.topicId) {
       log.info({ topic: this.deps.topic, was: binding.topicId, now: bound.inputTopicId }, `the job was bound to topic ID ${bound.inputTopicId} of ${this.deps.topic} (\`checkpoints reset --rebind\`)`);
       binding.topicId = bound.inputTopicId;
+      if (binding.partitions !== undefined && bound.inputPartitions !== null) binding.partitions = bound.inputPartitions;
       rebound = true;
     }
     const reset = new Map<number, PartitionTask>();

@@ -17,7 +17,7 @@ import type { Logger } from '../log.js';
 import { AssignmentPlanner, type Binding } from './assignment-planner.js';
 import { CheckpointStore } from './checkpoint-store.js';
 import type { Job } from './job.js';
-import { JobBinding, topicRecreated } from './job-binding.js';
+import { JobBinding, partitionsAdded, topicRecreated } from './job-binding.js';
 import { LagWatcher } from './lag-watcher.js';
 import { LostWrites } from './lost-writes.js';
 import { EngineMetrics } from './metrics.js';
@@ -165,10 +165,15 @@ export class Runner {
       () => new JobBinding(session, config.keyspace).bind(
         { name: this.job.name, inputTopic: config.topic, outputTopics: this.job.outputTopics ?? [], settings: this.job.settings ?? {} },
         topicId,
+        partitions,
       ),
       options.startupTimeoutMs,
     );
     this.binding.topicId = bound.inputTopicId;
+    if (this.job.keysStayOnPartition === true) {
+      this.binding.partitions = bound.inputPartitions ?? partitions;
+      if (partitions > this.binding.partitions) this.log.error({ code: 'EO_PARTITIONS_ADDED' }, partitionsAdded(config.topic, this.binding.partitions, partitions).message);
+    }
     if (bound.inputTopicId !== topicId) this.log.error({ code: 'EO_TOPIC_RECREATED' }, topicRecreated(config.topic, bound.inputTopicId, topicId).message);
     // The job's own engine rows (src/engine/engine-tables.ts); the events job keeps the first tables.
     const tablesKey = this.job.legacyTables === true ? undefined : this.job.name;

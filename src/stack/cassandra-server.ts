@@ -53,6 +53,18 @@ const JVM17_OPTIONS = [
 ];
 
 /**
+ * periodic as Cassandra ships it (synced every 10 s), with its commit log compressed: Cassandra writes a
+ * compressed segment's data to the file only when it syncs, so a SIGKILLed node forgets everything
+ * acknowledged since the last sync — what an OS crash or a power loss does to a node on the defaults.
+ * (Uncompressed, Cassandra marks what it wrote every 100 ms without syncing, and a SIGKILL, which
+ * leaves the page cache to the kernel, loses at most those 100 ms: chaos would rarely see a loss.)
+ */
+const PERIODIC_YAML = `
+commitlog_sync_period: 10000ms
+commitlog_compression:
+  - class_name: LZ4Compressor`;
+
+/**
  * The commit log sync a node starts with: the one asked for, else the one its yaml already has (a node
  * SIGKILLed and started again by chaos keeps its mode), else periodic (Cassandra's default).
  */
@@ -90,8 +102,8 @@ export function cassandraServer(o: StackOptions, node?: CassandraNode): ServerSp
 
   // Everything not listed keeps Cassandra's default (LWT, USING TIMESTAMP, … need nothing).
   // commitlog_sync: periodic by default, as Cassandra ships it and as a user's cluster most likely runs:
-  // replay after a SIGKILL stops at the last sync marker (every 10 s), so a crashed node forgets
-  // acknowledged writes, rows and checkpoints alike. The engine notices its checkpoint went back and
+  // replay after a crash stops at the last sync (every 10 s; see PERIODIC_YAML), so a crashed node
+  // forgets acknowledged writes, rows and checkpoints alike. The engine notices its checkpoint went back and
   // writes them again (src/engine/lost-writes.ts), so every chaos run exercises that defence. batch
   // acknowledges a write only once the commit log holding it is synced (concurrent writes share a sync).
   const commitlog = commitlogSyncOf(o, yamlFile);
@@ -108,7 +120,7 @@ listen_address: ${host}
 rpc_address: ${host}
 storage_port: ${storagePort}
 native_transport_port: ${port}
-commitlog_sync: ${commitlog}${commitlog === 'periodic' ? '\ncommitlog_sync_period: 10000ms' : ''}
+commitlog_sync: ${commitlog}${commitlog === 'periodic' ? PERIODIC_YAML : ''}
 data_file_directories: [${JSON.stringify(path.join(p.data, 'data'))}]
 commitlog_directory: ${JSON.stringify(path.join(p.data, 'commitlog'))}
 saved_caches_directory: ${JSON.stringify(path.join(p.data, 'saved_caches'))}
