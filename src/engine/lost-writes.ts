@@ -13,8 +13,11 @@
  * with the stored one (both as write timestamps, epoch·2^44 + offset, so a reset is never taken for a
  * loss):
  * - after any Cassandra failure this worker saw (an outage: this class counts them), a task reads its
- *   stored checkpoint back before it writes the next one — inside the write's retry, so even the
- *   write that was in flight across the outage checks first;
+ *   stored checkpoint back before the job writes its next batch and before it writes its next
+ *   checkpoint — inside each write's retry, so even a write in flight across the outage checks first.
+ *   Before the job's write too, because a job may build on what it stored before: the alert counts add
+ *   a batch to the count row read back (src/app/alerts.ts), and a count row written at a high offset
+ *   on top of a count the crash took back would win over the replay's correct ones for good;
  * - every 2 s, on the checkpoint read the ResetWatcher makes anyway (a crash this worker saw no failure
  *   of, e.g. a node restarted while it was idle).
  * A loss rewinds the partition: its old task writes no checkpoint any more, the stored offset is
@@ -43,7 +46,7 @@ export function isLost(stored: StoredCheckpoint | undefined | null, epoch: numbe
   return checkpointTimestamp(stored.epoch, stored.next) < checkpointTimestamp(epoch, acked);
 }
 
-/** Thrown inside a checkpoint write that found the stored checkpoint lower than one acknowledged before. */
+/** Thrown inside a batch's write or checkpoint write that found the stored checkpoint lower than one acknowledged before. */
 export class LostWritesFound extends Error {
   constructor(
     readonly stored: StoredCheckpoint | null,

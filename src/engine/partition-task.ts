@@ -131,10 +131,24 @@ export class PartitionTask {
       if (d.ok) decoded.push({ record, value: d.value });
       else bad.push({ record, reason: d.reason, detail: d.detail });
     }
-    await Promise.all([
-      decoded.length > 0 ? this.ctx.withRetry(() => this.ctx.job.write(this.partition, decoded, this.ctx.signal ?? NEVER)) : undefined,
-      bad.length > 0 ? this.ctx.withRetry(() => this.ctx.quarantine.write(bad)) : undefined,
-    ]);
+    try {
+      await Promise.all([
+        // After a Cassandra outage, the stored checkpoint is checked before the job writes: a job may
+        // build on what it stored before (the alert counts add a batch to the stored count), and
+        // what it stored may be gone with the checkpoint (src/engine/lost-writes.ts).
+        decoded.length > 0
+          ? this.ctx.withRetry(() => {
+              const write = () => this.ctx.job.write(this.partition, decoded, this.ctx.signal ?? NEVER);
+              return this.durable() ? write() : this.checkDurable().then(write);
+            })
+          : undefined,
+        bad.length > 0 ? this.ctx.withRetry(() => this.ctx.quarantine.write(bad)) : undefined,
+      ]);
+    } catch (e) {
+      if (!(e instanceof LostWritesFound)) throw e;
+      void this.ctx.lostWrites?.rewind(this, e.stored, e.acked);
+      return;
+    }
     if (bad.length > 0) {
       const reasons: Record<string, number> = {};
       for (const b of bad) {
@@ -186,6 +200,12 @@ export class PartitionTask {
     }
   }
 
+  /** Whether nothing was acknowledged yet, or no Cassandra outage was seen since the stored checkpoint was last found intact. */
+  private durable(): boolean {
+    const guard = this.ctx.lostWrites;
+    return guard === undefined || this.acked === null || this.verified === guard.generation;
+  }
+
   /**
    * After a Cassandra outage this worker saw, reads the stored checkpoint back before writing the next
    * one: lower than one acknowledged before means the store lost writes (src/engine/lost-writes.ts),
@@ -194,10 +214,11 @@ export class PartitionTask {
    */
   private async checkDurable(): Promise<void> {
     const guard = this.ctx.lostWrites;
-    if (guard === undefined || this.acked === null || this.verified === guard.generation) return;
+    if (guard === undefined || this.durable()) return;
     const generation = guard.generation;
+    const acked = this.acked!;
     const stored = await this.ctx.checkpoints.readOne(this.partition);
-    if (isLost(stored, this.epoch ?? 0, this.acked)) throw new LostWritesFound(stored, this.acked);
+    if (isLost(stored, this.epoch ?? 0, acked)) throw new LostWritesFound(stored, acked);
     this.verified = generation;
   }
 

@@ -65,7 +65,13 @@ broker.session.timeout.ms=4000
 broker.heartbeat.interval.ms=1000`
     : `# The defaults: with heartbeats going to another JVM's controller, 4000/1000 fenced live brokers under load.
 broker.session.timeout.ms=9000
-broker.heartbeat.interval.ms=2000`
+broker.heartbeat.interval.ms=2000
+# A broker SIGKILLed and started again must register with the active controller and catch up with the
+# metadata log before this deadline, or it exits ("fatal error while waiting for the controller to
+# acknowledge that we are caught up"; default 60 s). On a loaded 2-core machine a restarted active
+# controller took longer (the quorum elects a new leader while the JVMs compete for the cores); the
+# stack also starts a broker again that exits during start-up (src/stack/stack.ts).
+initial.broker.registration.timeout.ms=300000`
 }
 # Topics are created explicitly through the Admin API, so a typo cannot create a stray topic.
 auto.create.topics.enable=false
