@@ -27,6 +27,7 @@ import { Producer } from '../kafka/producer.js';
 import { stackStatus, type StackOptions } from '../stack/index.js';
 import { FaultRunner } from './chaos-faults.js';
 import { connectionArgs, connectionEnv, ruleArgs } from './cli-process.js';
+import { AckedLedger } from './acked-ledger.js';
 import { CheckpointWatch, waitDrained } from './drain.js';
 import { producePaced } from './paced-producer.js';
 import { sleep } from './sleep.js';
@@ -173,6 +174,11 @@ export async function runChaos(
   });
   // No delivery timeout short of 10 minutes: records wait through broker restarts.
   const producer = new Producer(config, { 'message.timeout.ms': 600_000 });
+  // Every record acknowledged, by partition and offset: a shortfall in the log is then named (see below).
+  const acked = new AckedLedger();
+  producer.onDelivered = (topic, partition, offset) => {
+    if (topic === config.topic) acked.add(partition, offset);
+  };
   const progress = async (): Promise<number | null> => {
     try {
       return [...(await store.readAll()).values()].reduce((a, b) => a + Number(b), 0);
@@ -237,6 +243,11 @@ export async function runChaos(
     if (audit.report.totals.records !== produced) {
       problems.push(`the topic holds ${audit.report.totals.records} records below the checkpoints, ${produced} were produced`);
     }
+    // Which count is wrong: the delivery reports against the harness's count, then partition by
+    // partition against the log (an acknowledged offset the log lacks is Kafka's loss, with evidence).
+    if (acked.total !== produced) problems.push(`the brokers acknowledged ${acked.total} records by delivery report, the harness counted ${produced}`);
+    const held = new Map(audit.report.partitions.map((p) => [p.partition, { records: p.records, end: BigInt(p.logEnd) }]));
+    if (audit.report.partitions.every((p) => p.checkpoint === p.logEnd)) problems.push(...acked.compare(held));
     problems.push(...fleet.unexpectedExits);
     const quorumLostLines = sayQuorumLost(runDir, o.cassandraOutages ?? 0, problems);
     const checkpoints = { polls: watch.polls, regressions: watch.regressions, losses: watch.losses, rewinds: lostWritesLines(runDir) };

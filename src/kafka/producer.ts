@@ -29,6 +29,13 @@ export class Producer {
   private closed: Promise<void> | undefined;
   private readonly properties: Record<string, unknown>;
 
+  /**
+   * Told of every record the brokers acknowledged, with the partition and offset they gave it (the
+   * client's delivery reports; the KafkaJS-style `send` only returns each partition's lowest offset).
+   * Lets a harness name the acknowledged records a log does not hold (src/harness/acked-ledger.ts).
+   */
+  onDelivered: ((topic: string, partition: number, offset: bigint) => void) | undefined;
+
   constructor(
     private readonly config: ConnectionConfig,
     extra: Record<string, string | number | boolean> = {},
@@ -64,6 +71,10 @@ export class Producer {
           new Promise((_, reject) => (timer = setTimeout(() => reject(new Error(`no answer within ${this.connectTimeoutMs} ms`)), this.connectTimeoutMs))),
         ]);
         this.producer = producer;
+        const internal = (producer as unknown as { _getInternalClient?(): { on(e: 'delivery-report', f: (err: unknown, r: { topic: string; partition: number; offset: number }) => void): void } | null })._getInternalClient?.();
+        internal?.on('delivery-report', (err, r) => {
+          if (err === null || err === undefined) this.onDelivered?.(r.topic, r.partition, BigInt(r.offset));
+        });
         return producer;
       } catch (e) {
         this.connecting = undefined;
