@@ -56,10 +56,10 @@ test('checkpoints reset --all --to earliest --rebind while a worker runs, topic 
     await waitFor(() => stops() > 0, { timeoutMs: 120_000, message: 'the worker stops the partitions of the re-created topic' });
     const reset = await runCli(['checkpoints', 'reset', '--all', '--to', 'earliest', '--rebind', ...connectionArgs(config)]);
     assert.equal(reset.code, 0, reset.stdout + reset.stderr);
-    assert.match(reset.stdout, /cleared the old topic's outputs: \S+\.events, \S+\.quarantine, \S+\.alert_window_counts, \S+\.alerts, topic \S+ \(a tombstone for each alert of the table\) \(\d+ alerts?\)/);
-    assert.match(reset.stdout, new RegExp(`the job is bound to topic ID ${id.replace(/[+/]/g, '\\$&')} now`));
     await waitDrained(session, config);
     phases.mark(`re-created with ${count}: ${await verifies(config, count)}`);
+    assert.match(reset.stdout, /cleared the old topic's outputs: \S+\.events, \S+\.quarantine, \S+\.alert_window_counts, \S+\.alerts, topic \S+ \(a tombstone for each alert of the table\) \(\d+ alerts?\)/);
+    assert.match(reset.stdout, new RegExp(`the job is bound to topic ID ${id.replace(/[+/]/g, '\\$&')} now`));
   }
   assert.equal(worker.exitCode, null, 'the worker ran throughout');
   t.diagnostic(String(phases));
