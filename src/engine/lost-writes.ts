@@ -35,7 +35,8 @@ import type { Logger } from '../log.js';
 import type { AssignmentPlanner } from './assignment-planner.js';
 import { checkpointTimestamp, type CheckpointStore, type StoredCheckpoint } from './checkpoint-store.js';
 import type { EngineMetrics } from './metrics.js';
-import type { PartitionTask } from './partition-task.js';
+import { permanentError, type PartitionTask } from './partition-task.js';
+import { AbortedError } from './retry.js';
 import type { PartitionControl } from './position-watcher.js';
 import type { TaskManager } from './task-manager.js';
 
@@ -120,6 +121,10 @@ export class LostWrites {
       deps.onRewind(p, to);
       tasks.replace(plan);
       if (plan.stop === null) deps.consumer.restartAt(p, to);
+    } catch (e) {
+      // Shutting down: the next owner reads the stored checkpoint anyway. Anything else (a refusal no
+      // retry fixes) stops the partition where it is, visibly, rather than leaving it paused.
+      if (!(e instanceof AbortedError)) task.stop(permanentError(p, e));
     } finally {
       this.rewinding.delete(task);
     }

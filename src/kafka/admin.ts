@@ -4,7 +4,8 @@
  */
 import type { ConnectionConfig } from '../config.js';
 import { ExactlyOnceError } from '../errors.js';
-import { baseProperties, kafkaJS, kafkaUnavailable, quietLogger, type KafkaJSNamespace } from './client.js';
+import { baseProperties, kafkaJS, kafkaSecurityError, kafkaUnavailable, quietLogger, type KafkaJSNamespace } from './client.js';
+import { probeRefusal } from './producer.js';
 
 export interface TopicSpec {
   topic: string;
@@ -53,6 +54,9 @@ export class KafkaAdmin {
       if (code === 'UNKNOWN_TOPIC_OR_PARTITION' || code === 'ERR_UNKNOWN_TOPIC_OR_PART') {
         throw new ExactlyOnceError('EO_TOPIC_MISMATCH', `topic does not exist; run \`exactlyonce topic create\``, { cause: e });
       }
+      // The admin client reports a refused login or handshake only as log text: a tapped probe
+      // connection finds it by its code (src/kafka/producer.ts).
+      if (kafkaSecurityError(this.config, e) === undefined) await probeRefusal(this.config);
       throw kafkaUnavailable(this.config, e);
     }
   }

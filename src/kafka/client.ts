@@ -131,6 +131,22 @@ export function noteClientError(e: unknown): void {
   }
 }
 
+/** A librdkafka client handle (the `_getInternalClient()` of the client's KafkaJS-style producer or consumer). */
+export interface LibrdkafkaHandle {
+  on(event: 'event.error', listener: (e: Error & { code?: number }) => void): void;
+}
+
+/**
+ * Notes every `event.error` of a librdkafka handle by its code (noteClientError), and hands it to
+ * `onError`. The KafkaJS-style layer only logs these as text; the handle has them with their codes.
+ */
+export function tapClientErrors(handle: LibrdkafkaHandle | null | undefined, onError?: (e: Error & { code?: number }) => void): void {
+  handle?.on('event.error', (e) => {
+    noteClientError(e);
+    onError?.(e);
+  });
+}
+
 /** The refusal a client reported in the last `maxAgeMs`. */
 export function recentRefusal(maxAgeMs = 120_000): Error | undefined {
   return lastRefusal !== undefined && Date.now() - lastRefusal.at <= maxAgeMs ? lastRefusal.error : undefined;
@@ -188,9 +204,11 @@ export function kafkaSecurityError(config: ConnectionConfig, cause: unknown): Ex
       );
     case 'not-authorized': {
       const target = kind.resource === 'topic' ? `topic ${config.topic}` : kind.resource === 'group' ? `group ${config.group}` : kind.resource;
+      // Shown, not judged: the broker's own phrase when the message has one ("JoinGroup failed: Broker: …").
+      const said = /Broker: [^:]*authori[sz]ation failed/i.exec(msg)?.[0] ?? msg;
       return new ExactlyOnceError(
         'EO_NOT_AUTHORIZED',
-        `Kafka at ${where} refused ${user === undefined ? 'this client' : `'${user}'`} access to the ${target} (${msg}); add an ACL for it (kafka-acls --add --allow-principal User:${user ?? '<user>'} …)`,
+        `Kafka at ${where} refused ${user === undefined ? 'this client' : `'${user}'`} access to the ${target} (${said}); add an ACL for it (kafka-acls --add --allow-principal User:${user ?? '<user>'} …)`,
         { cause },
       );
     }

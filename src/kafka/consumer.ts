@@ -9,7 +9,7 @@
  */
 import type { ConnectionConfig } from '../config.js';
 import type { SourceRecord } from './record.js';
-import { baseProperties, kafkaErrorCode, kafkaErrorKind, kafkaJS, noteClientError, quietLogger, type KafkaJSNamespace } from './client.js';
+import { baseProperties, kafkaErrorCode, kafkaErrorKind, kafkaJS, noteClientError, quietLogger, tapClientErrors, type KafkaJSNamespace } from './client.js';
 
 /**
  * Where an assigned partition starts: an offset, the log start when it was never checkpointed, or
@@ -180,16 +180,22 @@ export class GroupConsumer {
     const internal = (this.consumer as unknown as { _getInternalClient(): InternalClient | null })._getInternalClient();
     if (internal === null || internal === undefined) return;
     const onError = (e: Error & { code?: number }) => {
-      noteClientError(e);
       if (kafkaErrorKind(kafkaErrorCode(e))?.kind === 'out-of-range') this.options.onPositionOutOfRange?.(e.message.split('\n')[0]!);
       this.options.onClientError?.(e);
     };
-    internal.on('event.error', onError);
+    tapClientErrors(internal, onError);
     const consume = internal.consume.bind(internal);
     internal.consume = (n: number, cb: (err: (Error & { code?: number }) | null, messages: unknown) => void) =>
       consume(n, (err, messages) => {
-        if (err !== null && err !== undefined) onError(err);
-        cb(err, messages);
+        try {
+          if (err !== null && err !== undefined) {
+            noteClientError(err);
+            onError(err);
+          }
+        } finally {
+          // Whatever the listener does, the fetch completes: the client's poll loop waits for it.
+          cb(err, messages);
+        }
       });
   }
 

@@ -4,7 +4,7 @@
  */
 import type { ConnectionConfig } from '../config.js';
 import { ExactlyOnceError } from '../errors.js';
-import { baseProperties, kafkaJS, kafkaUnavailable, quietLogger, type KafkaJSNamespace } from './client.js';
+import { baseProperties, kafkaJS, kafkaUnavailable, quietLogger, recentRefusal, tapClientErrors, type KafkaJSNamespace, type LibrdkafkaHandle } from './client.js';
 
 export interface OutgoingRecord {
   key: Buffer | string | null;
@@ -21,6 +21,33 @@ export interface OutgoingRecord {
  * (ERR__INVALID_ARG -186). Everything else (timeouts, leaders moving, brokers down) is retried.
  */
 const PERMANENT_PRODUCE_ERRORS = new Set([10, 18, 29, 31, 53, 87, -186]);
+
+/** The librdkafka handle's delivery reports (one per record). */
+interface DeliveryReports {
+  on(event: 'delivery-report', listener: (err: unknown, r: { topic: string; partition: number; offset: number }) => void): void;
+}
+
+/** When probeRefusal last connected (epoch ms): at most one probe a minute per process. */
+let lastProbe = 0;
+
+/**
+ * Finds out, by error code, whether Kafka refuses this client (a login, a certificate) when a call of
+ * a client that reports refusals only as log text (the admin client) failed: connects a short-lived
+ * producer, whose librdkafka handle is tapped (tapClientErrors), for at most 10 s. Afterwards
+ * recentRefusal() has it, if there was one. At most once a minute.
+ */
+export async function probeRefusal(config: ConnectionConfig): Promise<void> {
+  if (recentRefusal() !== undefined || Date.now() - lastProbe < 60_000) return;
+  lastProbe = Date.now();
+  const probe = new Producer(config, {}, 10_000);
+  try {
+    await probe.connect();
+  } catch {
+    // what it learned is in recentRefusal()
+  } finally {
+    await probe.close();
+  }
+}
 
 export class Producer {
   private producer: KafkaJSNamespace.Producer | undefined;
@@ -65,16 +92,20 @@ export class Producer {
       const { Kafka } = kafkaJS();
       const producer = new Kafka({}).producer(this.properties as unknown as KafkaJSNamespace.ProducerConstructorConfig);
       let timer: NodeJS.Timeout | undefined;
+      // connect() makes the librdkafka handle before it first waits: tapped at once, so a refused login
+      // or handshake while connecting is known by its code.
+      const connecting = producer.connect();
+      const internal = (producer as unknown as { _getInternalClient?(): (LibrdkafkaHandle & DeliveryReports) | null })._getInternalClient?.();
+      tapClientErrors(internal);
+      internal?.on('delivery-report', (err, r) => {
+        if (err === null || err === undefined) this.onDelivered?.(r.topic, r.partition, BigInt(r.offset));
+      });
       try {
         await Promise.race([
-          producer.connect(),
+          connecting,
           new Promise((_, reject) => (timer = setTimeout(() => reject(new Error(`no answer within ${this.connectTimeoutMs} ms`)), this.connectTimeoutMs))),
         ]);
         this.producer = producer;
-        const internal = (producer as unknown as { _getInternalClient?(): { on(e: 'delivery-report', f: (err: unknown, r: { topic: string; partition: number; offset: number }) => void): void } | null })._getInternalClient?.();
-        internal?.on('delivery-report', (err, r) => {
-          if (err === null || err === undefined) this.onDelivered?.(r.topic, r.partition, BigInt(r.offset));
-        });
         return producer;
       } catch (e) {
         this.connecting = undefined;
