@@ -4,7 +4,7 @@
  */
 import type { ConnectionConfig } from '../config.js';
 import { ExactlyOnceError } from '../errors.js';
-import { baseProperties, kafkaJS, kafkaUnavailable, quietLogger, recentRefusal, tapClientErrors, type KafkaJSNamespace, type LibrdkafkaHandle } from './client.js';
+import { baseProperties, kafkaJS, kafkaSecurityError, kafkaUnavailable, quietLogger, recentRefusal, tapClientErrors, type KafkaJSNamespace, type LibrdkafkaHandle } from './client.js';
 
 export interface OutgoingRecord {
   key: Buffer | string | null;
@@ -21,6 +21,11 @@ export interface OutgoingRecord {
  * (ERR__INVALID_ARG -186). Everything else (timeouts, leaders moving, brokers down) is retried.
  */
 const PERMANENT_PRODUCE_ERRORS = new Set([10, 18, 29, 31, 53, 87, -186]);
+
+/** The native client under the handle (node-rdkafka's `_client`), whose poll() serves librdkafka's events. */
+interface NativeHandle {
+  _client?: { poll?(): unknown };
+}
 
 /** The librdkafka handle's delivery reports (one per record). */
 interface DeliveryReports {
@@ -95,24 +100,48 @@ export class Producer {
       // connect() makes the librdkafka handle before it first waits: tapped at once, so a refused login
       // or handshake while connecting is known by its code.
       const connecting = producer.connect();
-      const internal = (producer as unknown as { _getInternalClient?(): (LibrdkafkaHandle & DeliveryReports) | null })._getInternalClient?.();
-      tapClientErrors(internal);
+      const internal = (producer as unknown as { _getInternalClient?(): (LibrdkafkaHandle & DeliveryReports & NativeHandle) | null })._getInternalClient?.();
+      // A refusal (by its code) ends the attempt at once, as that error.
+      let refused: ((e: Error) => void) | undefined;
+      const refusal = new Promise<never>((_, reject) => (refused = reject));
+      refusal.catch(() => undefined); // (told after the race settled: nobody waits for it any more)
+      tapClientErrors(internal, (e) => {
+        if (kafkaSecurityError(this.config, e) !== undefined) refused?.(e);
+      });
       internal?.on('delivery-report', (err, r) => {
         if (err === null || err === undefined) this.onDelivered?.(r.topic, r.partition, BigInt(r.offset));
       });
+      // librdkafka hands error events over only when polled, and the client starts polling once it is
+      // ready: polled here meanwhile, so a refused login or handshake is heard while connecting.
+      const polling = setInterval(() => {
+        try {
+          internal?._client?.poll?.();
+        } catch {
+          // not connected yet
+        }
+      }, 200);
       try {
         await Promise.race([
           connecting,
+          refusal,
           new Promise((_, reject) => (timer = setTimeout(() => reject(new Error(`no answer within ${this.connectTimeoutMs} ms`)), this.connectTimeoutMs))),
         ]);
         this.producer = producer;
         return producer;
       } catch (e) {
         this.connecting = undefined;
-        void producer.disconnect().catch(() => undefined);
+        // Disconnected only once its connect settled: a client disconnected while connecting throws
+        // from its 'ready' callback when the brokers answer later (an uncaught "Ready callback called
+        // in invalid state"), which would end the process.
+        void connecting.then(
+          () => producer.disconnect(),
+          () => producer.disconnect(),
+        ).catch(() => undefined);
         throw kafkaUnavailable(this.config, e);
       } finally {
         clearTimeout(timer);
+        clearInterval(polling);
+        refused = undefined;
       }
     })();
     return this.connecting.then(() => undefined);
