@@ -111,23 +111,61 @@ export function kafkaErrorKind(code: unknown): KafkaErrorKind | undefined {
 export function kafkaErrorCode(e: unknown): number | undefined {
   for (let x: unknown = e, depth = 0; x !== null && typeof x === 'object' && depth < 3; x = (x as { cause?: unknown }).cause, depth++) {
     const code = (x as { code?: unknown }).code;
+    if (typeof code === 'number' && code !== UNKNOWN_CODE) return code;
+    const described = codeOfDescription(x as { origin?: unknown; message?: unknown });
+    if (described !== undefined) return described;
     if (typeof code === 'number') return code;
   }
   return undefined;
 }
 
+/** What the client puts in `code` when its native layer gave none. */
+const UNKNOWN_CODE = -1;
+
+/** For each code we act on, the description an `event.error` of it carries (see codeOfDescription). */
+let descriptions: Map<string, number> | undefined;
+
+/**
+ * The code of an error event whose number the client dropped. Its native layer hands an `event.error`
+ * over as the library's own description of the code (rd_kafka_err2str, e.g. "Local: Authentication
+ * failure") without the number, and its JavaScript layer splits and lower-cases that
+ * (lib/error.js: origin "local", message "authentication failure", code -1). The same description is
+ * made here from each code we act on, by the same library build (its LibrdKafkaError from a number
+ * uses err2str), so the match is exact and follows any rewording: a table of codes, not of phrases.
+ */
+function codeOfDescription(e: { origin?: unknown; message?: unknown }): number | undefined {
+  if (typeof e.origin !== 'string' || typeof e.message !== 'string') return undefined;
+  if (descriptions === undefined) {
+    const LibrdKafkaError = createRequire(import.meta.url)('@confluentinc/kafka-javascript/lib/error') as new (e: number | Error) => { origin: string; message: string };
+    descriptions = new Map();
+    for (const code of Object.values(KAFKA_ERROR_CODES)) {
+      const asEvent = new LibrdKafkaError(new Error(new LibrdKafkaError(code).message));
+      descriptions.set(`${asEvent.origin}\n${asEvent.message}`, code);
+    }
+  }
+  return descriptions.get(`${e.origin}\n${e.message}`);
+}
+
 /** The last refusal an error event of a client of this process carried, and when. */
 let lastRefusal: { error: Error; at: number } | undefined;
+
+/** The last error line a client of this process logged, and when: shown beside a refusal, never judged. */
+let lastErrorLine: { line: string; at: number } | undefined;
 
 /**
  * Notes an error event of a Kafka client (its `event.error`, a failed fetch): librdkafka retries a
  * refused login or handshake itself and only reports why there; the call that gives up says no more
- * than "Broker transport failure". Kept when it is a refusal, for kafkaUnavailable.
+ * than "Broker transport failure". Kept when it is a refusal (by its code), for kafkaUnavailable —
+ * with the client's own words for it when it logged them just before (an event carries only the
+ * code's generic description, "authentication failure").
  */
 export function noteClientError(e: unknown): void {
-  const k = kafkaErrorKind(kafkaErrorCode(e));
+  const code = kafkaErrorCode(e);
+  const k = kafkaErrorKind(code);
   if (k !== undefined && (k.kind === 'login-refused' || k.kind === 'tls-untrusted' || k.kind === 'not-authorized')) {
-    lastRefusal = { error: e instanceof Error ? e : new Error(String(e)), at: Date.now() };
+    const said = lastErrorLine !== undefined && Date.now() - lastErrorLine.at <= 5_000 ? lastErrorLine.line : undefined;
+    const error = said === undefined ? (e instanceof Error ? e : new Error(String(e))) : Object.assign(new Error(said, { cause: e }), { code });
+    lastRefusal = { error, at: Date.now() };
   }
 }
 
@@ -164,7 +202,10 @@ export function quietLogger(sink: (level: 'warn' | 'error', message: string) => 
     info: noop,
     debug: noop,
     warn: (message: string) => sink('warn', message),
-    error: (message: string) => sink('error', message),
+    error: (message: string) => {
+      if (!message.startsWith('Error: ')) lastErrorLine = { line: cleanLogLine(message), at: Date.now() };
+      sink('error', message);
+    },
     namespace: () => self,
     setLogLevel: noop,
   } as unknown as KafkaJSNamespace.Logger;

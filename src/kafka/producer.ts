@@ -34,6 +34,8 @@ interface DeliveryReports {
 
 /** When probeRefusal last connected (epoch ms): at most one probe a minute per process. */
 let lastProbe = 0;
+/** The probe under way: concurrent callers (calls failing together) wait for the same one. */
+let probing: Promise<void> | undefined;
 
 /**
  * Finds out, by error code, whether Kafka refuses this client (a login, a certificate) when a call of
@@ -41,17 +43,22 @@ let lastProbe = 0;
  * producer, whose librdkafka handle is tapped (tapClientErrors), for at most 10 s. Afterwards
  * recentRefusal() has it, if there was one. At most once a minute.
  */
-export async function probeRefusal(config: ConnectionConfig): Promise<void> {
-  if (recentRefusal() !== undefined || Date.now() - lastProbe < 60_000) return;
+export function probeRefusal(config: ConnectionConfig): Promise<void> {
+  if (recentRefusal() !== undefined) return Promise.resolve();
+  if (probing !== undefined) return probing;
+  if (Date.now() - lastProbe < 60_000) return Promise.resolve();
   lastProbe = Date.now();
-  const probe = new Producer(config, {}, 10_000);
-  try {
-    await probe.connect();
-  } catch {
-    // what it learned is in recentRefusal()
-  } finally {
-    await probe.close();
-  }
+  probing = (async () => {
+    const probe = new Producer(config, {}, 10_000);
+    try {
+      await probe.connect();
+    } catch {
+      // what it learned is in recentRefusal()
+    } finally {
+      await probe.close();
+    }
+  })().finally(() => (probing = undefined));
+  return probing;
 }
 
 export class Producer {

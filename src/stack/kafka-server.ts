@@ -121,7 +121,9 @@ auto.create.topics.enable=false
       // the random cluster id from then on.
       if (existsSync(path.join(p.data, 'meta.properties'))) return;
       o.onProgress?.(`formatting ${node === undefined ? 'Kafka' : id} storage (first start)…`);
-      const clusterId = node?.clusterId() ?? randomBytes(16).toString('base64url'); // Kafka's Uuid format: 22 chars
+      // Kafka's Uuid format: 22 chars; never starting with '-', which the format tool would read as an option.
+      let clusterId = node?.clusterId() ?? '';
+      while (clusterId === '' || clusterId.startsWith('-')) clusterId = randomBytes(16).toString('base64url');
       if (isSecure(o) && node === undefined) return formatSecureKafka(o, lib, clusterId, properties); // with the SCRAM users
       const r = await run(javaCommand(), ['-Xmx256m', ...jvm(lib), 'kafka.tools.StorageTool', 'format', '-t', clusterId, '-c', properties]);
       await appendFile(p.logFile, r.output);

@@ -65,3 +65,16 @@ test('a refusal reported by an error event explains the transport failure of a l
   assert.equal(e.code, 'EO_KAFKA_AUTH_FAILED');
   assert.match(e.message, /refused the login \(SASL authentication error: invalid credentials\)/);
 });
+
+test("an event.error, whose number the client drops (it hands over only the code's own description), is known by that description", async () => {
+  const { createRequire } = await import('node:module');
+  // Built the way the client builds it (lib/client.js: LibrdKafkaError.create(new Error(err2str(code)))).
+  const LibrdKafkaError = createRequire(import.meta.url)('@confluentinc/kafka-javascript/lib/error') as new (e: number | Error) => Error & { code: number };
+  const event = (code: number) => new LibrdKafkaError(new Error(new LibrdKafkaError(code).message));
+  assert.equal(event(-169).code, -1, 'the client gives no code');
+  assert.equal(kafkaErrorCode(event(-169)), -169);
+  assert.equal(kafkaSecurityError(config, event(-169))?.code, 'EO_KAFKA_AUTH_FAILED');
+  assert.equal(kafkaSecurityError(config, event(-181))?.code, 'EO_TLS_UNTRUSTED');
+  assert.deepEqual(kafkaErrorKind(kafkaErrorCode(event(-187))), { kind: 'unreachable' });
+  assert.equal(kafkaErrorCode(event(-185)), -1, 'a code we do not act on stays unknown');
+});
