@@ -34,7 +34,7 @@ export function stackCommand(): Command {
       .command('up')
       .description('fetch the servers from Maven Central if needed, start them, wait until ready (reuses running ones)')
       .addOption(
-        new Option('--commitlog <mode>', "Cassandra's commit log sync: periodic (Cassandra's default, synced every 10 s) or batch (synced before each acknowledgement); applies to nodes started now (default: the mode a node last ran with, else periodic)").choices(COMMITLOG_SYNCS),
+        new Option('--commitlog <mode>', "Cassandra's commit log sync: periodic (Cassandra's default, synced every 10 s) or batch (synced before each acknowledgement); applies to nodes started now (default: the mode a node last ran with, else periodic for one node and batch for a ring)").choices(COMMITLOG_SYNCS),
       )
       .option('--secure', 'TLS and authentication on both servers: a local CA, Cassandra TLS + passwords + grants, Kafka SASL_SSL (SCRAM-SHA-512) + ACLs; the stack dir stays secured (one node and one broker only)')
       .addOption(new Option('--cassandra-nodes <n>', 'Cassandra nodes in one ring, node i on 127.0.0.(1+i) (default: 1, or the layout the stack was last started with)').argParser(intOption('--cassandra-nodes', 1, 9)))
