@@ -24,6 +24,7 @@ export const ErrorCodes = {
   EO_CHECKPOINT_OUT_OF_RANGE: { retriable: false, exitCode: 6 },
   /** The input topic was deleted and re-created (its topic ID changed) under the job. */
   EO_TOPIC_RECREATED: { retriable: false, exitCode: 6 },
+  EO_PARTITIONS_ADDED: { retriable: false, exitCode: 6 },
   /** The consumer's fetch position is outside the log while running (the log was truncated or deleted). */
   EO_POSITION_OUT_OF_RANGE: { retriable: false, exitCode: 6 },
   /** A worker's or verify's settings differ from the job stored in the keyspace. */

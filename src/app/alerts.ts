@@ -129,6 +129,15 @@ export class AlertWriter {
   }
 
   /**
+   * Forgets the cached counts of a partition read again from an earlier offset (a reset, or writes
+   * Cassandra lost: src/engine/lost-writes.ts): the stored rows are read back instead. (A batch that
+   * does not continue the cache drops it anyway; this makes it explicit, whatever offset comes next.)
+   */
+  forget(partition: number): void {
+    this.cache.delete(partition);
+  }
+
+  /**
    * Refuses a keyspace whose alert state is still the per-event index of an earlier version
    * (`alert_window_events`, migration 003): its counts are not in `alert_window_counts`, so workers
    * would count those windows short. `alerts rule` rebuilds the counts from the stored events.

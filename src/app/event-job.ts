@@ -234,6 +234,11 @@ export class EventJob implements Job<Event> {
     await this.alerts.checkNoLegacyIndex();
   }
 
+  /** The partition is read again from an earlier offset: its cached alert counts may be ahead of the stored ones. */
+  onRewind(partition: number): void {
+    this.alerts.forget(partition);
+  }
+
   /**
    * Idempotent: a row's key is (partition, offset) and every value is a pure function of the record,
    * so writing the same records again (replay after a crash, a zombie's late write) leaves the same

@@ -85,6 +85,8 @@ async function chaos(base: ConnectionConfig, o: ChaosOptions, json: boolean, sta
     transactions: r.transactions ?? null,
     checkpointPolls: watch.polls,
     checkpointRegressions: watch.regressions,
+    checkpointLosses: watch.losses,
+    rewinds: watch.rewinds,
     violations: report.violationTotal,
     problems,
     warnings,
@@ -106,11 +108,12 @@ async function chaos(base: ConnectionConfig, o: ChaosOptions, json: boolean, sta
         .map((c) => `  ${c.what}: down ${(c.downMs / 1000).toFixed(1)} s, back in ${(c.backInMs / 1000).toFixed(1)} s; checkpoints advanced ${c.advancedWhileDown ?? '? (no quorum to read them)'} records meanwhile\n`)
         .join('') +
       (done.outage > 0 ? `  the workers logged EO_CASSANDRA_QUORUM_LOST ${r.quorumLostLines} times in ${done.outage} outages\n` : '') +
-      `  checkpoints: ${watch.regressions.length} regressions in ${watch.polls} polls\n` +
+      `  checkpoints: ${watch.regressions.length} regressions in ${watch.polls} polls; ${watch.losses.length} went back with a Cassandra crash (acknowledged writes lost), the workers rewound ${watch.rewinds} times\n` +
       `  violations: ${report.violationTotal}; problems: ${problems.length}; warnings: ${warnings.length}\n` +
       problems.map((p) => `    problem: ${p}\n`).join('') +
       warnings.map((w) => `    warning: ${w}\n`).join('') +
-      watch.regressions.map((x) => `    checkpoint moved backwards: ${x}\n`).join(''),
+      watch.regressions.map((x) => `    checkpoint moved backwards: ${x}\n`).join('') +
+      watch.losses.map((x) => `    lost by Cassandra (written again): ${x}\n`).join(''),
   );
   if (json) process.stdout.write(JSON.stringify(figures) + '\n');
   const replay = `; replay: ${replayCommand(o)}; keyspace ${config.keyspace} and topic ${config.topic} kept, logs in ${r.runDir}`;

@@ -7,6 +7,7 @@
  */
 import { Command, Option } from '@commander-js/extra-typings';
 import { readJob } from '../app/event-job.js';
+import { clearForRebind, rebindClears } from '../app/rebind.js';
 import { connect, type Client } from '../cassandra/session.js';
 import { intOption, type ConnectionConfig } from '../config.js';
 import {
@@ -20,6 +21,7 @@ import {
 import { JobBinding, topicRecreated } from '../engine/job-binding.js';
 import { ExactlyOnceError } from '../errors.js';
 import { KafkaAdmin } from '../kafka/admin.js';
+import { Producer } from '../kafka/producer.js';
 import { formatTable } from '../format/table.js';
 import { action, connection, withConnection } from './common.js';
 
@@ -136,7 +138,7 @@ function resetCommand(): Command {
       .addOption(new Option('--partition <p>', 'the partition to reset').argParser(intOption('--partition', 0, 1_000_000)))
       .option('--all', 'every partition of the topic')
       .addOption(new Option('--to <where>', 'earliest (the log start), latest (the log end) or an offset within the log').argParser(parseResetTarget))
-      .option('--rebind', 'with --all: also bind the job to the topic as it is now (after it was deleted and re-created)')
+      .option('--rebind', "with --all: start the job over on the topic as it is now (after it was deleted and re-created): clears the old topic's rows, quarantine, alert counts and alerts (table and alerts topic), then binds the job to the new topic")
       .option('--dry-run', 'print what would change, change nothing'),
     USED,
   ).action(
@@ -171,14 +173,27 @@ function resetCommand(): Command {
           ) + '\n',
         );
         const rebinding = rebind && bound !== null && topicId !== null && bound.inputTopicId !== topicId;
+        // The old topic's outputs go with it (src/app/rebind.ts): verify of the new topic would report them.
+        const clears = rebinding ? rebindClears(config.keyspace, bound) : [];
         if (opts.dryRun === true) {
-          out.write(`dry run: nothing changed${rebinding ? ` (would also bind the job to topic ID ${topicId})` : ''}\n`);
+          out.write(`dry run: nothing changed${rebinding ? ` (would also clear the old topic's outputs: ${clears.join(', ')}; and bind the job to topic ID ${topicId})` : ''}\n`);
           return;
         }
-        // Checkpoints first, then the binding: interrupted in between, the workers keep the partitions
-        // stopped (the job still names the old topic) and running the command again finishes it.
+        // Checkpoints first, then the old outputs, then the binding: interrupted anywhere, the workers
+        // keep the partitions stopped (the job still names the old topic) and running the command
+        // again finishes it.
         for (const plan of plans) await store.reset(plan.partition, plan.to.next, plan.from?.epoch ?? 0);
-        if (rebinding) await new JobBinding(session, config.keyspace).rebind(bound.name, topicId);
+        if (rebinding) {
+          const producer = new Producer(config);
+          let alerts: number;
+          try {
+            alerts = await clearForRebind(session, config.keyspace, bound, (topic, records) => producer.send(topic, records));
+          } finally {
+            await producer.close();
+          }
+          out.write(`cleared the old topic's outputs: ${clears.join(', ')} (${alerts} alert${alerts === 1 ? '' : 's'})\n`);
+          await new JobBinding(session, config.keyspace).rebind(bound.name, topicId, marks.length);
+        }
         out.write(
           `reset ${plans.length} partition${plans.length === 1 ? '' : 's'} of ${config.topic}` +
             `${rebinding ? `; the job is bound to topic ID ${topicId} now` : ''}; running workers resume there within a few seconds\n`,

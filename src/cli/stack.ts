@@ -5,10 +5,19 @@ import { intOption } from '../config.js';
 import { ExactlyOnceError } from '../errors.js';
 import { formatTable } from '../format/table.js';
 import { clusterDefaults, stackNodes } from '../stack/cluster.js';
-import { isSecure, secureSummary, stackDown, stackLogs, stackStatus, stackUp, stopServer, type ServerStatus } from '../stack/index.js';
+import { COMMITLOG_SYNCS, isSecure, secureSummary, stackCommitlogSync, stackDown, stackLogs, stackStatus, stackUp, stopServer, type ServerStatus, type StackOptions } from '../stack/index.js';
 import { registryUrl } from '../stack/registry-server.js';
 import { action } from './common.js';
 import { stackFlags, stackOptionsFrom } from './stack-flags.js';
+
+/** One line: the commit log the stack's Cassandra runs with, and what it means. */
+function commitlogLine(o: StackOptions, servers: readonly ServerStatus[]): string {
+  const modes = [...new Set(servers.filter((s) => s.name === 'cassandra').map((s) => stackCommitlogSync(o, s.id) ?? 'periodic'))];
+  const what = modes.includes('periodic')
+    ? 'synced every 10 s: a crashed node forgets recent acknowledged writes, which workers find and write again'
+    : 'synced before each acknowledgement';
+  return `Cassandra commit log: ${modes.join(', ')} (${what}; \`stack up --commitlog periodic|batch\` on a stopped stack to change it)\n`;
+}
 
 function printStatus(servers: ServerStatus[]): void {
   process.stdout.write(
@@ -26,6 +35,9 @@ export function stackCommand(): Command {
     stack
       .command('up')
       .description('fetch the servers from Maven Central if needed, start them, wait until ready (reuses running ones)')
+      .addOption(
+        new Option('--commitlog <mode>', "Cassandra's commit log sync: periodic (Cassandra's default, synced every 10 s) or batch (synced before each acknowledgement); applies to nodes started now (default: the mode a node last ran with, else periodic for one node and batch for a ring)").choices(COMMITLOG_SYNCS),
+      )
       .option('--secure', 'TLS and authentication on both servers: a local CA, Cassandra TLS + passwords + grants, Kafka SASL_SSL (SCRAM-SHA-512) + ACLs; the stack dir stays secured (one node and one broker only)')
       .addOption(new Option('--cassandra-nodes <n>', 'Cassandra nodes in one ring, node i on 127.0.0.(1+i) (default: 1, or the layout the stack was last started with)').argParser(intOption('--cassandra-nodes', 1, 9)))
       .addOption(new Option('--kafka-brokers <n>', 'Kafka brokers (each also a KRaft controller) in one cluster (default: 1, or the layout the stack was last started with)').argParser(intOption('--kafka-brokers', 1, 9)))
@@ -33,7 +45,7 @@ export function stackCommand(): Command {
       .option('--no-schema-registry', 'stop starting the Schema Registry with this stack (its schemas stay in the stack dir)'),
   ).action(
     action(async (opts) => {
-      const o = { ...stackOptionsFrom(opts), secure: opts.secure === true };
+      const o = { ...stackOptionsFrom(opts), secure: opts.secure === true, ...(opts.commitlog === undefined ? {} : { commitlogSync: opts.commitlog }) };
       // Leaving the registry out of the layout: stop it if it runs, so the stack matches the layout.
       if (opts.schemaRegistry === false) await stopServer(o, 'registry');
       const r = await stackUp(o);
@@ -44,6 +56,10 @@ export function stackCommand(): Command {
           : `stack up: started ${r.started.join(', ').replace(/, ([^,]*)$/, ' and $1')} in ${secs}s\n`,
       );
       process.stdout.write(`  jars, data and logs in ${path.resolve(o.dir)} (--stack-dir, EXACTLYONCE_STACK_DIR)\n`);
+      const servers = await stackStatus(o);
+      const kept = servers.filter((s) => s.name === 'cassandra' && o.commitlogSync !== undefined && stackCommitlogSync(o, s.id) !== o.commitlogSync);
+      if (kept.length > 0) process.stdout.write(`  ${kept.map((s) => s.id).join(', ')} kept running with its commit log; run \`exactlyonce stack down\` first to start it with --commitlog ${o.commitlogSync}\n`);
+      process.stdout.write(`  ${commitlogLine(o, servers)}`);
       if (isSecure(o)) {
         process.stdout.write(`${(await secureSummary(o)).join('\n')}\n`);
         return;
@@ -73,6 +89,7 @@ export function stackCommand(): Command {
       const servers = await stackStatus(o);
       process.stdout.write(`stack in ${path.resolve(o.dir)}\n`);
       printStatus(servers);
+      process.stdout.write(commitlogLine(o, servers));
       process.stdout.write(isSecure(o) ? `${(await secureSummary(o)).join('\n')}\n` : 'not secured: plaintext, no authentication (`stack up --secure` on a new --stack-dir for TLS and logins)\n');
       return servers.every((s) => s.ready) ? 0 : 1;
     }),

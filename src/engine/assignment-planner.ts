@@ -8,7 +8,7 @@
 import { ExactlyOnceError } from '../errors.js';
 import type { Watermarks } from '../kafka/admin.js';
 import type { StoredCheckpoint } from './checkpoint-store.js';
-import { topicRecreated } from './job-binding.js';
+import { partitionsAdded, topicRecreated } from './job-binding.js';
 import { outOfRange } from './partition-task.js';
 import { AbortedError } from './retry.js';
 
@@ -30,6 +30,11 @@ export interface Binding {
   topicId: string | undefined;
   /** Set once the job's stored settings no longer match this worker's: every partition stops with it. */
   settingsChanged: ExactlyOnceError | undefined;
+  /**
+   * The partition count the job is bound to, for a job whose keys must stay on their partition
+   * (Job.keysStayOnPartition); undefined for any other job. More partitions now stop every partition.
+   */
+  partitions?: number | undefined;
 }
 
 /** One partition's verdict. */
@@ -77,9 +82,12 @@ export function startError(
   partition: number,
   checkpoint: bigint | null,
   marks: Watermarks | undefined,
-  topic: { name: string; bound: string | undefined; now: string | null },
+  topic: { name: string; bound: string | undefined; now: string | null; boundPartitions?: number | undefined; partitions?: number },
 ): ExactlyOnceError | null {
   if (topic.now !== null && topic.bound !== undefined && topic.now !== topic.bound) return topicRecreated(topic.name, topic.bound, topic.now);
+  if (topic.boundPartitions !== undefined && topic.partitions !== undefined && topic.partitions > topic.boundPartitions) {
+    return partitionsAdded(topic.name, topic.boundPartitions, topic.partitions);
+  }
   if (checkpoint === null) return null;
   if (marks !== undefined && checkpoint > marks.high) return outOfRange(partition, checkpoint, 'beyond', marks.high);
   if (marks !== undefined && checkpoint < marks.low) return outOfRange(partition, checkpoint, 'below', marks.low);
@@ -104,14 +112,14 @@ export class AssignmentPlanner {
       // without the checkpoint could only replay from the start or skip.
       const stored = await retrying('Cassandra', () => checkpoints.readStored());
       const [marks, topicId] = await retrying('Kafka', () => Promise.all([admin.watermarks(topic), admin.topicId(topic)]));
-      const { topicId: bound, settingsChanged } = this.deps.binding();
+      const { topicId: bound, settingsChanged, partitions: boundPartitions } = this.deps.binding();
       return {
         kind: 'planned',
         partitions: assigned.map((p) => {
           const c = stored.get(p);
           const w = marks.find((m) => m.partition === p);
           const checkpoint = c?.next ?? null;
-          return { partition: p, checkpoint, epoch: c?.epoch ?? 0, marks: w, stop: settingsChanged ?? startError(p, checkpoint, w, { name: topic, bound, now: topicId }) };
+          return { partition: p, checkpoint, epoch: c?.epoch ?? 0, marks: w, stop: settingsChanged ?? startError(p, checkpoint, w, { name: topic, bound, now: topicId, boundPartitions, partitions: marks.length }) };
         }),
       };
     } catch (e) {
@@ -133,10 +141,10 @@ export class AssignmentPlanner {
   async planResets(reset: ReadonlyMap<number, StoredCheckpoint>): Promise<PartitionPlan[]> {
     const { topic, admin } = this.deps;
     const [marks, topicId] = await Promise.all([admin.watermarks(topic), admin.topicId(topic)]);
-    const bound = this.deps.binding().topicId;
+    const { topicId: bound, partitions: boundPartitions } = this.deps.binding();
     return [...reset].map(([p, c]) => {
       const w = marks.find((m) => m.partition === p);
-      return { partition: p, checkpoint: c.next, epoch: c.epoch, marks: w, stop: startError(p, c.next, w, { name: topic, bound, now: topicId }) };
+      return { partition: p, checkpoint: c.next, epoch: c.epoch, marks: w, stop: startError(p, c.next, w, { name: topic, bound, now: topicId, boundPartitions, partitions: marks.length }) };
     });
   }
 }

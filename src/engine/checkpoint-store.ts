@@ -110,6 +110,17 @@ export class CheckpointStore {
     return row === null ? null : fromLong(row['next_offset']);
   }
 
+  /** One partition's stored checkpoint and epoch, or null when never checkpointed (src/engine/lost-writes.ts). */
+  async readOne(partition: number): Promise<StoredCheckpoint | null> {
+    const r = await this.session.execute(
+      `SELECT next_offset, epoch FROM ${this.t.checkpoints} WHERE ${this.t.jobWhere}topic = ? AND partition = ?`,
+      [...this.key, partition],
+      { prepare: true, consistency: consistencies.localQuorum },
+    );
+    const row = r.first();
+    return row === null || row['next_offset'] === null ? null : { next: fromLong(row['next_offset']), epoch: (row['epoch'] as number | null) ?? 0 };
+  }
+
   /** The next offset of every checkpointed partition. */
   async readAll(): Promise<Map<number, bigint>> {
     return new Map([...(await this.readStored())].map(([p, c]) => [p, c.next]));

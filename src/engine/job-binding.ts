@@ -23,6 +23,21 @@ export interface JobIdentity {
 export interface BoundJob extends JobIdentity {
   /** The Kafka topic ID the input topic had when the job was bound. */
   readonly inputTopicId: string;
+  /** The input topic's partition count when the job was bound (null: bound before it was recorded). */
+  readonly inputPartitions: number | null;
+}
+
+/**
+ * The coded error for a topic that gained partitions under a job whose keys must stay on their
+ * partition (Job.keysStayOnPartition): names both counts and the way forward.
+ */
+export function partitionsAdded(topic: string, bound: number, now: number): ExactlyOnceError {
+  return new ExactlyOnceError(
+    'EO_PARTITIONS_ADDED',
+    `topic ${topic} has ${now} partitions, the job was bound to ${bound}: producers now place keys by ${now}, so a key's newer records may sit on another partition ` +
+      "at lower offsets, and an upsert ordered by offset would keep the older row. Every partition is stopped before a record that may have moved is written; " +
+      'nothing is skipped. See README, "When the topic gains partitions", for the way forward.',
+  );
 }
 
 /** One line per setting that differs, e.g. `--window-ms: the job has 5000, this worker 10000`. */
@@ -50,6 +65,7 @@ function fromRow(row: Record<string, unknown>): BoundJob {
     inputTopicId: row['input_topic_id'] as string,
     outputTopics: (row['output_topics'] as string[] | null) ?? [],
     settings: JSON.parse((row['settings'] as string | null) ?? '{}') as Settings,
+    inputPartitions: (row['input_partitions'] as number | null | undefined) ?? null,
   };
 }
 
@@ -61,7 +77,7 @@ export class JobBinding {
 
   async read(name: string): Promise<BoundJob | null> {
     const r = await this.session.execute(
-      `SELECT name, input_topic, input_topic_id, output_topics, settings FROM ${this.keyspace}.job WHERE name = ?`,
+      `SELECT name, input_topic, input_topic_id, input_partitions, output_topics, settings FROM ${this.keyspace}.job WHERE name = ?`,
       [name],
       { prepare: true },
     );
@@ -74,21 +90,26 @@ export class JobBinding {
    * Throws EO_TOPIC_MISMATCH (another input or output topic) or EO_JOB_CONFIG_MISMATCH (other settings).
    * A changed topic ID is not checked here: it stops partitions, not the worker (see the Runner).
    */
-  async bind(wanted: JobIdentity, topicId: string): Promise<BoundJob> {
+  async bind(wanted: JobIdentity, topicId: string, partitions: number): Promise<BoundJob> {
     const r = await this.session.execute(
-      `INSERT INTO ${this.keyspace}.job (name, input_topic, input_topic_id, output_topics, settings, bound_at) VALUES (?, ?, ?, ?, ?, toTimestamp(now())) IF NOT EXISTS`,
-      [wanted.name, wanted.inputTopic, topicId, [...wanted.outputTopics], JSON.stringify(wanted.settings)],
+      `INSERT INTO ${this.keyspace}.job (name, input_topic, input_topic_id, input_partitions, output_topics, settings, bound_at) VALUES (?, ?, ?, ?, ?, ?, toTimestamp(now())) IF NOT EXISTS`,
+      [wanted.name, wanted.inputTopic, topicId, partitions, [...wanted.outputTopics], JSON.stringify(wanted.settings)],
       { prepare: true },
     );
     const applied = r.first()?.['[applied]'] === true;
-    const bound = applied ? { ...wanted, inputTopicId: topicId } : (await this.read(wanted.name))!;
+    let bound = applied ? { ...wanted, inputTopicId: topicId, inputPartitions: partitions } : (await this.read(wanted.name))!;
     checkSame(bound, wanted, this.keyspace);
+    if (bound.inputPartitions === null && bound.inputTopicId === topicId) {
+      // Bound before the count was recorded: the count now is the best there is.
+      await this.session.execute(`UPDATE ${this.keyspace}.job SET input_partitions = ? WHERE name = ?`, [partitions, wanted.name], { prepare: true });
+      bound = { ...bound, inputPartitions: partitions };
+    }
     return bound;
   }
 
-  /** Binds the job to the input topic's current ID (after `checkpoints reset --rebind`). */
-  async rebind(name: string, topicId: string): Promise<void> {
-    await this.session.execute(`UPDATE ${this.keyspace}.job SET input_topic_id = ? WHERE name = ?`, [topicId, name], { prepare: true });
+  /** Binds the job to the input topic's current ID and partition count (after `checkpoints reset --rebind`). */
+  async rebind(name: string, topicId: string, partitions: number): Promise<void> {
+    await this.session.execute(`UPDATE ${this.keyspace}.job SET input_topic_id = ?, input_partitions = ? WHERE name = ?`, [topicId, partitions, name], { prepare: true });
   }
 
   /** Replaces the stored settings (an explicit command, e.g. `alerts rule`, never a worker). */

@@ -75,6 +75,13 @@ export interface Job<T> {
    */
   readonly legacyTables?: boolean;
   /**
+   * True when what the job writes assumes that all records of a key stay on one partition (an upsert
+   * whose highest offset wins). Adding partitions to the topic moves keys, and offsets of two
+   * partitions do not order one key's records: every partition of such a job stops
+   * (EO_PARTITIONS_ADDED) before a batch that may hold a moved key is written.
+   */
+  readonly keysStayOnPartition?: boolean;
+  /**
    * What each record must produce in the job's table, for `verify --job` and `chaos --job`
    * (src/engine/job-audit.ts). Left out, the job's output cannot be audited.
    */
@@ -111,6 +118,14 @@ export interface Job<T> {
    * Batches of them in flight may still finish; no new one starts. Must not throw.
    */
   onRevoke?(partitions: readonly number[], lost: boolean): void;
+  /**
+   * The partition will be read again from `from`, below where this worker got to: its checkpoint was
+   * reset (`checkpoints reset`), or Cassandra lost writes it had acknowledged (src/engine/lost-writes.ts),
+   * so outputs this job wrote for records from `from` on may be gone. Whatever it remembers of the
+   * partition past `from` (a cache of what it wrote last) must be forgotten. Called before any batch
+   * from `from` is handed over; must not throw.
+   */
+  onRewind?(partition: number, from: bigint): void;
   /** Called once when the worker stops, after the last batch; idempotent. */
   close?(): Promise<void>;
   /**

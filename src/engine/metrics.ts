@@ -41,6 +41,8 @@ export class EngineMetrics {
   readonly stoppedPartitions: Gauge<'partition'>;
   /** Partitions stopped, by error code. */
   readonly stops: Counter<'code'>;
+  /** Rewinds after Cassandra lost acknowledged writes (src/engine/lost-writes.ts). */
+  readonly lostWrites: Counter<'partition'>;
   readonly stalledPartitions: Gauge<'partition'>;
   readonly info: Gauge<'worker_id' | 'host' | 'pid'>;
   /** What server_up and /readyz report; each failure it is told of counts in errors_total. */
@@ -117,6 +119,12 @@ export class EngineMetrics {
       collect() {
         for (const server of self.health.servers()) this.set({ server }, self.health.isDown(server) ? 0 : 1);
       },
+    });
+    this.lostWrites = new Counter({
+      name: `${p}lost_writes_total`,
+      help: 'Times a partition was read again because Cassandra lost writes it had acknowledged (its checkpoint went back)',
+      labelNames: partition,
+      registers,
     });
     this.stops = new Counter({
       name: `${p}partition_stops_total`,

@@ -8,6 +8,7 @@ import type { Logger } from '../log.js';
 import type { CheckpointStore } from './checkpoint-store.js';
 import type { DecodedRecord, Job, SourceRecord } from './job.js';
 import type { LagWatcher } from './lag-watcher.js';
+import { isLost, LostWritesFound, type LostWrites } from './lost-writes.js';
 import type { EngineMetrics } from './metrics.js';
 import type { Quarantine, QuarantineEntry } from './quarantine.js';
 import { AbortedError } from './retry.js';
@@ -28,6 +29,8 @@ export interface TaskContext {
   logStart: (partition: number) => Promise<bigint>;
   /** The checkpoint writes in flight of every task (the Runner awaits them before closing the session). */
   checkpointsInFlight?: Set<Promise<void>>;
+  /** Counts Cassandra outages and rewinds a partition whose acknowledged checkpoint was lost (src/engine/lost-writes.ts). */
+  lostWrites?: LostWrites;
   /** Told when a task stops (to record why, for `exactlyonce checkpoints list`); must not throw. */
   onStop?: (partition: number, epoch: number | null, error: ExactlyOnceError) => void;
 }
@@ -43,6 +46,12 @@ export class PartitionTask {
   private next: bigint | null;
   /** The checkpoint write of the last stored batch, while in flight (see process); never rejects. */
   private checkpointing: Promise<void> = Promise.resolve();
+  /** The highest checkpoint this task wrote and saw acknowledged (src/engine/lost-writes.ts). */
+  private acked: bigint | null = null;
+  /** The Cassandra outages counted when this task last found its stored checkpoint intact. */
+  private verified: number;
+  /** Set once its partition was rewound (lost writes): it never writes a checkpoint again. */
+  private abandoned = false;
 
   constructor(
     readonly partition: number,
@@ -56,6 +65,18 @@ export class PartitionTask {
     readonly epoch?: number,
   ) {
     this.next = checkpoint;
+    this.verified = ctx.lostWrites?.generation ?? 0;
+  }
+
+  /** The highest checkpoint this task saw acknowledged (null: none yet). */
+  get acknowledged(): bigint | null {
+    return this.acked;
+  }
+
+  /** Its partition is read again from an earlier checkpoint by a new task: write no checkpoint any more. */
+  abandon(): void {
+    this.abandoned = true;
+    this.revoke();
   }
 
   get status(): { state: TaskState; next: bigint | null; error: ExactlyOnceError | undefined } {
@@ -113,10 +134,24 @@ export class PartitionTask {
       if (d.ok) decoded.push({ record, value: d.value });
       else bad.push({ record, reason: d.reason, detail: d.detail });
     }
-    await Promise.all([
-      decoded.length > 0 ? this.ctx.withRetry(() => this.ctx.job.write(this.partition, decoded, this.ctx.signal ?? NEVER)) : undefined,
-      bad.length > 0 ? this.ctx.withRetry(() => this.ctx.quarantine.write(bad)) : undefined,
-    ]);
+    try {
+      await Promise.all([
+        // After a Cassandra outage, the stored checkpoint is checked before the job writes: a job may
+        // build on what it stored before (the alert counts add a batch to the stored count), and
+        // what it stored may be gone with the checkpoint (src/engine/lost-writes.ts).
+        decoded.length > 0
+          ? this.ctx.withRetry(() => {
+              const write = () => this.ctx.job.write(this.partition, decoded, this.ctx.signal ?? NEVER);
+              return this.durable() ? write() : this.checkDurable().then(write);
+            })
+          : undefined,
+        bad.length > 0 ? this.ctx.withRetry(() => this.ctx.quarantine.write(bad)) : undefined,
+      ]);
+    } catch (e) {
+      if (!(e instanceof LostWritesFound)) throw e;
+      void this.ctx.lostWrites?.rewind(this, e.stored, e.acked);
+      return;
+    }
     if (bad.length > 0) {
       const reasons: Record<string, number> = {};
       for (const b of bad) {
@@ -172,13 +207,22 @@ export class PartitionTask {
    */
   private checkpoint(next: bigint, done: () => void): void {
     const write = () =>
-      this.ctx.withRetry(() => this.ctx.checkpoints.write(this.partition, next, this.epoch ?? 0)).then(
-        () => {
+      this.ctx.withRetry(async () => {
+        // After a Cassandra outage, the stored checkpoint is read back first (src/engine/lost-writes.ts).
+        if (!this.durable()) await this.checkDurable();
+        if (this.abandoned) return false;
+        await this.ctx.checkpoints.write(this.partition, next, this.epoch ?? 0);
+        if (!this.abandoned && (this.acked === null || next > this.acked)) this.acked = next;
+        return true;
+      }).then(
+        (written) => {
+          if (!written) return;
           this.ctx.lag.checkpointed(this.partition, next);
           done();
         },
         (e: unknown) => {
-          if (!(e instanceof AbortedError)) this.stop(permanentError(this.partition, e));
+          if (e instanceof LostWritesFound) void this.ctx.lostWrites?.rewind(this, e.stored, e.acked);
+          else if (!(e instanceof AbortedError)) this.stop(permanentError(this.partition, e));
         },
       );
     // (The previous write never rejects; one that stopped the partition leaves nothing to write.)
@@ -189,6 +233,28 @@ export class PartitionTask {
       inFlight.add(c);
       void c.then(() => inFlight.delete(c));
     }
+  }
+
+  /** Whether nothing was acknowledged yet, or no Cassandra outage was seen since the stored checkpoint was last found intact. */
+  private durable(): boolean {
+    const guard = this.ctx.lostWrites;
+    return guard === undefined || this.acked === null || this.verified === guard.generation;
+  }
+
+  /**
+   * After a Cassandra outage this worker saw, reads the stored checkpoint back before writing the next
+   * one: lower than one acknowledged before means the store lost writes (src/engine/lost-writes.ts),
+   * and writing on would cover the hole. Throws LostWritesFound then (not retried: the partition is
+   * rewound instead).
+   */
+  private async checkDurable(): Promise<void> {
+    const guard = this.ctx.lostWrites;
+    if (guard === undefined || this.durable()) return;
+    const generation = guard.generation;
+    const acked = this.acked!;
+    const stored = await this.ctx.checkpoints.readOne(this.partition);
+    if (isLost(stored, this.epoch ?? 0, acked)) throw new LostWritesFound(stored, acked);
+    this.verified = generation;
   }
 
   /** Resolves once the last stored batch's checkpoint is written (or abandoned on shutdown, or has stopped the partition). */

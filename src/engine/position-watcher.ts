@@ -11,7 +11,7 @@
  */
 import { ExactlyOnceError } from '../errors.js';
 import type { Binding, LogAdmin } from './assignment-planner.js';
-import { topicRecreated } from './job-binding.js';
+import { partitionsAdded, topicRecreated } from './job-binding.js';
 import type { PartitionTask } from './partition-task.js';
 import { failingServers } from './retry.js';
 
@@ -57,6 +57,8 @@ export class PositionWatcher {
         let error: ExactlyOnceError | undefined;
         if (now !== null && now !== binding.topicId) {
           error = topicRecreated(topic, binding.topicId!, now);
+        } else if (binding.partitions !== undefined && marks.length > binding.partitions) {
+          error = partitionsAdded(topic, binding.partitions, marks.length);
         } else if (w !== undefined && next !== null && next > w.high) {
           error = positionOutOfRange(p, next, w.low, w.high, clientSaid);
         } else if (w !== undefined && next !== null && next < w.low && this.previous.get(p) === next && task.status.next === next && failingServers().length === 0) {
@@ -102,9 +104,9 @@ function positionOutOfRange(partition: number, next: bigint, low: bigint, high: 
 
 export interface IdentityGateDeps {
   topic: string;
-  admin: Pick<LogAdmin, 'topicId'>;
+  admin: Pick<LogAdmin, 'topicId'> & { partitionCount?: (topic: string) => Promise<number | null> };
   binding: Binding;
-  /** The topic was re-created: stop every partition with `error` (and stop fetching them). */
+  /** The topic was re-created (or gained partitions under a job whose keys must stay on theirs): stop every partition with `error` (and stop fetching them). */
   onRecreated: (error: ExactlyOnceError) => void;
   /** Runs a check until Kafka answers (rejects with AbortedError on shutdown). */
   retrying: (fn: () => Promise<void>) => Promise<void>;
@@ -112,7 +114,8 @@ export interface IdentityGateDeps {
 
 /**
  * Closes the window between the watcher's periodic checks: a batch is handed to its task only after
- * a check of the topic's identity that *started after the batch arrived*, so records of a topic
+ * a check of the topic's identity (and, for a job whose keys must stay on their partition, its
+ * partition count) that *started after the batch arrived*, so records of a topic
  * deleted and re-created under the worker (whose offsets the client simply goes on reading) are never
  * written as the old topic's. Checks are shared: the one in flight serves every batch that arrived
  * before it started, so a busy worker asks for the topic's metadata about once per round trip, not
@@ -151,8 +154,13 @@ export class IdentityGate {
     const { topic, admin, binding } = this.deps;
     const bound = binding.topicId;
     if (bound === undefined) return;
-    const now = await admin.topicId(topic);
+    const boundPartitions = binding.partitions;
+    const [now, partitions] = await Promise.all([admin.topicId(topic), boundPartitions === undefined ? null : (admin.partitionCount?.(topic) ?? null)]);
     // (A topic gone for now is no proof of anything: batches read before it was deleted are its own.)
     if (now !== null && now !== bound) this.deps.onRecreated(topicRecreated(topic, bound, now));
+    // A producer that placed a record by the new partition count learned it from the brokers before
+    // the record was written, so before the batch holding it arrived, so before this check began:
+    // the check sees the new count, and the batch is not written.
+    else if (boundPartitions !== undefined && partitions !== null && partitions > boundPartitions) this.deps.onRecreated(partitionsAdded(topic, boundPartitions, partitions));
   }
 }

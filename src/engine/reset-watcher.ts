@@ -14,6 +14,7 @@ import type { Logger } from '../log.js';
 import type { AssignmentPlanner, Binding } from './assignment-planner.js';
 import type { CheckpointStore } from './checkpoint-store.js';
 import { settingDifferences, type BoundJob, type Settings } from './job-binding.js';
+import { isLost, type LostWrites } from './lost-writes.js';
 import type { PartitionTask } from './partition-task.js';
 import type { PartitionControl } from './position-watcher.js';
 import type { TaskManager } from './task-manager.js';
@@ -33,6 +34,10 @@ export interface ResetWatcherDeps {
   consumer: PartitionControl;
   log: Logger;
   workerId: string;
+  /** Compares each task's acknowledged checkpoint with the stored one on every check (src/engine/lost-writes.ts). */
+  lostWrites?: Pick<LostWrites, 'outage' | 'rewind'>;
+  /** A partition is read again from an earlier offset: the job forgets what it remembers past it (Job.onRewind). */
+  onRewind?: (partition: number, from: bigint) => void;
 }
 
 export class ResetWatcher {
@@ -48,7 +53,13 @@ export class ResetWatcher {
     const owned = [...tasks.tasks.keys()];
     if (owned.length === 0) return;
     void checkpoints.recordOwner(owned, this.deps.workerId).catch(() => undefined);
+    // What each task saw acknowledged, taken before the read: a checkpoint acknowledged later may not be in it.
+    const acked = new Map([...tasks.tasks].map(([p, t]) => [p, t.acknowledged]));
     const [stored, bound] = await Promise.all([checkpoints.readStored(), this.deps.readJob()]);
+    for (const [p, task] of tasks.tasks) {
+      const a = acked.get(p) ?? null;
+      if (task.epoch !== undefined && task.status.state === 'running' && isLost(stored.get(p), task.epoch, a)) void this.deps.lostWrites?.rewind(task, stored.get(p) ?? null, a!);
+    }
     if (bound !== null && binding.settingsChanged === undefined) {
       // The job's settings changed under this worker (`alerts rule` run while it was not
       // registered): what it computes would no longer be the job's. Every partition stops, once.
@@ -68,12 +79,13 @@ export class ResetWatcher {
     if (bound !== null && binding.topicId !== undefined && bound.inputTopicId !== binding.topicId) {
       log.info({ topic: this.deps.topic, was: binding.topicId, now: bound.inputTopicId }, `the job was bound to topic ID ${bound.inputTopicId} of ${this.deps.topic} (\`checkpoints reset --rebind\`)`);
       binding.topicId = bound.inputTopicId;
+      if (binding.partitions !== undefined && bound.inputPartitions !== null) binding.partitions = bound.inputPartitions;
       rebound = true;
     }
     const reset = new Map<number, PartitionTask>();
     for (const [p, task] of tasks.tasks) {
       const c = stored.get(p);
-      if (c === undefined) continue;
+      if (c === undefined || task.status.state === 'revoked') continue; // (revoked: being rewound, src/engine/lost-writes.ts)
       const known = task.epoch ?? this.seen.get(p);
       if (known === undefined) this.seen.set(p, c.epoch);
       if ((known !== undefined && c.epoch > known) || (rebound && task.status.state === 'stopped')) reset.set(p, task);
@@ -91,6 +103,7 @@ export class ResetWatcher {
         consumer.pause([p]);
         continue;
       }
+      this.deps.onRewind?.(p, plan.checkpoint!);
       consumer.restartAt(p, plan.checkpoint!);
       void checkpoints.clearStop([p]).catch(() => undefined);
       log.warn(
@@ -107,7 +120,11 @@ export class ResetWatcher {
       if (busy) return;
       busy = true;
       this.tick()
-        .catch((e: unknown) => this.deps.log.debug({ err: e instanceof Error ? e.message : String(e) }, 'reset check failed; checked again next time'))
+        .catch((e: unknown) => {
+          // (Cassandra or Kafka: a spurious outage only costs each task one read of its checkpoint.)
+          this.deps.lostWrites?.outage();
+          this.deps.log.debug({ err: e instanceof Error ? e.message : String(e) }, 'reset check failed; checked again next time');
+        })
         .finally(() => (busy = false));
     }, intervalMs);
     this.timer.unref();

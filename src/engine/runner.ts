@@ -11,15 +11,16 @@ import { connect, type Client } from '../cassandra/session.js';
 import type { ConnectionConfig } from '../config.js';
 import { ExactlyOnceError, isExactlyOnceError } from '../errors.js';
 import { KafkaAdmin } from '../kafka/admin.js';
-import { kafkaSecurityError, kafkaUnavailable } from '../kafka/client.js';
+import { kafkaErrorCode, kafkaErrorKind, kafkaSecurityError, kafkaUnavailable } from '../kafka/client.js';
 import { GroupConsumer } from '../kafka/consumer.js';
 import { LogReader } from '../kafka/log-reader.js';
 import type { Logger } from '../log.js';
 import { AssignmentPlanner, type Binding } from './assignment-planner.js';
 import { CheckpointStore } from './checkpoint-store.js';
 import type { Job } from './job.js';
-import { JobBinding, topicRecreated } from './job-binding.js';
+import { JobBinding, partitionsAdded, topicRecreated } from './job-binding.js';
 import { LagWatcher } from './lag-watcher.js';
+import { LostWrites } from './lost-writes.js';
 import { EngineMetrics } from './metrics.js';
 import type { PartitionTask, TaskContext } from './partition-task.js';
 import { IdentityGate, PositionWatcher, type PartitionControl } from './position-watcher.js';
@@ -29,9 +30,6 @@ import { failingServers, isRetriable, retry } from './retry.js';
 import { ResetWatcher } from './reset-watcher.js';
 import { TailSkipper } from './tail-skipper.js';
 import { TaskManager } from './task-manager.js';
-
-/** librdkafka's wording when it cannot reach the brokers (ERR__ALL_BROKERS_DOWN, ERR__TRANSPORT). */
-const KAFKA_DOWN = /all broker connections are down|connection refused|broker transport failure/i;
 
 export interface RunnerOptions {
   /** Most records per batch (default 2000). */
@@ -91,6 +89,8 @@ export class Runner {
   private tails: TailSkipper | undefined;
   /** The Kafka client's last error log line, and when (named by stall warnings while recent). */
   private lastClientError: { message: string; at: number } | undefined;
+  /** Finds checkpoints Cassandra lost after acknowledging them, and rewinds their partitions. */
+  private readonly lostWrites = new LostWrites();
   /** Settles with the refusal that stops this worker for good (a missing ACL, a revoked login). */
   private refused: ((e: ExactlyOnceError) => void) | undefined;
   /**
@@ -128,6 +128,7 @@ export class Runner {
       deadlineMs,
       isRetriable,
       onRetry: (e) => {
+        if (server === 'Cassandra') this.lostWrites.outage();
         this.metrics.retries.inc({ server });
         this.metrics.health.failed(server, e);
       },
@@ -168,10 +169,15 @@ export class Runner {
       () => new JobBinding(session, config.keyspace).bind(
         { name: this.job.name, inputTopic: config.topic, outputTopics: this.job.outputTopics ?? [], settings: this.job.settings ?? {} },
         topicId,
+        partitions,
       ),
       options.startupTimeoutMs,
     );
     this.binding.topicId = bound.inputTopicId;
+    if (this.job.keysStayOnPartition === true) {
+      this.binding.partitions = bound.inputPartitions ?? partitions;
+      if (partitions > this.binding.partitions) this.log.error({ code: 'EO_PARTITIONS_ADDED' }, partitionsAdded(config.topic, this.binding.partitions, partitions).message);
+    }
     if (bound.inputTopicId !== topicId) this.log.error({ code: 'EO_TOPIC_RECREATED' }, topicRecreated(config.topic, bound.inputTopicId, topicId).message);
     // The job's own engine rows (src/engine/engine-tables.ts); the events job keeps the first tables.
     const tablesKey = this.job.legacyTables === true ? undefined : this.job.name;
@@ -186,6 +192,7 @@ export class Runner {
       log: this.log,
       withRetry: (fn, server = 'Cassandra') => this.retrying(server, fn),
       checkpointsInFlight: this.checkpointsInFlight,
+      lostWrites: this.lostWrites,
       logStart: async (p) => (await admin.logStarts(config.topic)).get(p) ?? 0n,
       // Why a partition stopped, for `exactlyonce checkpoints list` (informational: a failure is ignored).
       onStop: (p, epoch, error) =>
@@ -210,12 +217,15 @@ export class Runner {
           this.lastClientError = { message: message.split('\n')[0]!.slice(0, 300), at: Date.now() };
         }
         this.log.debug({ kafka: level }, message);
-        const refusal = level === 'error' ? kafkaSecurityError(config, new Error(message.replace(/^.*Error details: /s, ''))) : undefined;
+      },
+      // Judged by the librdkafka code the client's error carries, never by its wording.
+      onClientError: (e) => {
+        const refusal = kafkaSecurityError(config, e);
         if (refusal !== undefined) this.refused?.(refusal);
         // The client reconnects by itself; we only say, once, that the brokers stopped answering.
-        if (level === 'error' && KAFKA_DOWN.test(message) && this.kafkaDownSince === undefined) {
+        if (kafkaErrorKind(kafkaErrorCode(e))?.kind === 'unreachable' && this.kafkaDownSince === undefined) {
           this.kafkaDownSince = Date.now();
-          this.log.warn({ server: 'Kafka', err: message }, `Kafka at ${config.brokers.join(',')} is not answering; reconnecting, no record is skipped`);
+          this.log.warn({ server: 'Kafka', err: e.message, code: e.code }, `Kafka at ${config.brokers.join(',')} is not answering; reconnecting, no record is skipped`);
         }
       },
     });
@@ -284,6 +294,17 @@ export class Runner {
       pause: (ps) => this.consumer?.pause(ps),
       restartAt: (p, offset) => this.consumer?.restartAt(p, offset),
     };
+    this.lostWrites.wire({
+      checkpoints,
+      planner,
+      tasks: () => this.taskManager,
+      consumer,
+      logStart: ctx.logStart,
+      onRewind: (p, from) => this.rewound(p, from),
+      retrying: (server, fn) => this.retrying(server, fn),
+      metrics: this.metrics,
+      log: this.log,
+    });
     this.positions = new PositionWatcher({ topic: config.topic, admin, tasks: () => tasks.tasks, binding: this.binding, consumer });
     this.positions.start();
     this.resets = new ResetWatcher({
@@ -298,10 +319,21 @@ export class Runner {
       consumer,
       log: this.log,
       workerId: this.metrics.workerId,
+      lostWrites: this.lostWrites,
+      onRewind: (p, from) => this.rewound(p, from),
     });
     this.resets.start();
     this.lag.stallCause = (p) => this.stallCause(p);
     this.log.info({ topic: config.topic, group: config.group, partitions }, 'worker started');
+  }
+
+  /** A partition is read again from `from` (a reset, lost writes): the job forgets what it remembers past it. */
+  private rewound(partition: number, from: bigint): void {
+    try {
+      this.job.onRewind?.(partition, from);
+    } catch (e) {
+      this.log.error({ err: e, hook: 'onRewind' }, "the job's onRewind hook failed");
+    }
   }
 
   /** Runs one of the job's lifecycle hooks: a failure is logged, never stops the worker. */

@@ -29,6 +29,8 @@ export interface FaultContext {
   progress: () => Promise<number | null>;
   /** True while the generator is still producing (a stalled pipeline then shows as checkpoints that do not move). */
   producing: () => boolean;
+  /** A Cassandra node was SIGKILLed (the checkpoint watch then tells a loss from a regression). */
+  onCassandraKilled?: () => void;
 }
 
 /** One server fault as it happened: what was SIGKILLed, for how long, and how far the checkpoints moved meanwhile. */
@@ -144,6 +146,7 @@ export class FaultRunner {
     for (const id of ids) {
       this.stopped.add(id);
       if (!(await killServer(stack, id))) throw new Error(`${id} was not running in the stack at ${stack.dir}`);
+      if (id.startsWith('cassandra')) this.c.onCassandraKilled?.();
     }
     this.c.say(`SIGKILL ${what}; down for ${(f.downMs / 1000).toFixed(1)} s`);
     await sleep(f.downMs);

@@ -27,6 +27,7 @@ import { Producer, TransactionalProducer } from '../kafka/producer.js';
 import { stackStatus, type StackOptions } from '../stack/index.js';
 import { FaultRunner } from './chaos-faults.js';
 import { connectionArgs, connectionEnv, ruleArgs } from './cli-process.js';
+import { AckedLedger } from './acked-ledger.js';
 import { CheckpointWatch, waitDrained } from './drain.js';
 import { producePaced } from './paced-producer.js';
 import { sleep } from './sleep.js';
@@ -65,7 +66,8 @@ export interface ChaosOutcome extends Omit<VerifyRun, 'settings'> {
   settings?: VerifyRun['settings'];
   generated: number;
   faults: FaultRunner;
-  checkpoints: { polls: number; regressions: readonly string[] };
+  /** losses: checkpoints that went back across a Cassandra crash; rewinds: the workers' EO_WRITES_LOST lines. */
+  checkpoints: { polls: number; regressions: readonly string[]; losses: readonly string[]; rewinds: number };
   /** What makes the run unclean although nothing was violated (a worker that died, a fault that failed, …). */
   problems: string[];
   /** Lines in which the workers said EO_CASSANDRA_QUORUM_LOST (a cluster's outages: at most one per worker and outage). */
@@ -90,6 +92,15 @@ export function chaosConfig(base: ConnectionConfig): ConnectionConfig {
  * at most once per outage (its retries are silent), and some worker must have said so in each run
  * that had outages; otherwise it is a problem of the run. Returns the count.
  */
+/** How often the workers rewound a partition after Cassandra lost acknowledged writes (src/engine/lost-writes.ts). */
+function lostWritesLines(runDir: string): number {
+  let total = 0;
+  for (const f of readdirSync(runDir).filter((n) => /^worker-\d+\.log$/.test(n))) {
+    total += readFileSync(path.join(runDir, f), 'utf8').split('\n').filter((l) => l.includes('"code":"EO_WRITES_LOST"')).length;
+  }
+  return total;
+}
+
 function sayQuorumLost(runDir: string, outages: number, problems: string[]): number {
   let total = 0;
   for (const f of readdirSync(runDir).filter((n) => /^worker-\d+\.log$/.test(n))) {
@@ -181,6 +192,11 @@ export async function runChaos(
   const producer = new Producer(config, { 'message.timeout.ms': 600_000 });
   const transactional = o.transactional === true ? new TransactionalProducer(config, `${config.topic}-generator`) : undefined;
   const mix = transactional === undefined ? undefined : new TransactionMix(transactional);
+  // Every record acknowledged, by partition and offset: a shortfall in the log is then named (see below).
+  const acked = new AckedLedger();
+  producer.onDelivered = (topic, partition, offset) => {
+    if (topic === config.topic) acked.add(partition, offset);
+  };
   const progress = async (): Promise<number | null> => {
     try {
       return [...(await store.readAll()).values()].reduce((a, b) => a + Number(b), 0);
@@ -189,7 +205,7 @@ export async function runChaos(
     }
   };
   let generating = true;
-  const faults = new FaultRunner({ fleet, stack, producer, topic: config.topic, seed: o.seed, problems, say, aborted, config, partitions: o.partitions, progress, producing: () => generating });
+  const faults = new FaultRunner({ fleet, stack, producer, topic: config.topic, seed: o.seed, problems, say, aborted, config, partitions: o.partitions, progress, producing: () => generating, onCassandraKilled: () => watch.storeCrashed() });
   let clean = false;
   try {
     for (let i = 0; i < o.workers; i++) fleet.start();
@@ -262,9 +278,18 @@ export async function runChaos(
     if (audit.report.totals.records < produced || audit.report.totals.records > produced + uncertain) {
       problems.push(`the topic holds ${audit.report.totals.records} records below the checkpoints, ${produced} were produced${uncertain > 0 ? ` (and ${uncertain} in transactions of unknown outcome)` : ''}`);
     }
+    // Which count is wrong: the delivery reports against the harness's count, then partition by
+    // partition against the log (an acknowledged offset the log lacks is Kafka's loss, with evidence).
+    // Not with --transactional: the generator's records go through the transactional producer, whose
+    // delivery reports include the aborted ones; the range check above is the account then.
+    if (mix === undefined) {
+      if (acked.total !== produced) problems.push(`the brokers acknowledged ${acked.total} records by delivery report, the harness counted ${produced}`);
+      const held = new Map(audit.report.partitions.map((p) => [p.partition, { records: p.records, end: BigInt(p.logEnd) }]));
+      if (audit.report.partitions.every((p) => p.checkpoint === p.logEnd)) problems.push(...acked.compare(held));
+    }
     problems.push(...fleet.unexpectedExits);
     const quorumLostLines = sayQuorumLost(runDir, o.cassandraOutages ?? 0, problems);
-    const checkpoints = { polls: watch.polls, regressions: watch.regressions };
+    const checkpoints = { polls: watch.polls, regressions: watch.regressions, losses: watch.losses, rewinds: lostWritesLines(runDir) };
     clean = audit.report.ok && watch.regressions.length === 0 && problems.length === 0;
     return { ...audit, generated, faults, checkpoints, quorumLostLines, ...(mix === undefined ? {} : { transactions: mix.transactions }), problems, warnings: [...fleet.badStops], runDir, clean };
   } finally {

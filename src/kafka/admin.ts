@@ -4,7 +4,8 @@
  */
 import type { ConnectionConfig } from '../config.js';
 import { ExactlyOnceError } from '../errors.js';
-import { baseProperties, kafkaJS, kafkaUnavailable, quietLogger, type KafkaJSNamespace } from './client.js';
+import { baseProperties, kafkaJS, kafkaSecurityError, kafkaUnavailable, quietLogger, recentRefusal, type KafkaJSNamespace } from './client.js';
+import { probeRefusal } from './producer.js';
 
 export interface TopicSpec {
   topic: string;
@@ -56,15 +57,38 @@ export class KafkaAdmin {
         throw e;
       });
       await this.connecting;
-      return await fn();
+      return await this.refusalWatched(fn());
     } catch (e) {
       if (e instanceof ExactlyOnceError) throw e;
       const code = (e as { code?: number; type?: string }).type;
       if (code === 'UNKNOWN_TOPIC_OR_PARTITION' || code === 'ERR_UNKNOWN_TOPIC_OR_PART') {
         throw new ExactlyOnceError('EO_TOPIC_MISMATCH', `topic does not exist; run \`exactlyonce topic create\``, { cause: e });
       }
+      // The admin client reports a refused login or handshake only as log text: a tapped probe
+      // connection finds it by its code (src/kafka/producer.ts).
+      if (kafkaSecurityError(this.config, e) === undefined) await probeRefusal(this.config);
       throw kafkaUnavailable(this.config, e);
     }
+  }
+
+  /**
+   * A call that has not answered within 2 s may be waiting on a broker that refuses this client, which
+   * the admin client would only say when its own deadline (timeoutMs) passes, and then as a transport
+   * failure: the shared refusal probe (src/kafka/producer.ts) tells by its code, and the call ends
+   * with that refusal at once.
+   */
+  private refusalWatched<T>(call: Promise<T>): Promise<T> {
+    const watch = new Promise<never>((_, reject) => {
+      const timer = setTimeout(() => {
+        void probeRefusal(this.config).then(() => {
+          const refusal = recentRefusal();
+          if (refusal !== undefined) reject(refusal);
+        });
+      }, 2000);
+      void call.finally(() => clearTimeout(timer)).catch(() => undefined);
+    });
+    watch.catch(() => undefined); // (a refusal found after the call settled changes nothing)
+    return Promise.race([call, watch]);
   }
 
   async listTopics(): Promise<string[]> {

@@ -43,26 +43,161 @@ export function baseProperties(config: ConnectionConfig, clientId: string): Reco
   };
 }
 
-/** librdkafka's log wording for a refusal no retry changes (it keeps retrying them itself). */
-const REFUSAL = /SASL authentication (error|failed)|SSL handshake failed|certificate verify failed|(Topic|Group|Cluster|Transactional ?Id) authori[sz]ation failed/i;
+/**
+ * The librdkafka error codes we act on (rdkafka.h; the client exports the same table as
+ * `KafkaJS.ErrorCodes`, and test/unit/kafka-errors.test.ts checks that they agree). Errors are judged
+ * by these codes, never by their wording: the client's errors carry them (`code` on a KafkaJSError,
+ * and on the LibrdKafkaError of its `event.error` events and failed fetches, tapped in
+ * src/kafka/consumer.ts); its log lines are only ever shown, not parsed.
+ */
+export const KAFKA_ERROR_CODES = {
+  /** A broker connection failed or broke (also a TLS handshake cut short: librdkafka says so itself). */
+  ERR__TRANSPORT: -195,
+  /** A broker's host name did not resolve. */
+  ERR__RESOLVE: -193,
+  /** No broker answers. */
+  ERR__ALL_BROKERS_DOWN: -187,
+  /** TLS: the broker's certificate was not trusted, or none was given (handshake disconnects are ERR__TRANSPORT). */
+  ERR__SSL: -181,
+  /** SASL: the login was refused by the client's own checks or the broker. */
+  ERR__AUTHENTICATION: -169,
+  /** The fetch position is outside the log, and auto.offset.reset=error forbids moving it. */
+  ERR__AUTO_OFFSET_RESET: -140,
+  ERR_OFFSET_OUT_OF_RANGE: 1,
+  ERR_TOPIC_AUTHORIZATION_FAILED: 29,
+  ERR_GROUP_AUTHORIZATION_FAILED: 30,
+  ERR_CLUSTER_AUTHORIZATION_FAILED: 31,
+  ERR_TRANSACTIONAL_ID_AUTHORIZATION_FAILED: 53,
+  ERR_SASL_AUTHENTICATION_FAILED: 58,
+} as const;
 
-/** The last refusal a client of this process logged, and when. */
-let lastRefusal: { message: string; at: number } | undefined;
+const C = KAFKA_ERROR_CODES;
+
+/** What an error of the Kafka client means to us, from its librdkafka code. */
+export type KafkaErrorKind =
+  | { kind: 'login-refused' }
+  | { kind: 'tls-untrusted' }
+  | { kind: 'not-authorized'; resource: 'topic' | 'group' | 'cluster' | 'transactional id' }
+  | { kind: 'unreachable' }
+  | { kind: 'out-of-range' };
+
+/** The kind of a librdkafka error code; undefined for every other code (judged by `retriable`, src/engine/retry.ts). */
+export function kafkaErrorKind(code: unknown): KafkaErrorKind | undefined {
+  switch (code) {
+    case C.ERR__AUTHENTICATION:
+    case C.ERR_SASL_AUTHENTICATION_FAILED:
+      return { kind: 'login-refused' };
+    case C.ERR__SSL:
+      return { kind: 'tls-untrusted' };
+    case C.ERR_TOPIC_AUTHORIZATION_FAILED:
+      return { kind: 'not-authorized', resource: 'topic' };
+    case C.ERR_GROUP_AUTHORIZATION_FAILED:
+      return { kind: 'not-authorized', resource: 'group' };
+    case C.ERR_CLUSTER_AUTHORIZATION_FAILED:
+      return { kind: 'not-authorized', resource: 'cluster' };
+    case C.ERR_TRANSACTIONAL_ID_AUTHORIZATION_FAILED:
+      return { kind: 'not-authorized', resource: 'transactional id' };
+    case C.ERR__TRANSPORT:
+    case C.ERR__RESOLVE:
+    case C.ERR__ALL_BROKERS_DOWN:
+      return { kind: 'unreachable' };
+    case C.ERR__AUTO_OFFSET_RESET:
+    case C.ERR_OFFSET_OUT_OF_RANGE:
+      return { kind: 'out-of-range' };
+    default:
+      return undefined;
+  }
+}
+
+/** The librdkafka code an error of the Kafka client carries (its own, or its cause's), if any. */
+export function kafkaErrorCode(e: unknown): number | undefined {
+  for (let x: unknown = e, depth = 0; x !== null && typeof x === 'object' && depth < 3; x = (x as { cause?: unknown }).cause, depth++) {
+    const code = (x as { code?: unknown }).code;
+    if (typeof code === 'number' && code !== UNKNOWN_CODE) return code;
+    const described = codeOfDescription(x as { origin?: unknown; message?: unknown });
+    if (described !== undefined) return described;
+    if (typeof code === 'number') return code;
+  }
+  return undefined;
+}
+
+/** What the client puts in `code` when its native layer gave none. */
+const UNKNOWN_CODE = -1;
+
+/** For each code we act on, the description an `event.error` of it carries (see codeOfDescription). */
+let descriptions: Map<string, number> | undefined;
 
 /**
- * The refusal a client logged in the last `maxAgeMs` (librdkafka retries a failed login or handshake
- * itself and only logs why; the call that gives up says no more than "Broker transport failure").
+ * The code of an error event whose number the client dropped. Its native layer hands an `event.error`
+ * over as the library's own description of the code (rd_kafka_err2str, e.g. "Local: Authentication
+ * failure") without the number, and its JavaScript layer splits and lower-cases that
+ * (lib/error.js: origin "local", message "authentication failure", code -1). The same description is
+ * made here from each code we act on, by the same library build (its LibrdKafkaError from a number
+ * uses err2str), so the match is exact and follows any rewording: a table of codes, not of phrases.
  */
-export function recentRefusal(maxAgeMs = 120_000): string | undefined {
-  return lastRefusal !== undefined && Date.now() - lastRefusal.at <= maxAgeMs ? lastRefusal.message : undefined;
+function codeOfDescription(e: { origin?: unknown; message?: unknown }): number | undefined {
+  if (typeof e.origin !== 'string' || typeof e.message !== 'string') return undefined;
+  if (descriptions === undefined) {
+    const LibrdKafkaError = createRequire(import.meta.url)('@confluentinc/kafka-javascript/lib/error') as new (e: number | Error) => { origin: string; message: string };
+    descriptions = new Map();
+    for (const code of Object.values(KAFKA_ERROR_CODES)) {
+      const asEvent = new LibrdKafkaError(new Error(new LibrdKafkaError(code).message));
+      descriptions.set(`${asEvent.origin}\n${asEvent.message}`, code);
+    }
+  }
+  return descriptions.get(`${e.origin}\n${e.message}`);
 }
 
-/** A client log line without librdkafka's thread prefix (`[thrd:…]: sasl_ssl://host:port/bootstrap: `). */
+/** The last refusal an error event of a client of this process carried, and when. */
+let lastRefusal: { error: Error; at: number } | undefined;
+
+/** The last error line a client of this process logged, and when: shown beside a refusal, never judged. */
+let lastErrorLine: { line: string; at: number } | undefined;
+
+/**
+ * Notes an error event of a Kafka client (its `event.error`, a failed fetch): librdkafka retries a
+ * refused login or handshake itself and only reports why there; the call that gives up says no more
+ * than "Broker transport failure". Kept when it is a refusal (by its code), for kafkaUnavailable —
+ * with the client's own words for it when it logged them just before (an event carries only the
+ * code's generic description, "authentication failure").
+ */
+export function noteClientError(e: unknown): void {
+  const code = kafkaErrorCode(e);
+  const k = kafkaErrorKind(code);
+  if (k !== undefined && (k.kind === 'login-refused' || k.kind === 'tls-untrusted' || k.kind === 'not-authorized')) {
+    const said = lastErrorLine !== undefined && Date.now() - lastErrorLine.at <= 5_000 ? lastErrorLine.line : undefined;
+    const error = said === undefined ? (e instanceof Error ? e : new Error(String(e))) : Object.assign(new Error(said, { cause: e }), { code });
+    lastRefusal = { error, at: Date.now() };
+  }
+}
+
+/** A librdkafka client handle (the `_getInternalClient()` of the client's KafkaJS-style producer or consumer). */
+export interface LibrdkafkaHandle {
+  on(event: 'event.error', listener: (e: Error & { code?: number }) => void): void;
+}
+
+/**
+ * Notes every `event.error` of a librdkafka handle by its code (noteClientError), and hands it to
+ * `onError`. The KafkaJS-style layer only logs these as text; the handle has them with their codes.
+ */
+export function tapClientErrors(handle: LibrdkafkaHandle | null | undefined, onError?: (e: Error & { code?: number }) => void): void {
+  handle?.on('event.error', (e) => {
+    noteClientError(e);
+    onError?.(e);
+  });
+}
+
+/** The refusal a client reported in the last `maxAgeMs`. */
+export function recentRefusal(maxAgeMs = 120_000): Error | undefined {
+  return lastRefusal !== undefined && Date.now() - lastRefusal.at <= maxAgeMs ? lastRefusal.error : undefined;
+}
+
+/** A client message without librdkafka's thread prefix (`[thrd:…]: sasl_ssl://host:port/bootstrap: `), for display. */
 function cleanLogLine(message: string): string {
-  return (message.split('\n')[0] ?? '').replace(/^\[thrd:[^\]]*\]:\s*/, '').replace(/^\S+:\/\/\S+?: /, '');
+  return (message.split('\n')[0] ?? '').replace(/^.*Error details: /s, '').replace(/^\[thrd:[^\]]*\]:\s*/, '').replace(/^\S+:\/\/\S+?: /, '');
 }
 
-/** A KafkaJS-style logger that forwards the client's own log lines to ours at reduced volume. */
+/** A KafkaJS-style logger that forwards the client's own log lines to ours at reduced volume (shown, never parsed). */
 export function quietLogger(sink: (level: 'warn' | 'error', message: string) => void): KafkaJSNamespace.Logger {
   const noop = () => undefined;
   const self: KafkaJSNamespace.Logger = {
@@ -70,7 +205,7 @@ export function quietLogger(sink: (level: 'warn' | 'error', message: string) => 
     debug: noop,
     warn: (message: string) => sink('warn', message),
     error: (message: string) => {
-      if (REFUSAL.test(message)) lastRefusal = { message: cleanLogLine(message.replace(/^.*Error details: /s, '')), at: Date.now() };
+      if (!message.startsWith('Error: ')) lastErrorLine = { line: cleanLogLine(message), at: Date.now() };
       sink('error', message);
     },
     namespace: () => self,
@@ -85,52 +220,49 @@ export function kafkaSecrets(config: ConnectionConfig): string[] {
 }
 
 /**
- * A refusal no retry can change, from the client's error or one of its log lines, in one line naming
- * what to fix: SASL credentials, the broker's certificate, a missing ACL. Undefined for anything else.
- * librdkafka codes: ERR__AUTHENTICATION -169, ERR_SASL_AUTHENTICATION_FAILED 58, ERR__SSL -181,
- * ERR_TOPIC/GROUP/CLUSTER/TRANSACTIONAL_ID_AUTHORIZATION_FAILED 29/30/31/53
- * (https://github.com/confluentinc/librdkafka/blob/master/src/rdkafka.h).
+ * A refusal no retry can change, from the librdkafka code of the client's error (kafkaErrorKind), in
+ * one line naming what to fix: SASL credentials, the broker's certificate, a missing ACL. Undefined
+ * for anything else. The message quotes the client's words; it is never read to decide.
  */
 export function kafkaSecurityError(config: ConnectionConfig, cause: unknown): ExactlyOnceError | undefined {
   if (cause instanceof ExactlyOnceError) return undefined;
+  const kind = kafkaErrorKind(kafkaErrorCode(cause));
+  if (kind === undefined) return undefined;
   const where = config.brokers.join(',');
   const text = cause instanceof Error ? cause.message : String(cause);
   const msg = redact(cleanLogLine(text), kafkaSecrets(config)).slice(0, 300);
-  const code = (cause as { code?: unknown } | undefined)?.code;
   const user = config.kafkaConfig['sasl.username'];
-  if (code === -169 || code === 58 || /SASL authentication (error|failed)|Authentication failed/i.test(text)) {
-    return new ExactlyOnceError(
-      'EO_KAFKA_AUTH_FAILED',
-      `Kafka at ${where} refused the login${user === undefined ? '' : ` of '${user}'`} (${msg}); check sasl.username, sasl.password and sasl.mechanisms in --kafka-config-file (or EXACTLYONCE_KAFKA_CONFIG)`,
-      { cause },
-    );
+  switch (kind.kind) {
+    case 'login-refused':
+      return new ExactlyOnceError(
+        'EO_KAFKA_AUTH_FAILED',
+        `Kafka at ${where} refused the login${user === undefined ? '' : ` of '${user}'`} (${msg}); check sasl.username, sasl.password and sasl.mechanisms in --kafka-config-file (or EXACTLYONCE_KAFKA_CONFIG)`,
+        { cause },
+      );
+    case 'tls-untrusted':
+      return new ExactlyOnceError(
+        'EO_TLS_UNTRUSTED',
+        `Kafka at ${where}: the TLS handshake failed (${msg}); give the CA that signed the broker's certificate as ssl.ca.location in --kafka-config-file`,
+        { cause },
+      );
+    case 'not-authorized': {
+      const target = kind.resource === 'topic' ? `topic ${config.topic}` : kind.resource === 'group' ? `group ${config.group}` : kind.resource;
+      // Shown, not judged: the broker's own phrase when the message has one ("JoinGroup failed: Broker: …").
+      const said = /Broker: [^:]*authori[sz]ation failed/i.exec(msg)?.[0] ?? msg;
+      return new ExactlyOnceError(
+        'EO_NOT_AUTHORIZED',
+        `Kafka at ${where} refused ${user === undefined ? 'this client' : `'${user}'`} access to the ${target} (${said}); add an ACL for it (kafka-acls --add --allow-principal User:${user ?? '<user>'} …)`,
+        { cause },
+      );
+    }
+    default:
+      return undefined;
   }
-  // A handshake cut short (the broker starting or going away: "connection reset by peer",
-  // "Disconnected") is transient, not a refusal: only a certificate the client rejected is.
-  if ((code === -181 || /SSL handshake failed/i.test(text)) && /certificate|unknown ca|self[- ]signed|unable to get (local )?issuer|hostname/i.test(text) && !/connection reset|Disconnected/i.test(text)) {
-    return new ExactlyOnceError(
-      'EO_TLS_UNTRUSTED',
-      `Kafka at ${where}: the TLS handshake failed (${msg}); give the CA that signed the broker's certificate as ssl.ca.location in --kafka-config-file`,
-      { cause },
-    );
-  }
-  const denied = /(Topic|Group|Cluster|Transactional ?Id)[ _]?authori[sz]ation failed/i.exec(text);
-  if (code === 29 || code === 30 || code === 31 || code === 53 || denied !== null) {
-    const what = denied?.[1]?.toLowerCase() ?? { 29: 'topic', 30: 'group', 31: 'cluster', 53: 'transactional id' }[code as number] ?? 'resource';
-    const said = /Broker: [^:]*authori[sz]ation failed/i.exec(text)?.[0] ?? msg;
-    const target = what === 'topic' ? `topic ${config.topic}` : what === 'group' ? `group ${config.group}` : what;
-    return new ExactlyOnceError(
-      'EO_NOT_AUTHORIZED',
-      `Kafka at ${where} refused ${user === undefined ? 'this client' : `'${user}'`} access to the ${target} (${said}); add an ACL for it (kafka-acls --add --allow-principal User:${user ?? '<user>'} …)`,
-      { cause },
-    );
-  }
-  return undefined;
 }
 
 export function kafkaUnavailable(config: ConnectionConfig, cause: unknown): ExactlyOnceError {
   const recent = recentRefusal();
-  const secure = kafkaSecurityError(config, cause) ?? (recent === undefined ? undefined : kafkaSecurityError(config, Object.assign(new Error(recent), { cause })));
+  const secure = kafkaSecurityError(config, cause) ?? (recent === undefined ? undefined : kafkaSecurityError(config, recent));
   if (secure !== undefined) return secure;
   const msg = redact(cause instanceof Error ? cause.message.split('\n')[0] ?? '' : String(cause), kafkaSecrets(config));
   return new ExactlyOnceError(

@@ -9,7 +9,7 @@
  */
 import type { ConnectionConfig } from '../config.js';
 import type { SourceRecord } from './record.js';
-import { baseProperties, kafkaJS, quietLogger, type KafkaJSNamespace } from './client.js';
+import { baseProperties, kafkaErrorCode, kafkaErrorKind, kafkaJS, noteClientError, quietLogger, tapClientErrors, type KafkaJSNamespace } from './client.js';
 
 /**
  * Where an assigned partition starts: an offset, the log start when it was never checkpointed, or
@@ -52,10 +52,14 @@ export interface ConsumerOptions {
    * jumping to the log start or end). The client does not say which partition: the caller finds out.
    */
   onPositionOutOfRange?: (message: string) => void;
+  /**
+   * An error the client reported with its librdkafka code (an `event.error`: a broker unreachable, a
+   * refused login or handshake; or a failed fetch: a missing group or topic ACL, a position outside
+   * the log). Judge it by kafkaErrorKind(kafkaErrorCode(e)), never by its message.
+   */
+  onClientError?: (e: Error & { code?: number }) => void;
 }
 
-/** librdkafka's words for a fetch position outside the log, with auto.offset.reset=error. */
-const POSITION_OUT_OF_RANGE = /No offset to automatically reset to|Offset out of range/i;
 
 /** See the consumer's properties: how long a partition whose prefetch queue is full waits to fetch again. */
 export const FETCH_QUEUE_BACKOFF_MS = 20;
@@ -78,10 +82,7 @@ export class GroupConsumer {
     const { Kafka } = kafkaJS();
     this.consumer = new Kafka({}).consumer({
       kafkaJS: {
-        logger: quietLogger((level, message) => {
-          if (level === 'error' && POSITION_OUT_OF_RANGE.test(message)) options.onPositionOutOfRange?.(message.split('\n')[0]!);
-          options.onClientLog?.(level, message);
-        }),
+        logger: quietLogger((level, message) => options.onClientLog?.(level, message)),
       },
       // When the prefetch queue is over its bound (queued.max.messages.kbytes: --max-buffer-mb),
       // librdkafka postpones the partition's next fetch by this much (its default: 1 s). See
@@ -153,7 +154,11 @@ export class GroupConsumer {
 
   async start(handler: AssignmentHandler, eachBatch: (partition: number, records: SourceRecord[]) => Promise<void>): Promise<void> {
     this.handler = handler;
-    await this.consumer.connect();
+    // connect() creates the client's librdkafka consumer before it first waits: tapped at once, so
+    // errors reported while connecting are seen too.
+    const connecting = this.consumer.connect();
+    this.tapErrors();
+    await connecting;
     await this.consumer.subscribe({ topics: [this.options.topic] });
     const topic = this.options.topic;
     await this.consumer.run({
@@ -162,6 +167,36 @@ export class GroupConsumer {
         await eachBatch(batch.partition, batch.messages.map((m) => sourceRecord(topic, batch.partition, m)));
       },
     });
+  }
+
+  /**
+   * Hands each error of the client's librdkafka consumer, with its code, to onClientError: its
+   * `event.error` events, and the errors of its fetches (a group or topic ACL missing, a position
+   * outside the log), which the KafkaJS layer only logs as text and retries (lib/kafkajs/_consumer.js
+   * `#worker`, `#consumeN`). The fetch is wrapped on the instance: the layer looks `consume` up at
+   * every call.
+   */
+  private tapErrors(): void {
+    const internal = (this.consumer as unknown as { _getInternalClient(): InternalClient | null })._getInternalClient();
+    if (internal === null || internal === undefined) return;
+    const onError = (e: Error & { code?: number }) => {
+      if (kafkaErrorKind(kafkaErrorCode(e))?.kind === 'out-of-range') this.options.onPositionOutOfRange?.(e.message.split('\n')[0]!);
+      this.options.onClientError?.(e);
+    };
+    tapClientErrors(internal, onError);
+    const consume = internal.consume.bind(internal);
+    internal.consume = (n: number, cb: (err: (Error & { code?: number }) | null, messages: unknown) => void) =>
+      consume(n, (err, messages) => {
+        try {
+          if (err !== null && err !== undefined) {
+            noteClientError(err);
+            onError(err);
+          }
+        } finally {
+          // Whatever the listener does, the fetch completes: the client's poll loop waits for it.
+          cb(err, messages);
+        }
+      });
   }
 
   pause(partitions: number[]): void {
@@ -203,6 +238,8 @@ export class GroupConsumer {
 }
 
 interface InternalClient {
+  on(event: 'event.error', listener: (e: Error & { code?: number }) => void): void;
+  consume(n: number, cb: (err: (Error & { code?: number }) | null, messages: unknown) => void): void;
   incrementalAssign(assignments: Array<{ topic: string; partition: number; offset?: number }>): void;
   incrementalUnassign(assignments: Array<{ topic: string; partition: number }>): void;
 }

@@ -4,7 +4,7 @@
  */
 import type { ConnectionConfig } from '../config.js';
 import { ExactlyOnceError } from '../errors.js';
-import { baseProperties, kafkaJS, kafkaUnavailable, quietLogger, type KafkaJSNamespace } from './client.js';
+import { baseProperties, kafkaJS, kafkaSecurityError, kafkaUnavailable, quietLogger, recentRefusal, tapClientErrors, type KafkaJSNamespace, type LibrdkafkaHandle } from './client.js';
 
 export interface OutgoingRecord {
   key: Buffer | string | null;
@@ -22,12 +22,58 @@ export interface OutgoingRecord {
  */
 const PERMANENT_PRODUCE_ERRORS = new Set([10, 18, 29, 31, 53, 87, -186]);
 
+/** The native client under the handle (node-rdkafka's `_client`), whose poll() serves librdkafka's events. */
+interface NativeHandle {
+  _client?: { poll?(): unknown };
+}
+
+/** The librdkafka handle's delivery reports (one per record). */
+interface DeliveryReports {
+  on(event: 'delivery-report', listener: (err: unknown, r: { topic: string; partition: number; offset: number }) => void): void;
+}
+
+/** When probeRefusal last connected (epoch ms): at most one probe a minute per process. */
+let lastProbe = 0;
+/** The probe under way: concurrent callers (calls failing together) wait for the same one. */
+let probing: Promise<void> | undefined;
+
+/**
+ * Finds out, by error code, whether Kafka refuses this client (a login, a certificate) when a call of
+ * a client that reports refusals only as log text (the admin client) failed: connects a short-lived
+ * producer, whose librdkafka handle is tapped (tapClientErrors), for at most 10 s. Afterwards
+ * recentRefusal() has it, if there was one. At most once a minute.
+ */
+export function probeRefusal(config: ConnectionConfig): Promise<void> {
+  if (recentRefusal() !== undefined) return Promise.resolve();
+  if (probing !== undefined) return probing;
+  if (Date.now() - lastProbe < 60_000) return Promise.resolve();
+  lastProbe = Date.now();
+  probing = (async () => {
+    const probe = new Producer(config, {}, 10_000);
+    try {
+      await probe.connect();
+    } catch {
+      // what it learned is in recentRefusal()
+    } finally {
+      await probe.close();
+    }
+  })().finally(() => (probing = undefined));
+  return probing;
+}
+
 export class Producer {
   private producer: KafkaJSNamespace.Producer | undefined;
   /** The one connection attempt in progress or done; concurrent callers share it. */
   private connecting: Promise<KafkaJSNamespace.Producer> | undefined;
   private closed: Promise<void> | undefined;
   private readonly properties: Record<string, unknown>;
+
+  /**
+   * Told of every record the brokers acknowledged, with the partition and offset they gave it (the
+   * client's delivery reports; the KafkaJS-style `send` only returns each partition's lowest offset).
+   * Lets a harness name the acknowledged records a log does not hold (src/harness/acked-ledger.ts).
+   */
+  onDelivered: ((topic: string, partition: number, offset: bigint) => void) | undefined;
 
   constructor(
     private readonly config: ConnectionConfig,
@@ -57,13 +103,52 @@ export class Producer {
     this.connecting ??= (async () => {
       const { Kafka } = kafkaJS();
       const producer = new Kafka({}).producer(this.properties as unknown as KafkaJSNamespace.ProducerConstructorConfig);
+      let timer: NodeJS.Timeout | undefined;
+      // connect() makes the librdkafka handle before it first waits: tapped at once, so a refused login
+      // or handshake while connecting is known by its code.
+      const connecting = producer.connect();
+      const internal = (producer as unknown as { _getInternalClient?(): (LibrdkafkaHandle & DeliveryReports & NativeHandle) | null })._getInternalClient?.();
+      // A refusal (by its code) ends the attempt at once, as that error.
+      let refused: ((e: Error) => void) | undefined;
+      const refusal = new Promise<never>((_, reject) => (refused = reject));
+      refusal.catch(() => undefined); // (told after the race settled: nobody waits for it any more)
+      tapClientErrors(internal, (e) => {
+        if (kafkaSecurityError(this.config, e) !== undefined) refused?.(e);
+      });
+      internal?.on('delivery-report', (err, r) => {
+        if (err === null || err === undefined) this.onDelivered?.(r.topic, r.partition, BigInt(r.offset));
+      });
+      // librdkafka hands error events over only when polled, and the client starts polling once it is
+      // ready: polled here meanwhile, so a refused login or handshake is heard while connecting.
+      const polling = setInterval(() => {
+        try {
+          internal?._client?.poll?.();
+        } catch {
+          // not connected yet
+        }
+      }, 200);
       try {
-        await connectWithin(producer, this.connectTimeoutMs);
+        await Promise.race([
+          connecting,
+          refusal,
+          new Promise((_, reject) => (timer = setTimeout(() => reject(new Error(`no answer within ${this.connectTimeoutMs} ms`)), this.connectTimeoutMs))),
+        ]);
         this.producer = producer;
         return producer;
       } catch (e) {
         this.connecting = undefined;
+        // Disconnected only once its connect settled: a client disconnected while connecting throws
+        // from its 'ready' callback when the brokers answer later (an uncaught "Ready callback called
+        // in invalid state"), which would end the process.
+        void connecting.then(
+          () => producer.disconnect(),
+          () => producer.disconnect(),
+        ).catch(() => undefined);
         throw kafkaUnavailable(this.config, e);
+      } finally {
+        clearTimeout(timer);
+        clearInterval(polling);
+        refused = undefined;
       }
     })();
     return this.connecting.then(() => undefined);
@@ -267,10 +352,17 @@ export class TransactionalProducer {
 /** Connects `producer`; when that fails or takes longer than `ms`, disconnects it and rejects. */
 async function connectWithin(producer: KafkaJSNamespace.Producer, ms: number): Promise<void> {
   let timer: NodeJS.Timeout | undefined;
+  const connecting = producer.connect();
   try {
-    await Promise.race([producer.connect(), new Promise((_, reject) => (timer = setTimeout(() => reject(new Error(`no answer within ${ms} ms`)), ms)))]);
+    await Promise.race([connecting, new Promise((_, reject) => (timer = setTimeout(() => reject(new Error(`no answer within ${ms} ms`)), ms)))]);
   } catch (e) {
-    void producer.disconnect().catch(() => undefined);
+    // Disconnected only once its connect settled: a client disconnected while still connecting throws
+    // from its 'ready' callback when the brokers answer later ("Ready callback called in invalid
+    // state"), uncaught, which would end the process.
+    void connecting.then(
+      () => producer.disconnect(),
+      () => producer.disconnect(),
+    ).catch(() => undefined);
     throw e;
   } finally {
     clearTimeout(timer);

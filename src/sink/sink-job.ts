@@ -22,7 +22,13 @@
  *      such a write would win over every later record): the sink refuses to start on a table holding
  *      such writes, and `verify --job` checks every row's write time;
  *   3. the topic is not re-created under the table (offsets restart at 0 and would lose to the old
- *      rows): after `checkpoints reset --rebind`, truncate the table.
+ *      rows): after `checkpoints reset --rebind`, truncate the table;
+ *   4. the topic does not gain partitions: producers then place keys by the new count, so a key's
+ *      newer records may sit on another partition at lower offsets. "Newest" is the highest offset
+ *      within one partition layout; across a change no offset orders a key's records (producers
+ *      learn the new count at different times), so the engine stops every partition before writing a
+ *      batch that may hold a moved key (EO_PARTITIONS_ADDED, Job.keysStayOnPartition; README, "When
+ *      the topic gains partitions").
  * A deletion's tombstone is kept gc_grace_seconds (10 days by default); a zombie write older than
  * that could only come from a worker paused for longer.
  */
@@ -251,6 +257,8 @@ export class SinkJob implements Job<SinkRow> {
   readonly migrations: readonly JobMigration[];
   readonly audit: JobAudit;
   readonly lookup: DecodeLookup | undefined;
+  /** Upsert: the highest offset of a key wins, which orders its records only while they share a partition (rule 4 above). */
+  readonly keysStayOnPartition: boolean;
   private readonly codec: SinkCodec;
   private session: Client | undefined;
   private keyspace = '';
@@ -261,6 +269,7 @@ export class SinkJob implements Job<SinkRow> {
     this.lookup = this.codec.lookup;
     this.name = config.name;
     this.topic = config.topic;
+    this.keysStayOnPartition = config.mode === 'upsert';
     // What changes what a record becomes: a worker with another mapping refuses (EO_JOB_CONFIG_MISMATCH).
     // The formats only when not JSON, so a JSON sink's stored settings are what they always were.
     this.settings = {

@@ -65,7 +65,13 @@ broker.session.timeout.ms=4000
 broker.heartbeat.interval.ms=1000`
     : `# The defaults: with heartbeats going to another JVM's controller, 4000/1000 fenced live brokers under load.
 broker.session.timeout.ms=9000
-broker.heartbeat.interval.ms=2000`
+broker.heartbeat.interval.ms=2000
+# A broker SIGKILLed and started again must register with the active controller and catch up with the
+# metadata log before this deadline, or it exits ("fatal error while waiting for the controller to
+# acknowledge that we are caught up"; default 60 s). On a loaded 2-core machine a restarted active
+# controller took longer (the quorum elects a new leader while the JVMs compete for the cores); the
+# stack also starts a broker again that exits during start-up (src/stack/stack.ts).
+initial.broker.registration.timeout.ms=300000`
 }
 # Topics are created explicitly through the Admin API, so a typo cannot create a stray topic.
 auto.create.topics.enable=false
@@ -115,7 +121,9 @@ auto.create.topics.enable=false
       // the random cluster id from then on.
       if (existsSync(path.join(p.data, 'meta.properties'))) return;
       o.onProgress?.(`formatting ${node === undefined ? 'Kafka' : id} storage (first start)…`);
-      const clusterId = node?.clusterId() ?? randomBytes(16).toString('base64url'); // Kafka's Uuid format: 22 chars
+      // Kafka's Uuid format: 22 chars; never starting with '-', which the format tool would read as an option.
+      let clusterId = node?.clusterId() ?? '';
+      while (clusterId === '' || clusterId.startsWith('-')) clusterId = randomBytes(16).toString('base64url');
       if (isSecure(o) && node === undefined) return formatSecureKafka(o, lib, clusterId, properties); // with the SCRAM users
       const r = await run(javaCommand(), ['-Xmx256m', ...jvm(lib), 'kafka.tools.StorageTool', 'format', '-t', clusterId, '-c', properties]);
       await appendFile(p.logFile, r.output);

@@ -6,6 +6,14 @@ import path from 'node:path';
 
 export type ServerName = 'kafka' | 'cassandra' | 'registry';
 
+/**
+ * Cassandra's commit log sync (cassandra.yaml `commitlog_sync`): `periodic` is what Cassandra ships
+ * (acknowledge at once, sync every 10 s: a crashed node forgets up to 10 s of acknowledged writes, and
+ * the engine finds and writes them again, README "Durability"); `batch` syncs before acknowledging.
+ */
+export type CommitlogSync = 'periodic' | 'batch';
+export const COMMITLOG_SYNCS: readonly CommitlogSync[] = ['periodic', 'batch'];
+
 /** Start order does not matter (they start in parallel); this is the order of status lists. */
 export const SERVER_NAMES: readonly ServerName[] = ['kafka', 'cassandra'];
 
@@ -37,6 +45,11 @@ export interface StackOptions {
    * its secure/ folder is found on later starts even without this.
    */
   secure?: boolean;
+  /**
+   * Cassandra's commit log sync, written into each node's yaml at start. Absent: the mode the node's
+   * yaml already has (a restarted node keeps its mode), else `periodic`.
+   */
+  commitlogSync?: CommitlogSync;
   /** Human progress lines ("fetching Cassandra 5.0.6 jars…"). */
   onProgress?: (line: string) => void;
 }

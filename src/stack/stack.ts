@@ -125,18 +125,34 @@ export async function startServer(o: StackOptions, id: string): Promise<ServerSt
   await s.prepare(lib);
 
   const p = serverPaths(o.dir, id);
-  o.onProgress?.(`starting ${label(s)} ${s.version} on ${s.host}:${s.port}…`);
   const t0 = Date.now();
-  const { child, logOffset } = await spawnDetached(java, s.javaArgs(lib), { cwd: path.dirname(p.logFile), logFile: p.logFile });
-  if (child.pid === undefined) {
-    throw new ExactlyOnceError('EO_SERVER_EXITED', `${label(s)} could not be started (${java})`, { details: await tailFile(p.logFile, 20, logOffset) });
+  for (let attempt = 1; ; attempt++) {
+    o.onProgress?.(`starting ${label(s)} ${s.version} on ${s.host}:${s.port}…${attempt > 1 ? ` (attempt ${attempt} of ${START_ATTEMPTS})` : ''}`);
+    const { child, logOffset } = await spawnDetached(java, s.javaArgs(lib), { cwd: path.dirname(p.logFile), logFile: p.logFile });
+    if (child.pid === undefined) {
+      throw new ExactlyOnceError('EO_SERVER_EXITED', `${label(s)} could not be started (${java})`, { details: await tailFile(p.logFile, 20, logOffset) });
+    }
+    await writePidFile(p.pidFile, child.pid);
+    try {
+      await waitReady(o, s, child.pid, logOffset);
+    } catch (e) {
+      // A broker of a cluster that exits during start-up (it could not register with the controller or
+      // catch up with the metadata log in time, on a loaded machine) is started again: what an operator
+      // would do. A timeout, or any other server, is reported at once.
+      const again = e instanceof ExactlyOnceError && e.code === 'EO_SERVER_EXITED' && s.name === 'kafka' && id !== 'kafka' && attempt < START_ATTEMPTS;
+      if (!again) throw e;
+      const why = (e.details ?? '').split('\n').reverse().find((l) => /ERROR|FATAL|Exception/.test(l)) ?? 'see its log';
+      o.onProgress?.(`${label(s)} exited during start-up after ${((Date.now() - t0) / 1000).toFixed(1)} s (${why.trim().slice(0, 240)}); starting it again`);
+      continue;
+    }
+    await s.afterReady?.(lib);
+    o.onProgress?.(`${label(s)} ready in ${((Date.now() - t0) / 1000).toFixed(1)} s (pid ${child.pid}${attempt > 1 ? `, attempt ${attempt}` : ''})`);
+    return status(o, id, { pid: child.pid, port: s.port });
   }
-  await writePidFile(p.pidFile, child.pid);
-  await waitReady(o, s, child.pid, logOffset);
-  await s.afterReady?.(lib);
-  o.onProgress?.(`${label(s)} ready in ${((Date.now() - t0) / 1000).toFixed(1)} s (pid ${child.pid})`);
-  return status(o, id, { pid: child.pid, port: s.port });
 }
+
+/** Starts of a cluster broker that exits during start-up, in all (see startServer). */
+const START_ATTEMPTS = 3;
 
 /** Stops one server cleanly (SIGTERM, SIGKILL after its grace period). False if it was not running. */
 export async function stopServer(o: StackOptions, id: string): Promise<boolean> {

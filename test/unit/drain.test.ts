@@ -70,3 +70,22 @@ test('drained on a transactional topic: at the last stable offset, past aborted 
   assert.equal(isDrained(txn, new Map([[0, 735n], [1, 700n]])), true);
   assert.equal(isDrained(txn, new Map([[0, 735n], [1, 699n]])), false);
 });
+
+test('a move backwards across a Cassandra crash is a loss (acknowledged writes the store forgot), not a regression', async () => {
+  // Polls: 7, then Cassandra is SIGKILLed, then 5 (lost), then 9, then 8 with no crash since (a regression).
+  const seq = [new Map([[0, 7n]]), new Map([[0, 5n]]), new Map([[0, 9n]]), new Map([[0, 8n]])];
+  let i = 0;
+  let done!: () => void;
+  const seen = new Promise<void>((r) => (done = r));
+  let watch!: CheckpointWatch;
+  watch = new CheckpointWatch(async () => {
+    if (i === 1) watch.storeCrashed();
+    if (i === seq.length) done();
+    return seq[Math.min(i++, seq.length - 1)]!;
+  }, 1);
+  await seen;
+  await watch.stop();
+  assert.deepEqual(watch.losses, ['partition 0: checkpoint 7 -> 5']);
+  // (The last value is polled again until the watch stops: each poll below the highest counts.)
+  assert.deepEqual([...new Set(watch.regressions)], ['partition 0: checkpoint 9 -> 8']);
+});

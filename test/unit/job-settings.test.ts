@@ -60,9 +60,9 @@ test('the job check names each differing flag', () => {
 
 test('an unfinished rule change is refused by name', () => {
   checkNoRuleChange(null, 'ks', 'verify');
-  checkNoRuleChange({ name: 'events', inputTopic: 't', inputTopicId: 'id', outputTopics: [], settings: defaults }, 'ks', 'verify');
+  checkNoRuleChange({ name: 'events', inputTopic: 't', inputTopicId: 'id', inputPartitions: 3, outputTopics: [], settings: defaults }, 'ks', 'verify');
   assert.throws(
-    () => checkNoRuleChange({ name: 'events', inputTopic: 't', inputTopicId: 'id', outputTopics: [], settings: { ...defaults, [RULE_CHANGE_MARK]: 'started x' } }, 'ks', 'this worker'),
+    () => checkNoRuleChange({ name: 'events', inputTopic: 't', inputTopicId: 'id', inputPartitions: 3, outputTopics: [], settings: { ...defaults, [RULE_CHANGE_MARK]: 'started x' } }, 'ks', 'this worker'),
     (e: unknown) => e instanceof ExactlyOnceError && e.code === 'EO_JOB_CONFIG_MISMATCH' && e.message.startsWith('this worker cannot start: a change of the alert rule of keyspace ks is unfinished (started x)'),
   );
 });

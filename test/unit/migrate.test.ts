@@ -34,6 +34,7 @@ test('the migrations are numbered 1..7, then in ascending ranges of their own (0
   assert.deepEqual(ms.slice(5, 7).map((m) => `${m.version} ${m.name}`), ['6 job', '7 checkpoint_epoch']);
   assert.ok(ms.some((m) => `${m.version} ${m.name}` === '20 alert_counts'), '020: the per-partition alert counts');
   assert.ok(ms.some((m) => m.version === 30 && m.name === 'events_bucketed'));
+  assert.deepEqual(ms.find((m) => m.version === 45)?.statements, ['ALTER TABLE ks1.job ADD IF NOT EXISTS input_partitions int'], '045: the partition count a job is bound to');
   assert.deepEqual(ms[6]!.statements.map((s) => s.split('\n')[0]), [
     'ALTER TABLE ks1.checkpoints ADD IF NOT EXISTS epoch int',
     'CREATE TABLE IF NOT EXISTS ks1.partition_state (',

@@ -12,7 +12,7 @@ function watcher(engine: ReturnType<typeof fakeEngine>, stored: () => Partial<Bo
     topic: 't',
     keyspace: 'ks',
     settings: {},
-    readJob: async () => ({ name: 'test', inputTopic: 't', inputTopicId: 'topic-A', outputTopics: [], settings: {}, ...stored() }),
+    readJob: async () => ({ name: 'test', inputTopic: 't', inputTopicId: 'topic-A', inputPartitions: null, outputTopics: [], settings: {}, ...stored() }),
     checkpoints: engine.store,
     planner: engine.planner,
     tasks: engine.tasks,

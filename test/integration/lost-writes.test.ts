@@ -1,0 +1,92 @@
+// Cassandra on its default commit log (periodic: synced every 10 s) forgets, when SIGKILLed, what it
+// acknowledged since the last sync: rows and checkpoints alike. The worker that keeps its partitions
+// must notice that a checkpoint it saw acknowledged went back, read from there again and write the
+// lost rows again (src/engine/lost-writes.ts); `verify` then finds nothing missing.
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { killServer, stackCommitlogSync, startServer } from '../../src/stack/index.js';
+import { freshKeyspace, freshTopic, localStack, runCli, testConfig, waitFor } from '../helpers.js';
+import { checkpoints, connectionArgs, generate, startServedWorker, timeline, waitDrained, waitProgress } from '../pipeline.js';
+
+/** Starts the SIGKILLed node again once its ports are free (the killed JVM takes a moment to go). */
+async function restart(stack: Parameters<typeof startServer>[0]): Promise<void> {
+  await waitFor(
+    () =>
+      startServer(stack, 'cassandra').then(
+        () => true,
+        (e: { code?: string }) => {
+          if (e.code === 'EO_PORT_IN_USE') return false;
+          throw e;
+        },
+      ),
+    { timeoutMs: 60_000, message: 'the ports of the SIGKILLed Cassandra are free again' },
+  );
+}
+
+/** Events per round; the rate keeps every round's writes within the commit log's 10 s window. */
+const PER_ROUND = 3000;
+
+test('Cassandra SIGKILLed on the periodic commit log while records flow: lost acknowledged writes are written again, verify finds none missing', async (t) => {
+  const stack = { ...(await localStack()), commitlogSync: 'periodic' as const };
+  const phases = timeline();
+  if (stackCommitlogSync(stack, 'cassandra') !== 'periodic') {
+    // The stack runs the other mode: this test is about the default one.
+    await killServer(stack, 'cassandra');
+    await restart(stack);
+    phases.mark('Cassandra restarted on the periodic commit log');
+  }
+  assert.equal(stackCommitlogSync(stack, 'cassandra'), 'periodic');
+  const config = testConfig();
+  const session = await freshKeyspace(t, config);
+  const admin = await freshTopic(t, config, 3);
+  // A long session timeout: the worker keeps its partitions while it is held still (below).
+  const worker = await startServedWorker(t, config, ['--session-timeout-ms', '180000']);
+  let produced = 0;
+  const lost: string[] = [];
+  // Each round: records flow, the worker checkpoints them, then it is held still (SIGSTOP) and at once
+  // Cassandra is SIGKILLed and started again; the checkpoints are read before and after, while the
+  // worker cannot write, and the worker goes on (SIGCONT) with its partitions and in-memory position.
+  // Cassandra (periodic, uncompressed) replays its commit log up to the last marker, written every
+  // 100 ms: the worker's writes of the last few ms are gone unless a marker fell in between; rounds
+  // go on until one round lost a checkpoint.
+  for (let round = 1; lost.length === 0 && round <= 6; round++) {
+    const since = await checkpoints(session, config);
+    const flowing = generate(config, ['--count', String(PER_ROUND), '--rate', '1500', '--clients', '9', '--seed', String(round)]);
+    produced += PER_ROUND;
+    await waitProgress(worker, session, config, admin, { since });
+    await waitFor(async () => [...(await checkpoints(session, config))].some(([p, o]) => o >= (since.get(p) ?? 0n) + 500n), { timeoutMs: 120_000, message: 'a checkpoint moves 500 records' });
+    process.kill(worker.pid!, 'SIGSTOP');
+    try {
+      const before = await checkpoints(session, config);
+      assert.equal(await killServer(stack, 'cassandra'), true);
+      phases.mark(`round ${round}: worker held, SIGKILL Cassandra`);
+      await restart(stack);
+      const after = await waitFor(() => checkpoints(session, config).catch(() => undefined), { timeoutMs: 120_000, message: 'the test session reads the checkpoints again' });
+      for (const [p, o] of before) if ((after.get(p) ?? -1n) < o) lost.push(`partition ${p}: ${o} -> ${after.get(p) ?? 'none'}`);
+      phases.mark(`round ${round}: Cassandra back`);
+    } finally {
+      process.kill(worker.pid!, 'SIGCONT');
+    }
+    await flowing;
+  }
+  assert.notDeepEqual(lost, [], 'Cassandra forgot no acknowledged checkpoint in six SIGKILLs (is its commit log periodic?)');
+  phases.mark(`checkpoints lost: ${lost.join(', ')}`);
+  // Records go on flowing after the crash: the worker's next checkpoints would cover the hole.
+  await generate(config, ['--count', String(PER_ROUND), '--rate', '1500', '--clients', '9', '--seed', '99']);
+  produced += PER_ROUND;
+  await waitDrained(session, config);
+  phases.mark('drained');
+  // The proof first: nothing missing, the alerts exact (table and topic).
+  const verify = await runCli(['verify', ...connectionArgs(config)]);
+  assert.equal(verify.code, 0, verify.stdout + verify.stderr);
+  assert.match(verify.stdout, new RegExp(`checked ${produced.toLocaleString('en-US')} records`));
+  assert.match(verify.stdout, /table \S+\.alerts: found \d+, wrong 0 \(missing 0, extra 0, count 0\)/);
+  assert.match(verify.stdout, /topic \S+: found \d+ \(latest of \d+ messages\), wrong 0 \(missing 0, extra 0, count 0\)/);
+  const rewinds = worker.output().split('\n').filter((l) => l.includes('"code":"EO_WRITES_LOST"'));
+  assert.ok(rewinds.length >= 1, `the worker says it writes the lost records again (lost: ${lost.join(', ')})`);
+  assert.match(rewinds[0]!, /Cassandra lost acknowledged writes \(its checkpoint is (\d+|gone), below \d+, written and acknowledged before/);
+  const metrics = await (await fetch(`http://127.0.0.1:${worker.port}/metrics`)).text();
+  const counted = [...metrics.matchAll(/^exactlyonce_lost_writes_total\{partition="\d+"\} (\d+)$/gm)].reduce((n, m) => n + Number(m[1]), 0);
+  assert.equal(counted, rewinds.length, 'one count of exactlyonce_lost_writes_total per rewind');
+  t.diagnostic(`${phases}; ${rewinds.length} rewinds; ${produced} records`);
+});
