@@ -23,7 +23,10 @@ export function verifyCommand(): Command {
       .option('--job-option <key=value...>', 'passed to the job factory as context.options (repeatable)')
       .option('--json', 'print the full report as JSON on stdout')
       .option('--skip-alerts', 'check the events ledger only')
-      .option('--no-record', 'do not record the run in <keyspace>.audit_runs')
+      .option('--full', 'check every offset from the log start again (default: only what came after the last recorded proof)')
+      .option('--no-record', 'do not record the run in <keyspace>.audit_runs, nor its proof for the next run')
+      .addOption(new Option('--lanes <n>', 'partitions read at once, each with a Kafka reader of its own').default(4).argParser(intOption('--lanes', 1, 64)))
+      .addOption(new Option('--memory-mb <n>', "--job in upsert mode: memory the keyed merge holds before it spills sorted runs to disk (MiB)").default(64).argParser(intOption('--memory-mb', 1, 65536)))
       .addOption(new Option('--list <n>', 'violations listed in the summary').default(20).argParser(intOption('--list', 0, 1000))),
     ['brokers', 'cassandra', 'datacenter', 'keyspace', 'topic', 'alertsTopic', 'cassandraUsername', 'cassandraPassword', 'kafkaConfig'],
   ).action(
@@ -35,6 +38,9 @@ export function verifyCommand(): Command {
         let bar: Progress | undefined;
         const { report, recorded } = await verifyJob(config, job, {
           record: opts.record !== false,
+          full: opts.full === true,
+          lanes: opts.lanes,
+          memoryMb: opts.memoryMb,
           onProgress: json ? undefined : (done, total) => (bar ??= new Progress('verify', total)).update(done),
         });
         bar?.update(report.totals.records, true);
@@ -59,6 +65,8 @@ export function verifyCommand(): Command {
         maxRecordBytes: given.maxRecordBytes,
         explicit: flags.explicit,
         record: opts.record !== false,
+        full: opts.full === true,
+        lanes: opts.lanes,
         onProgress: json
           ? undefined
           : (done, total) => {

@@ -80,6 +80,11 @@ export class LogReader {
         // The prefetch bound (KiB): librdkafka's queue is the only buffer besides one chunk.
         'queued.max.messages.kbytes': 16384,
         'queued.min.messages': 20000,
+        // A partition read to its end leaves a fetch waiting at the broker for new records, up to
+        // fetch.wait.max.ms (default 500 ms); the next partition assigned is fetched only after it
+        // returns. With one partition after another that was 0.5 s per partition (120 partitions of
+        // 1,000 records: 30 s, nearly all of it waiting). The reader never waits for new records.
+        'fetch.wait.max.ms': 10,
       },
       { 'auto.offset.reset': 'earliest' },
     );

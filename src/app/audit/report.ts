@@ -54,10 +54,25 @@ export class ViolationLog {
 
   constructor(private readonly keep = 1000) {}
 
+  /** Per partition of the audited topic, the lowest offset a violation names: a proof stops there. */
+  readonly firstOffset = new Map<number, bigint>();
+
   add(v: Violation): void {
     this.counts[v.kind]++;
     this.total++;
     if (this.kept.length < this.keep) this.kept.push(v);
+    // Alert violations name windows (or the alerts topic's offsets), not the audited topic's.
+    if (v.partition !== undefined && v.offset !== undefined && v.where === undefined) {
+      const o = BigInt(v.offset);
+      const f = this.firstOffset.get(v.partition);
+      if (f === undefined || o < f) this.firstOffset.set(v.partition, o);
+    }
+  }
+
+  /** Where a partition's proof ends: at its first violation, else at `upTo`. */
+  provedTo(partition: number, upTo: bigint): bigint {
+    const f = this.firstOffset.get(partition);
+    return f !== undefined && f < upTo ? f : upTo;
   }
 }
 
@@ -71,6 +86,15 @@ export interface Gaps {
 
 export interface PartitionReport {
   partition: number;
+  /**
+   * The first offset this run judged: the log start, or where the last recorded proof ended (an
+   * incremental run judges nothing below it).
+   */
+  checkedFrom: string;
+  /** Why the partition was checked from the log start (null: it continued the last proof). */
+  startedOver: string | null;
+  /** Every offset below is proved once this run is recorded (the first violation stops it). */
+  provedTo: string;
   /** Watermarks when the audit started. */
   logStart: string;
   logEnd: string;
@@ -114,20 +138,40 @@ export interface AlertSideReport {
 
 export interface AlertsReport {
   rule: { windowMs: number; slideMs: number; threshold: number; health: number };
+  /**
+   * False on a full run (every window counted from the topic, the whole table and topic compared);
+   * true when only the windows new records fall in (and those of new alert messages) were judged.
+   */
+  incremental: boolean;
+  /** Windows judged. */
+  windows: number;
+  /** Alerts expected among the windows judged. */
   expected: number;
   table: AlertSideReport;
   topic: AlertSideReport;
   /**
-   * True when the pipeline was drained (every checkpoint at the log end, nothing in flight) for the
-   * whole audit: only then must the alerts equal the recomputation, and only then are differences
-   * violations. On a live pipeline they are counted here as `unsettled` instead.
+   * True when no record at or beyond a checkpoint falls in any window (nothing in flight can change an
+   * alert). Windows such a record falls in (`pendingWindows`) are not judged: their differences are
+   * counted as `unsettled`, not as violations; every other window is judged, live or not.
    */
   settled: boolean;
+  pendingWindows: number;
   unsettled: number;
 }
 
 export interface AuditReport {
   ok: boolean;
+  /**
+   * full: every partition checked from the log start; incremental: from where the last recorded run's
+   * proof ended (`partitions[].checkedFrom`), nothing below it checked again (`verify --full` does).
+   */
+  mode: 'full' | 'incremental';
+  /** This run's id (the audit_runs row, when recorded). */
+  runId: string;
+  /** The last recorded run this one continued (incremental), or null. */
+  continues: { runId: string | null; at: string | null } | null;
+  /** Whether this run's proof was recorded for the next run (false: --no-record, or no proof tables). */
+  proofRecorded: boolean;
   topic: string;
   keyspace: string;
   startedAt: string;
@@ -145,4 +189,74 @@ export interface AuditReport {
   violationTotal: number;
   /** The first violations, in the order found. */
   violations: Violation[];
+}
+
+/** Violations not tied to one partition (upsert keys whose rows no record names), added to the totals. */
+export interface Unattributed {
+  missing: number;
+  extra: number;
+  mismatched: number;
+}
+
+/**
+ * The report of either auditor (the events job's and any job's): the header, the totals summed over
+ * the partitions (plus what `unattributed` and the unknown partitions add), and the violations.
+ */
+export function buildReport(o: {
+  started: number;
+  runId: string;
+  mode: AuditReport['mode'];
+  continues: AuditReport['continues'];
+  proofRecorded: boolean;
+  topic: string;
+  keyspace: string;
+  partitions: PartitionReport[];
+  violations: ViolationLog;
+  unknownPartitions?: AuditReport['unknownPartitions'];
+  unattributed?: Unattributed;
+  alerts?: AlertsReport | null;
+}): AuditReport {
+  const { partitions, violations } = o;
+  const unknownPartitions = o.unknownPartitions ?? [];
+  const un = o.unattributed ?? { missing: 0, extra: 0, mismatched: 0 };
+  const sum = (f: (p: PartitionReport) => number) => partitions.reduce((n, p) => n + f(p), 0);
+  const durationMs = Date.now() - o.started;
+  const records = sum((p) => p.records);
+  return {
+    ok: violations.total === 0,
+    mode: o.mode,
+    runId: o.runId,
+    continues: o.continues,
+    proofRecorded: o.proofRecorded,
+    topic: o.topic,
+    keyspace: o.keyspace,
+    startedAt: new Date(o.started).toISOString(),
+    durationMs,
+    recordsPerSecond: Math.round(records / Math.max(0.001, durationMs / 1000)),
+    peakRssMb: Math.round(process.resourceUsage().maxRSS / 1024),
+    partitions,
+    totals: {
+      records,
+      stored: sum((p) => p.stored),
+      quarantined: sum((p) => p.quarantined),
+      missing: sum((p) => p.missing) + un.missing,
+      extra: sum((p) => p.extra) + un.extra + unknownPartitions.reduce((n, u) => n + u.events + u.quarantine, 0),
+      mismatched: sum((p) => p.mismatched) + un.mismatched,
+      lag: String(partitions.reduce((n, p) => n + BigInt(p.lag), 0n)),
+      gapOffsets: sum((p) => p.gaps.offsets),
+      belowLogStart: sum((p) => p.belowLogStart),
+      aheadOfCheckpoint: sum((p) => p.aheadOfCheckpoint),
+    },
+    unknownPartitions,
+    alerts: o.alerts ?? null,
+    violationCounts: { ...violations.counts },
+    violationTotal: violations.total,
+    violations: [...violations.kept],
+  };
+}
+
+/** log end − checkpoint (from the log start when never checkpointed), never below 0. */
+export function lagOf(low: bigint, high: bigint, checkpoint: bigint | null): string {
+  const lag = high - (checkpoint ?? low);
+  return String(lag < 0n ? 0n : lag);
 }
