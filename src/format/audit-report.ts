@@ -74,6 +74,19 @@ export function formatReport(r: AuditReport, listed = 20): string {
   return out.join('\n');
 }
 
+/** One line per round of `verify --every`: what was checked, the verdict, how far the proof is behind. */
+export function formatRound(r: AuditReport, round: number): string {
+  const proved = r.partitions.reduce((a, p) => a + BigInt(p.provedTo), 0n);
+  const checkpoints = r.partitions.reduce((a, p) => a + BigInt(p.checkpoint ?? p.logStart), 0n);
+  const behind = checkpoints > proved ? checkpoints - proved : 0n;
+  const verdict = r.ok ? 'OK' : `VIOLATIONS ${n(r.violationTotal)} (${Object.entries(r.violationCounts).filter(([, c]) => c > 0).map(([k, c]) => `${k} ${n(c)}`).join(', ')})`;
+  const alerts = r.alerts === null ? '' : `, ${n(r.alerts.windows)} alert window(s) judged${r.alerts.settled ? '' : ` (${n(r.alerts.pendingWindows)} still changing)`}`;
+  return (
+    `round ${round} (${r.startedAt}, ${r.mode}): checked ${n(r.totals.records)} ${r.mode === 'incremental' ? 'new ' : ''}records${alerts} in ${(r.durationMs / 1000).toFixed(1)} s: ${verdict}; ` +
+    `proof ${behind === 0n ? 'at the checkpoints' : `${n(String(behind))} offset(s) behind the checkpoints`}`
+  );
+}
+
 export function verifyFailed(r: AuditReport, extra = ''): ExactlyOnceError {
   const kinds = Object.entries(r.violationCounts).filter(([, c]) => c > 0).map(([k, c]) => `${k} ${c}`).join(', ');
   return new ExactlyOnceError('EO_VERIFY_FAILED', `${r.violationTotal} violation(s) of exactly-once (${kinds}); first: ${r.violations[0]?.message ?? '?'}${extra}`);

@@ -247,7 +247,7 @@ test("the dashboard in headless Chromium during a run: live numbers that move an
     await session.execute(`DELETE FROM ${ks}.events WHERE partition = ? AND offset = ?`, [p, row['offset']], { prepare: true });
     gone.push(row);
   }
-  const failed = await runVerify(connectionArgs(config));
+  const failed = await runVerify([...connectionArgs(config), '--full']);
   assert.equal(failed.code, 9, 'EO_VERIFY_FAILED');
   assert.equal(failed.report.violationTotal, 2);
   await waitFor(async () => (await pageNumbers(page)).verify === 'failed', { timeoutMs: 15_000, message: 'the failed verify run appears' });

@@ -7,7 +7,8 @@
  * audits running at once cannot leave a proof that claims more than either checked.
  */
 import { fromLong, toLong, types, type Client, type Long } from '../../cassandra/session.js';
-import { execute, inParallel, pagedRows } from './reads.js';
+import { alertKey } from '../alert-rule.js';
+import { execute, inParallel } from './reads.js';
 import { proofTimestamp, type PartitionStart, type StoredProof } from './proof-plan.js';
 
 /** Statements in flight at once for the point reads and writes of windows and alert messages. */
@@ -36,7 +37,6 @@ export interface AlertLatest {
   readonly count: number | null;
 }
 
-const windowKey = (w: WindowId) => `${w.end}\u0000${w.source}`;
 
 export class ProofStore {
   private readonly ks: string;
@@ -101,7 +101,7 @@ export class ProofStore {
         [this.job, this.topic, w.source, new Date(w.end)],
       );
       out.set(
-        windowKey(w),
+        alertKey(w.source, w.end),
         r.rows.map((row) => ({
           partition: row['partition'] as number,
           lineage: row['lineage'] as string,
@@ -156,7 +156,7 @@ export class ProofStore {
         [this.job, this.topic, alertsTopicId, w.source, new Date(w.end)],
       );
       const row = r.first();
-      if (row !== null) out.set(windowKey(w), { partition: row['partition'] as number, offset: fromLong(row['offset'] as Long), count: (row['alert_count'] as number | null) ?? null });
+      if (row !== null) out.set(alertKey(w.source, w.end), { partition: row['partition'] as number, offset: fromLong(row['offset'] as Long), count: (row['alert_count'] as number | null) ?? null });
     });
     return out;
   }
@@ -181,15 +181,4 @@ export class ProofStore {
       summary,
     ]);
   }
-
-  /** Every partition's proof of every job on `topic`, for the dashboard (paged). */
-  static async *proofsOfTopic(session: Client, keyspace: string, job: string, topic: string): AsyncGenerator<{ partition: number; proved: bigint; provedAt: Date | null }> {
-    yield* pagedRows(session, `SELECT partition, proved_offset, proved_at FROM ${keyspace}.audit_proof WHERE job = ? AND topic = ?`, [job, topic], (row) => ({
-      partition: row['partition'] as number,
-      proved: row['proved_offset'] === null ? 0n : fromLong(row['proved_offset'] as Long),
-      provedAt: (row['proved_at'] as Date | null) ?? null,
-    }));
-  }
 }
-
-export { windowKey };
