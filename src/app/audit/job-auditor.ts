@@ -180,6 +180,7 @@ export class JobAuditor {
         partitions: states.map((s) => this.partitionReport(s)),
         violations: this.violations,
         unattributed,
+        ...(this.upsert === null ? {} : { spilledRuns: this.upsert.spilledRuns }),
       });
     } finally {
       await admin.close();

@@ -189,6 +189,8 @@ export interface AuditReport {
   violationTotal: number;
   /** The first violations, in the order found. */
   violations: Violation[];
+  /** An upsert job's keyed merge: sorted runs it wrote to disk (0: everything fit its memory budget). */
+  spilledRuns?: number;
 }
 
 /** Violations not tied to one partition (upsert keys whose rows no record names), added to the totals. */
@@ -215,6 +217,7 @@ export function buildReport(o: {
   unknownPartitions?: AuditReport['unknownPartitions'];
   unattributed?: Unattributed;
   alerts?: AlertsReport | null;
+  spilledRuns?: number;
 }): AuditReport {
   const { partitions, violations } = o;
   const unknownPartitions = o.unknownPartitions ?? [];
@@ -252,6 +255,7 @@ export function buildReport(o: {
     violationCounts: { ...violations.counts },
     violationTotal: violations.total,
     violations: [...violations.kept],
+    ...(o.spilledRuns === undefined ? {} : { spilledRuns: o.spilledRuns }),
   };
 }
 
