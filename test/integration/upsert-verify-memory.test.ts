@@ -62,8 +62,8 @@ test('an upsert table of 100,000 keys verified in bounded memory: spilled, exact
   t.diagnostic(`full: ${full.report.durationMs} ms, peak RSS ${full.report.peakRssMb} MiB, ${full.report.spilledRuns} runs`);
 
   // A lost row and a changed one: exactly those two, under the same bounds.
-  await session.execute(`DELETE FROM ${config.keyspace}.kv USING TIMESTAMP 1 WHERE k = 77777`);
-  await session.execute(`UPDATE ${config.keyspace}.kv USING TIMESTAMP 1 SET v = 'tampered' WHERE k = 4242`);
+  await session.execute(`DELETE FROM ${config.keyspace}.kv USING TIMESTAMP 1000000000000 WHERE k = 77777`);
+  await session.execute(`UPDATE ${config.keyspace}.kv USING TIMESTAMP 1000000000000 SET v = 'tampered' WHERE k = 4242`);
   const broken = await verify(['--full', '--no-record']);
   assert.equal(broken.code, 9);
   assert.deepEqual(

@@ -50,7 +50,7 @@ export class ExternalSort {
   /** Every line added, in order (once; then `close`). */
   async *sorted(): AsyncGenerator<string> {
     if (this.runs.length === 0) {
-      const lines = this.buffer.sort(compare);
+      const lines = this.buffer.sort(); // the default order is by UTF-16 code units, as `compare`
       this.buffer = [];
       this.bytes = 0;
       yield* lines;
@@ -76,7 +76,7 @@ export class ExternalSort {
   }
 
   private async spill(): Promise<void> {
-    const lines = this.buffer.sort(compare);
+    const lines = this.buffer.sort(); // the default order is by UTF-16 code units, as `compare`
     this.buffer = [];
     this.bytes = 0;
     const file = await this.newRun();
