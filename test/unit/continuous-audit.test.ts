@@ -11,7 +11,7 @@ import { ExactlyOnceError } from '../../src/errors.js';
 function report(violations: Violation[]): AuditReport {
   const log = new ViolationLog();
   for (const v of violations) log.add(v);
-  return buildReport({ started: Date.now(), runId: 'r', mode: 'incremental', continues: null, proofRecorded: true, topic: 't', keyspace: 'k', partitions: [], violations: log });
+  return buildReport({ started: Date.now(), runId: 'r', plan: [], proofRecorded: true, topic: 't', keyspace: 'k', partitions: [], violations: log });
 }
 const missing = (offset: number): Violation => ({ kind: 'missing', partition: 0, offset: String(offset), message: `partition 0 offset ${offset}: missing` });
 const alert: Violation = { kind: 'alert_count', where: 'table', alert: { source: 's', ts: 5000, expected: 10, found: 9 }, message: 'alert s 5000: count 9' };

@@ -26,7 +26,8 @@ import { ExactlyOnceError } from '../../errors.js';
 import { CheckpointStore, type StoredCheckpoint } from '../../engine/checkpoint-store.js';
 import type { SourceRecord } from '../../engine/job.js';
 import { KafkaAdmin, type Watermarks } from '../../kafka/admin.js';
-import { IncompleteRead, LogReader } from '../../kafka/log-reader.js';
+import { IncompleteRead, type LogReader } from '../../kafka/log-reader.js';
+import { inLanes, withReaders } from './lanes.js';
 import type { AlertRule } from '../alert-rule.js';
 import { decodeEvent, DEFAULT_MAX_RECORD_BYTES, type Event } from '../event.js';
 import { ORIGINAL_LAYOUT, type EventsLayout } from '../events-layout.js';
@@ -36,7 +37,7 @@ import { PartitionLedger, type EventRow, type QuarantineRowView } from './ledger
 import { configFingerprint, planProof, type PartitionStart } from './proof-plan.js';
 import { ProofStore } from './proof-store.js';
 import { inParallel, pagedRows } from './reads.js';
-import { buildReport, lagOf, ViolationLog, type AlertsReport, type AuditReport, type PartitionReport } from './report.js';
+import { buildReport, partitionReport, ViolationLog, type AlertsReport, type AuditReport, type PartitionReport } from './report.js';
 import { auditStatements } from './statements.js';
 
 export interface AuditOptions {
@@ -122,13 +123,6 @@ async function* offsets(rows: AsyncIterable<EventRow>): AsyncGenerator<bigint> {
   for await (const r of rows) yield r.offset;
 }
 
-/** The most recent proof a run continues (what `continues` names), or undefined. */
-export function latestProof(plan: readonly PartitionStart[]): NonNullable<PartitionStart['from']> | undefined {
-  let best: NonNullable<PartitionStart['from']> | undefined;
-  for (const s of plan) if (s.from !== null && (best === undefined || (s.from.provedAt?.getTime() ?? 0) > (best.provedAt?.getTime() ?? 0))) best = s.from;
-  return best;
-}
-
 const min = (a: bigint, b: bigint) => (a < b ? a : b);
 const max = (a: bigint, b: bigint) => (a > b ? a : b);
 
@@ -194,21 +188,11 @@ export class Auditor {
       const total = states.reduce((n, s) => n + Number(max(0n, s.end - s.scanFrom)), 0);
       const progress = { done: 0, total };
       options.onProgress?.(0, total);
-      // Partitions are audited `lanes` at a time, each lane with a reader of its own: the audit waits
-      // on Kafka and Cassandra more than it computes.
-      const lanes = Math.max(1, Math.min(options.lanes ?? 4, states.length));
-      const readers: LogReader[] = [];
-      try {
-        for (let i = 0; i < lanes; i++) readers.push(await LogReader.open(config));
-        const queue = [...states];
-        await Promise.all(
-          readers.map(async (reader) => {
-            for (let s = queue.shift(); s !== undefined; s = queue.shift()) {
-              await this.scan(reader, s, progress);
-              await this.belowLogStart(s);
-            }
-          }),
-        );
+      return await withReaders(config, options.lanes ?? 4, states.length, async (readers) => {
+        await inLanes(readers, states, async (reader, s) => {
+          await this.scan(reader, s, progress);
+          await this.belowLogStart(s);
+        });
 
         // Read after the scan: a row at or beyond this log end cannot belong to any record.
         const after = new Map((await admin.watermarks(config.topic)).map((w) => [w.partition, w.high]));
@@ -240,12 +224,10 @@ export class Auditor {
             ),
           );
         }
-        const continued = latestProof(plan);
         return buildReport({
           started,
           runId,
-          mode: full ? 'full' : 'incremental',
-          continues: continued === undefined ? null : { runId: continued.runId, at: continued.provedAt?.toISOString() ?? null },
+          plan,
           proofRecorded: recorded,
           topic: config.topic,
           keyspace: config.keyspace,
@@ -254,9 +236,7 @@ export class Auditor {
           unknownPartitions,
           alerts: alertsReport,
         });
-      } finally {
-        await Promise.all(readers.map((r) => r.close()));
-      }
+      });
     } finally {
       await admin.close();
     }
@@ -391,27 +371,10 @@ export class Auditor {
   }
 
   private partitionReport(s: PartitionState): PartitionReport {
-    const l = s.ledger;
-    return {
-      partition: s.partition,
-      checkedFrom: String(s.ledgerFrom),
-      startedOver: s.start.why,
-      provedTo: String(this.provedTo(s)),
-      logStart: String(s.low),
-      logEnd: String(s.high),
-      checkpoint: s.checkpoint === null ? null : String(s.checkpoint.next),
-      lag: lagOf(s.low, s.high, s.checkpoint?.next ?? null),
-      records: l.records,
-      stored: l.stored,
-      quarantined: l.quarantined,
-      reasons: { ...l.reasons },
-      missing: l.missing,
-      extra: l.extra,
-      mismatched: l.mismatched,
-      gaps: l.gaps,
-      belowLogStart: s.belowLogStart,
-      aheadOfCheckpoint: s.aheadOfCheckpoint,
-    };
+    return partitionReport(
+      { ...s, checkpoint: s.checkpoint?.next ?? null },
+      { checkedFrom: s.ledgerFrom, startedOver: s.start.why, provedTo: this.provedTo(s), ledger: s.ledger, belowLogStart: s.belowLogStart, aheadOfCheckpoint: s.aheadOfCheckpoint },
+    );
   }
 
   /** Rows and checkpoints of partitions the topic does not have: all extra. */

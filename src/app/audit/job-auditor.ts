@@ -29,13 +29,13 @@ import type { Job, SourceRecord } from '../../engine/job.js';
 import { engineTables, type EngineTables } from '../../engine/engine-tables.js';
 import { ExactlyOnceError } from '../../errors.js';
 import { KafkaAdmin, type Watermarks } from '../../kafka/admin.js';
-import { IncompleteRead, LogReader } from '../../kafka/log-reader.js';
-import { latestProof } from './auditor.js';
+import { IncompleteRead, type LogReader } from '../../kafka/log-reader.js';
+import { inLanes, withReaders } from './lanes.js';
 import { JobLedger, type JobRecord } from './job-ledger.js';
 import { configFingerprint, planProof, type PartitionStart } from './proof-plan.js';
 import { ProofStore } from './proof-store.js';
 import { pagedRows } from './reads.js';
-import { buildReport, lagOf, ViolationLog, type AuditReport, type PartitionReport, type Unattributed } from './report.js';
+import { buildReport, partitionReport, ViolationLog, type AuditReport, type PartitionReport, type Unattributed } from './report.js';
 import { UpsertAudit, type UpsertCounts } from './upsert-audit.js';
 
 export interface JobAuditOptions {
@@ -139,23 +139,16 @@ export class JobAuditor {
 
       const total = states.reduce((n, s) => n + Number(max(0n, this.readTo(s) - s.ledger.position)), 0);
       const progress = { done: 0, total };
-      const lanes = Math.max(1, Math.min(options.lanes ?? 4, states.length));
-      const readers: LogReader[] = [];
       try {
-        for (let i = 0; i < lanes; i++) readers.push(await LogReader.open(config));
-        const queue = [...states];
-        await Promise.all(
-          readers.map(async (reader) => {
-            for (let s = queue.shift(); s !== undefined; s = queue.shift()) {
-              await this.scan(reader, s, progress);
-              await this.outsideRange(s);
-            }
+        await withReaders(config, options.lanes ?? 4, states.length, (readers) =>
+          inLanes(readers, states, async (reader, s) => {
+            await this.scan(reader, s, progress);
+            await this.outsideRange(s);
           }),
         );
         await this.unknownPartitions(new Set(byPartition.keys()));
         if (this.upsert !== null) await (full ? this.upsert.judgeAll() : this.upsert.judgeTouched());
       } finally {
-        await Promise.all(readers.map((r) => r.close()));
         await this.upsert?.close();
       }
 
@@ -168,12 +161,10 @@ export class JobAuditor {
           }),
         );
       }
-      const continued = latestProof(plan);
       return buildReport({
         started,
         runId,
-        mode: full ? 'full' : 'incremental',
-        continues: continued === undefined ? null : { runId: continued.runId, at: continued.provedAt?.toISOString() ?? null },
+        plan,
         proofRecorded: recorded,
         topic: config.topic,
         keyspace: ks,
@@ -302,26 +293,9 @@ export class JobAuditor {
   }
 
   private partitionReport(s: PartitionState): PartitionReport {
-    const l = s.ledger;
-    return {
-      partition: s.partition,
-      checkedFrom: String(max(s.low, s.start.proved)),
-      startedOver: s.start.why,
-      provedTo: String(this.provedTo(s)),
-      logStart: String(s.low),
-      logEnd: String(s.high),
-      checkpoint: s.checkpoint === null ? null : String(s.checkpoint.next),
-      lag: lagOf(s.low, s.high, s.checkpoint?.next ?? null),
-      records: l.records,
-      stored: l.stored,
-      quarantined: l.quarantined,
-      reasons: { ...l.reasons },
-      missing: l.missing + s.counts.missing,
-      extra: l.extra + s.counts.extra,
-      mismatched: l.mismatched + s.counts.mismatched,
-      gaps: l.gaps,
-      belowLogStart: s.belowLogStart,
-      aheadOfCheckpoint: s.counts.aheadOfCheckpoint,
-    };
+    return partitionReport(
+      { ...s, checkpoint: s.checkpoint?.next ?? null },
+      { checkedFrom: max(s.low, s.start.proved), startedOver: s.start.why, provedTo: this.provedTo(s), ledger: s.ledger, belowLogStart: s.belowLogStart, aheadOfCheckpoint: s.counts.aheadOfCheckpoint, also: s.counts },
+    );
   }
 }

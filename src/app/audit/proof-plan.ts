@@ -109,3 +109,10 @@ export function planProof(partitions: readonly number[], stored: ReadonlyMap<num
     return { partition, from: null, why, lineage: lineageName(id.topicId, epoch, id.config, seq), lineageSeq: seq, proved: 0n, counted: 0n };
   });
 }
+
+/** The most recent proof a run continues (what `continues` names), or undefined. */
+export function latestProof(plan: readonly PartitionStart[]): StoredProof | undefined {
+  let best: StoredProof | undefined;
+  for (const s of plan) if (s.from !== null && (best === undefined || (s.from.provedAt?.getTime() ?? 0) > (best.provedAt?.getTime() ?? 0))) best = s.from;
+  return best;
+}

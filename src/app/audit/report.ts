@@ -3,6 +3,7 @@
  * alert), the per-partition ledger and the alert comparison. Plain data, JSON-ready (offsets as
  * decimal strings, since they are 64-bit).
  */
+import { latestProof, type PartitionStart } from './proof-plan.js';
 
 /** Every kind of violation the auditor reports. */
 export const ViolationKinds = [
@@ -207,8 +208,8 @@ export interface Unattributed {
 export function buildReport(o: {
   started: number;
   runId: string;
-  mode: AuditReport['mode'];
-  continues: AuditReport['continues'];
+  /** Where each partition started (full: every partition from its log start). */
+  plan: readonly PartitionStart[];
   proofRecorded: boolean;
   topic: string;
   keyspace: string;
@@ -225,11 +226,12 @@ export function buildReport(o: {
   const sum = (f: (p: PartitionReport) => number) => partitions.reduce((n, p) => n + f(p), 0);
   const durationMs = Date.now() - o.started;
   const records = sum((p) => p.records);
+  const continued = latestProof(o.plan);
   return {
     ok: violations.total === 0,
-    mode: o.mode,
+    mode: o.plan.every((s) => s.from === null) ? 'full' : 'incremental',
     runId: o.runId,
-    continues: o.continues,
+    continues: continued === undefined ? null : { runId: continued.runId, at: continued.provedAt?.toISOString() ?? null },
     proofRecorded: o.proofRecorded,
     topic: o.topic,
     keyspace: o.keyspace,
@@ -259,8 +261,43 @@ export function buildReport(o: {
   };
 }
 
-/** log end − checkpoint (from the log start when never checkpointed), never below 0. */
-export function lagOf(low: bigint, high: bigint, checkpoint: bigint | null): string {
-  const lag = high - (checkpoint ?? low);
-  return String(lag < 0n ? 0n : lag);
+/** What a ledger counts per partition (src/app/audit/ledger.ts). */
+export type LedgerCounts = Pick<PartitionReport, 'records' | 'stored' | 'quarantined' | 'reasons' | 'missing' | 'extra' | 'mismatched' | 'gaps'>;
+
+/** One partition's line of the report, from its watermarks and checkpoint, where it was checked from, and its ledger. */
+export function partitionReport(
+  w: { partition: number; low: bigint; high: bigint; checkpoint: bigint | null },
+  o: {
+    checkedFrom: bigint;
+    startedOver: string | null;
+    provedTo: bigint;
+    ledger: LedgerCounts;
+    belowLogStart: number;
+    aheadOfCheckpoint: number;
+    /** Violations counted outside the ledger (an upsert job's keys). */
+    also?: { missing: number; extra: number; mismatched: number };
+  },
+): PartitionReport {
+  const l = o.ledger;
+  const lag = w.high - (w.checkpoint ?? w.low);
+  return {
+    partition: w.partition,
+    checkedFrom: String(o.checkedFrom),
+    startedOver: o.startedOver,
+    provedTo: String(o.provedTo),
+    logStart: String(w.low),
+    logEnd: String(w.high),
+    checkpoint: w.checkpoint === null ? null : String(w.checkpoint),
+    lag: String(lag < 0n ? 0n : lag),
+    records: l.records,
+    stored: l.stored,
+    quarantined: l.quarantined,
+    reasons: { ...l.reasons },
+    missing: l.missing + (o.also?.missing ?? 0),
+    extra: l.extra + (o.also?.extra ?? 0),
+    mismatched: l.mismatched + (o.also?.mismatched ?? 0),
+    gaps: l.gaps,
+    belowLogStart: o.belowLogStart,
+    aheadOfCheckpoint: o.aheadOfCheckpoint,
+  };
 }
