@@ -188,7 +188,7 @@ export class Auditor {
       const total = states.reduce((n, s) => n + Number(max(0n, s.end - s.scanFrom)), 0);
       const progress = { done: 0, total };
       options.onProgress?.(0, total);
-      return await withReaders(config, options.lanes ?? 4, states.length, async (readers) => {
+      return await withReaders(config, options.lanes ?? 4, states.filter((s) => s.scanFrom < s.end).length, async (readers) => {
         await inLanes(readers, states, async (reader, s) => {
           await this.scan(reader, s, progress);
           await this.belowLogStart(s);

@@ -140,7 +140,7 @@ export class JobAuditor {
       const total = states.reduce((n, s) => n + Number(max(0n, this.readTo(s) - s.ledger.position)), 0);
       const progress = { done: 0, total };
       try {
-        await withReaders(config, options.lanes ?? 4, states.length, (readers) =>
+        await withReaders(config, options.lanes ?? 4, states.filter((s) => s.ledger.position < this.readTo(s)).length, (readers) =>
           inLanes(readers, states, async (reader, s) => {
             await this.scan(reader, s, progress);
             await this.outsideRange(s);

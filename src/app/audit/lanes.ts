@@ -6,11 +6,16 @@
 import type { ConnectionConfig } from '../../config.js';
 import { LogReader } from '../../kafka/log-reader.js';
 
-/** Opens `lanes` readers (at least one, at most one per item), runs `use`, and closes them whatever happens. */
+/**
+ * Opens `lanes` readers (at least one, at most one per item with work: an incremental run with new
+ * records on few partitions opens few), at once, runs `use`, and closes them whatever happens.
+ */
 export async function withReaders<R>(config: ConnectionConfig, lanes: number, items: number, use: (readers: readonly LogReader[]) => Promise<R>): Promise<R> {
-  const readers: LogReader[] = [];
+  const opened = await Promise.allSettled(Array.from({ length: Math.max(1, Math.min(lanes, items)) }, () => LogReader.open(config)));
+  const readers = opened.flatMap((r) => (r.status === 'fulfilled' ? [r.value] : []));
   try {
-    for (let i = 0; i < Math.max(1, Math.min(lanes, items)); i++) readers.push(await LogReader.open(config));
+    const failed = opened.find((r) => r.status === 'rejected');
+    if (failed !== undefined) throw failed.reason;
     return await use(readers);
   } finally {
     await Promise.all(readers.map((r) => r.close()));
