@@ -5,7 +5,10 @@
  * checkpoint to the drain), then `verify --full` (records/s, wall time, peak RSS), then 10,000 more
  * records through the worker and a second, incremental `verify` (only those are checked).
  *
- *   node --import tsx bench/verify-throughput.ts [--records 1000000,5000000] [--partitions 6,120] [--lanes 4] [--more 10000]
+ *   node --import tsx bench/verify-throughput.ts [--records 1000000,5000000] [--partitions 6,120] [--lanes 4] [--more 10000] [--keep]
+ *
+ * (`make bench-verify` builds first: `verify` then starts from the compiled build, as a user's does.)
+ * --keep leaves each case's topic and keyspace (named in the progress lines) for a closer look.
  *
  * The local stack must be up (EXACTLYONCE_BROKERS / EXACTLYONCE_CASSANDRA name it). Prints a table and
  * writes bench/results/verify-<time>.json. Figures from a shared machine are indicative: compare the
@@ -37,6 +40,7 @@ const sizes = flag('records', '1000000,5000000').split(',').map(Number);
 const partitionCounts = flag('partitions', '6,120').split(',').map(Number);
 const lanes = flag('lanes', '4');
 const more = Number(flag('more', '10000'));
+const keep = process.argv.includes('--keep');
 
 interface VerifyFigures {
   records: number;
@@ -135,9 +139,12 @@ async function runCase(records: number, partitions: number): Promise<CaseResult>
     log(`  incremental: ${incremental.records} records in ${incremental.wallSeconds.toFixed(1)} s, peak RSS ${incremental.peakRssMb} MiB`);
     return { records, partitions, pipelineRecordsPerSecond: Math.round(pipeline), full, incremental, incrementalShare: incremental.wallSeconds / full.wallSeconds, loadAverage: { start: loadStart, end: os.loadavg() } };
   } finally {
-    await session.execute(`DROP KEYSPACE IF EXISTS ${config.keyspace}`).catch(() => undefined);
-    await admin.deleteTopic(config.topic).catch(() => undefined);
-    await admin.deleteTopic(config.alertsTopic).catch(() => undefined);
+    if (keep) log(`  kept: --keyspace ${config.keyspace} --topic ${config.topic} --alerts-topic ${config.alertsTopic}`);
+    else {
+      await session.execute(`DROP KEYSPACE IF EXISTS ${config.keyspace}`).catch(() => undefined);
+      await admin.deleteTopic(config.topic).catch(() => undefined);
+      await admin.deleteTopic(config.alertsTopic).catch(() => undefined);
+    }
     await admin.close();
     await session.shutdown();
   }
