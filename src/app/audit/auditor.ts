@@ -36,7 +36,7 @@ import { EventRows } from './event-rows.js';
 import { PartitionLedger, type EventRow, type QuarantineRowView } from './ledger.js';
 import { configFingerprint, planProof, type PartitionStart } from './proof-plan.js';
 import { ProofStore } from './proof-store.js';
-import { inParallel, pagedRows } from './reads.js';
+import { inParallel, pagedRows, pages } from './reads.js';
 import { buildReport, partitionReport, ViolationLog, type AlertsReport, type AuditReport, type PartitionReport } from './report.js';
 import { auditStatements } from './statements.js';
 
@@ -140,7 +140,7 @@ export class Auditor {
   ) {
     this.q = auditStatements(config.keyspace);
     this.violations = new ViolationLog(options.keepViolations ?? 1000);
-    this.events = new EventRows((q, p, m) => this.rows(q, p, m), config.keyspace, options.layout ?? ORIGINAL_LAYOUT, eventRow);
+    this.events = new EventRows((q, p, m) => pages(this.session, q, p, m, this.options.fetchSize ?? 5000), config.keyspace, options.layout ?? ORIGINAL_LAYOUT, eventRow);
     this.maxBytes = options.maxRecordBytes ?? DEFAULT_MAX_RECORD_BYTES;
   }
 
@@ -262,8 +262,8 @@ export class Auditor {
         await s.ledger.check(
           records,
           upTo,
-          this.events.range(p, from, upTo),
-          this.rows(this.q.quarantineRange, [p, toLong(from), toLong(upTo)], quarantineRow),
+          this.events.rangePages(p, from, upTo),
+          pages(this.session, this.q.quarantineRange, [p, toLong(from), toLong(upTo)], quarantineRow, this.options.fetchSize ?? 5000),
         );
       }
       progress.done += Number(upTo - s.scanned);

@@ -34,7 +34,7 @@ import { inLanes, withReaders } from './lanes.js';
 import { JobLedger, type JobRecord } from './job-ledger.js';
 import { configFingerprint, planProof, type PartitionStart } from './proof-plan.js';
 import { ProofStore } from './proof-store.js';
-import { pagedRows } from './reads.js';
+import { pagedRows, pages } from './reads.js';
 import { buildReport, partitionReport, ViolationLog, type AuditReport, type PartitionReport, type Unattributed } from './report.js';
 import { UpsertAudit, type UpsertCounts } from './upsert-audit.js';
 
@@ -198,21 +198,21 @@ export class JobAuditor {
     return { partition: w.partition, low: w.low, high: w.high, checkpoint, end, start, ledger, blocked, scanned: from, counts: { missing: 0, extra: 0, mismatched: 0, aheadOfCheckpoint: 0 }, belowLogStart: 0 };
   }
 
-  /** The job's quarantine rows of [from, upTo) of a partition, ascending. */
+  /** The job's quarantine rows of [from, upTo) of a partition, ascending, a page at a time. */
   private quarantine(p: number, from: bigint, upTo: bigint | null) {
     const t = this.t;
     const range = upTo === null ? 'offset >= ?' : 'offset >= ? AND offset < ?';
-    return pagedRows(this.session, `SELECT offset, reason FROM ${t.quarantine} WHERE ${t.jobWhere}partition = ? AND ${range} ORDER BY offset ASC`, [...t.jobParams, p, toLong(from), ...(upTo === null ? [] : [toLong(upTo)])], (r) => ({
+    return pages(this.session, `SELECT offset, reason FROM ${t.quarantine} WHERE ${t.jobWhere}partition = ? AND ${range} ORDER BY offset ASC`, [...t.jobParams, p, toLong(from), ...(upTo === null ? [] : [toLong(upTo)])], (r) => ({
       offset: fromLong(r['offset']),
       reason: r['reason'] as string | null,
     }));
   }
 
-  /** A log-mode table's rows of [from, upTo) of a partition, ascending. */
+  /** A log-mode table's rows of [from, upTo) of a partition, ascending, a page at a time. */
   private tableRows(p: number, from: bigint, upTo: bigint | null) {
     const a = this.audit;
     const range = upTo === null ? 'offset >= ?' : 'offset >= ? AND offset < ?';
-    return pagedRows(
+    return pages(
       this.session,
       `SELECT offset, ${a.columns.join(', ')} FROM ${this.config.keyspace}.${a.table} WHERE partition = ? AND ${range} ORDER BY offset ASC`,
       [p, toLong(from), ...(upTo === null ? [] : [toLong(upTo)])],
@@ -262,15 +262,17 @@ export class JobAuditor {
   private async outsideRange(s: PartitionState): Promise<void> {
     const p = s.partition;
     const log = this.audit.mode === 'log';
-    const tables = [['quarantine', (from: bigint, upTo: bigint | null) => this.quarantine(p, from, upTo)]] as Array<[string, (from: bigint, upTo: bigint | null) => AsyncIterable<{ offset: bigint }>]>;
+    const tables = [['quarantine', (from: bigint, upTo: bigint | null) => this.quarantine(p, from, upTo)]] as Array<[string, (from: bigint, upTo: bigint | null) => AsyncIterable<Array<{ offset: bigint }>>]>;
     if (log) tables.push([this.audit.table, (from, upTo) => this.tableRows(p, from, upTo)]);
     for (const [table, rows] of tables) {
-      for await (const { offset } of rows(s.end, null)) {
-        if (offset < s.high) s.counts.aheadOfCheckpoint++;
-        else s.ledger.extraRow(table, offset, `beyond the log end ${s.high}`);
+      for await (const page of rows(s.end, null)) {
+        for (const { offset } of page) {
+          if (offset < s.high) s.counts.aheadOfCheckpoint++;
+          else s.ledger.extraRow(table, offset, `beyond the log end ${s.high}`);
+        }
       }
       if (s.low > 0n && s.start.proved < s.low) {
-        for await (const _ of rows(s.start.proved, s.low)) s.belowLogStart++;
+        for await (const page of rows(s.start.proved, s.low)) s.belowLogStart += page.length;
       }
     }
   }
@@ -287,8 +289,8 @@ export class JobAuditor {
     for (const p of partitions) {
       if (known.has(p)) continue;
       const ledger = new JobLedger(p, 0n, this.violations, { mode: a.mode, table: a.table, valueColumns: a.columns });
-      for await (const { offset } of this.quarantine(p, -(2n ** 63n), null)) ledger.extraRow('quarantine', offset, `the topic has no partition ${p}`);
-      if (a.mode === 'log') for await (const { offset } of this.tableRows(p, -(2n ** 63n), null)) ledger.extraRow(a.table, offset, `the topic has no partition ${p}`);
+      for await (const page of this.quarantine(p, -(2n ** 63n), null)) for (const { offset } of page) ledger.extraRow('quarantine', offset, `the topic has no partition ${p}`);
+      if (a.mode === 'log') for await (const page of this.tableRows(p, -(2n ** 63n), null)) for (const { offset } of page) ledger.extraRow(a.table, offset, `the topic has no partition ${p}`);
     }
   }
 

@@ -42,24 +42,41 @@ export interface LedgerContext {
   readonly onEvent?: (e: Event, offset: bigint) => void;
 }
 
-/** Peeks one item ahead of an async iterator of rows sorted by offset. */
+/**
+ * Peeks one row ahead of an async iterator of pages of rows sorted by offset. Within a page it answers
+ * without awaiting (`ready`, `head`); only a new page is awaited.
+ */
 export class Cursor<T> {
-  private head: T | undefined;
+  private page: readonly T[] = [];
+  private i = 0;
   private done = false;
 
-  constructor(private readonly it: AsyncIterator<T>) {}
+  constructor(private readonly it: AsyncIterator<readonly T[]>) {}
+
+  /** True when `head` answers without waiting for a page. */
+  get ready(): boolean {
+    return this.i < this.page.length || this.done;
+  }
+
+  /** The next row (only when `ready`), undefined after the last. */
+  head(): T | undefined {
+    return this.page[this.i];
+  }
 
   async peek(): Promise<T | undefined> {
-    if (this.head === undefined && !this.done) {
+    while (this.i >= this.page.length && !this.done) {
       const n = await this.it.next();
       if (n.done === true) this.done = true;
-      else this.head = n.value;
+      else {
+        this.page = n.value;
+        this.i = 0;
+      }
     }
-    return this.head;
+    return this.page[this.i];
   }
 
   take(): void {
-    this.head = undefined;
+    this.i++;
   }
 
   /** Stops the underlying query early (only after an error). */
@@ -108,7 +125,7 @@ export abstract class OffsetLedger<R extends { offset: bigint }, Q extends { off
    * ascending (`rows` null: the output is not keyed by offset, only the quarantine is merged).
    * Offsets in the range the topic did not return are gaps; rows there are extra.
    */
-  async check(records: readonly In[], upTo: bigint, rows: AsyncIterable<R> | null, quarantine: AsyncIterable<Q>): Promise<void> {
+  async check(records: readonly In[], upTo: bigint, rows: AsyncIterable<readonly R[]> | null, quarantine: AsyncIterable<readonly Q[]>): Promise<void> {
     const [rowTable, quarantineTable] = this.tables;
     const ev = rows === null ? null : new Cursor(rows[Symbol.asyncIterator]());
     const qu = new Cursor(quarantine[Symbol.asyncIterator]());
@@ -119,10 +136,10 @@ export abstract class OffsetLedger<R extends { offset: bigint }, Q extends { off
         if (r.offset > this.pos) this.gap(this.pos, r.offset);
         if (ev !== null) await this.extrasBefore(ev, r.offset, rowTable);
         await this.extrasBefore(qu, r.offset, quarantineTable);
-        const e = ev === null ? undefined : await ev.peek();
+        const e = ev === null ? undefined : ev.ready ? ev.head() : await ev.peek();
         const row = e !== undefined && e.offset === r.offset ? e : undefined;
         if (row !== undefined) ev!.take();
-        const q = await qu.peek();
+        const q = qu.ready ? qu.head() : await qu.peek();
         const qrow = q !== undefined && q.offset === r.offset ? q : undefined;
         if (qrow !== undefined) qu.take();
         this.records++;
@@ -155,7 +172,7 @@ export abstract class OffsetLedger<R extends { offset: bigint }, Q extends { off
 
   private async extrasBefore(cursor: Cursor<{ offset: bigint }>, offset: bigint, table: string): Promise<void> {
     for (;;) {
-      const row = await cursor.peek();
+      const row = cursor.ready ? cursor.head() : await cursor.peek();
       if (row === undefined || row.offset >= offset) return;
       cursor.take();
       this.extraRow(table, row.offset, 'an offset gap: transaction marker, aborted or compacted record');
