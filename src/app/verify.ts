@@ -5,6 +5,7 @@
 import type { AlertRule } from './alert-rule.js';
 import { recordAuditRun } from './audit/audit-runs.js';
 import { Auditor } from './audit/auditor.js';
+import { configFingerprint } from './audit/proof-plan.js';
 import type { AuditReport } from './audit/report.js';
 import { checkNoRuleChange, EVENT_JOB_NAME, parseSettings, readJob, resolveSettings, storedSettings, type EventJobSettings } from './event-job.js';
 import { connect } from '../cassandra/session.js';
@@ -21,6 +22,18 @@ export interface VerifyRun {
   recorded: { id: string } | { error: string } | null;
 }
 
+/** How an audit runs, whichever job it audits. */
+export interface AuditRunOptions {
+  /** Record the run in audit_runs and its proof for the next run (`--no-record`: false). */
+  record: boolean;
+  /** Check everything from the log start again, not from the last recorded proof (`--full`). */
+  full?: boolean;
+  /** Partitions read at once (`--lanes`). */
+  lanes?: number;
+  /** Records checked so far, of `total` (for a progress bar). */
+  onProgress?: (done: number, total: number) => void;
+}
+
 /**
  * Runs one audit and records it in audit_runs (unless `record` is false). Used by `verify` and `chaos`.
  * The audit uses the job's settings stored in the keyspace (the workers' own): `rule` and
@@ -30,14 +43,11 @@ export interface VerifyRun {
  */
 export async function verify(
   config: ConnectionConfig,
-  o: {
+  o: AuditRunOptions & {
     rule: AlertRule;
     checkAlerts: boolean;
     maxRecordBytes: number;
     explicit?: ReadonlySet<string>;
-    record: boolean;
-    /** Records checked so far, of `total` (for a progress bar). */
-    onProgress?: (done: number, total: number) => void;
   },
 ): Promise<VerifyRun> {
   const session = await connect(config);
@@ -63,11 +73,13 @@ export async function verify(
       checkAlerts: o.checkAlerts,
       maxRecordBytes: settings.maxRecordBytes,
       layout: settings.layout,
+      lanes: o.lanes,
       onProgress: o.onProgress,
+      proofs: { full: o.full === true, record: o.record, config: configFingerprint(storedSettings(settings)) },
     }).run();
     let recorded: VerifyRun['recorded'] = null;
     if (o.record) {
-      recorded = await recordAuditRun(session, config.keyspace, report).then(
+      recorded = await recordAuditRun(session, config.keyspace, report, EVENT_JOB_NAME).then(
         (id) => ({ id }),
         (e: unknown) => ({ error: `${(e as Error).message.split('\n')[0]} (run \`exactlyonce schema apply\` to create ${config.keyspace}.audit_runs)` }),
       );
@@ -86,7 +98,7 @@ export async function verify(
 export async function verifyJob(
   config: ConnectionConfig,
   job: Job<unknown>,
-  o: { record: boolean; onProgress?: (done: number, total: number) => void },
+  o: AuditRunOptions & { memoryMb?: number },
 ): Promise<Omit<VerifyRun, 'settings'>> {
   const topic = job.topic ?? config.topic;
   const cfg: ConnectionConfig = Object.freeze({ ...config, topic });
@@ -94,10 +106,15 @@ export async function verifyJob(
   try {
     const bound = await new JobBinding(session, cfg.keyspace).read(job.name);
     if (bound !== null) checkSame(bound, { name: job.name, inputTopic: topic, outputTopics: job.outputTopics ?? [], settings: job.settings ?? {} }, cfg.keyspace, 'verify');
-    const report = await new JobAuditor(cfg, session, job, { onProgress: o.onProgress }).run();
+    const report = await new JobAuditor(cfg, session, job, {
+      onProgress: o.onProgress,
+      lanes: o.lanes,
+      memoryMb: o.memoryMb,
+      proofs: { full: o.full === true, record: o.record, config: configFingerprint({ ...(job.settings ?? {}), topic }) },
+    }).run();
     let recorded: VerifyRun['recorded'] = null;
     if (o.record) {
-      recorded = await recordAuditRun(session, cfg.keyspace, report).then(
+      recorded = await recordAuditRun(session, cfg.keyspace, report, job.name).then(
         (id) => ({ id }),
         (e: unknown) => ({ error: (e as Error).message.split('\n')[0]! }),
       );

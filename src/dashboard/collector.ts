@@ -47,6 +47,10 @@ export interface PartitionView {
   quarantineRows: number | null;
   stopped: boolean;
   stalled: boolean;
+  /** Every offset below is proved by `verify` (its last recorded proof); null before the first. */
+  proved: number | null;
+  /** Checkpoint − proved: what the workers stored that the proof has not reached. */
+  proofLag: number | null;
 }
 
 export interface Rates {
@@ -83,6 +87,8 @@ export interface Snapshot {
     alertsRaised: number | null;
     alertsRevised: number | null;
     lateEvents: number | null;
+    /** Summed over the partitions with a proof; null before the first recorded verify run. */
+    proofLag: number | null;
   };
   rates: Rates;
   workers: WorkerView[];
@@ -176,6 +182,7 @@ export class Collector extends EventEmitter {
   private readonly quarantine: Polled<QuarantineCounts>;
   private readonly alerts: Polled<{ latest: AlertRow[]; rows: number; sources: number }>;
   private readonly verify: Polled<VerifyRun | null>;
+  private readonly proofs: Polled<Map<number, bigint>>;
   private readonly points: HistoryPoint[] = [];
   private last: Snapshot | undefined;
   private marks: Watermarks[] | undefined;
@@ -202,6 +209,7 @@ export class Collector extends EventEmitter {
     this.quarantine = new Polled('quarantine counts', 5_000, () => store.quarantineCounts(this.partitionList()));
     this.alerts = new Polled('alerts', 2_000, () => store.alerts(10));
     this.verify = new Polled('audit_runs', 5_000, () => store.lastVerify());
+    this.proofs = new Polled('audit_proof', 5_000, () => store.proofs());
     this.readCheckpoints = singleFlight(() => store.checkpoints());
     this.readMarks = singleFlight(() => admin.watermarks(config.topic));
   }
@@ -209,7 +217,7 @@ export class Collector extends EventEmitter {
   start(): void {
     if (this.running) return;
     this.running = true;
-    for (const p of [this.registry, this.quarantine, this.alerts, this.verify]) p.start();
+    for (const p of [this.registry, this.quarantine, this.alerts, this.verify, this.proofs]) p.start();
     this.loop = (async () => {
       while (this.running) {
         const started = Date.now();
@@ -231,7 +239,7 @@ export class Collector extends EventEmitter {
     this.running = false;
     this.wake?.();
     await this.loop;
-    await Promise.all([this.registry, this.quarantine, this.alerts, this.verify].map((p) => p.stop()));
+    await Promise.all([this.registry, this.quarantine, this.alerts, this.verify, this.proofs].map((p) => p.stop()));
   }
 
   snapshot(): Snapshot | undefined {
@@ -282,7 +290,7 @@ export class Collector extends EventEmitter {
     const now = Date.now();
     if (checkpoints !== undefined) this.checkpoints = checkpoints;
     if (marks !== undefined) this.marks = marks;
-    for (const p of [this.registry, this.quarantine, this.alerts, this.verify]) {
+    for (const p of [this.registry, this.quarantine, this.alerts, this.verify, this.proofs]) {
       if (p.error !== undefined) problems.push(`Cassandra (${p.name}): ${p.error}`);
     }
 
@@ -365,6 +373,7 @@ export class Collector extends EventEmitter {
         const key = String(partition);
         const w = this.marks?.find((m) => m.partition === partition);
         const cp = this.checkpoints?.get(partition);
+        const proved = this.proofs.value?.get(partition);
         const view: PartitionView = {
           partition,
           owners: [],
@@ -379,6 +388,8 @@ export class Collector extends EventEmitter {
           quarantineRows: quarantine?.byPartition[key] ?? null,
           stopped: false,
           stalled: false,
+          proved: proved === undefined ? null : Number(proved),
+          proofLag: proved === undefined ? null : Math.max(0, Number((cp ?? w?.low ?? 0n) - proved)),
         };
         let workerLag: number | null = null;
         for (const s of scrapes) {
@@ -425,6 +436,7 @@ export class Collector extends EventEmitter {
         alertsRaised: optionalSum('alertsRaised'),
         alertsRevised: optionalSum('alertsRevised'),
         lateEvents: optionalSum('lateEvents'),
+        proofLag: partitions.some((p) => p.proofLag !== null) ? partitions.reduce((a, p) => a + (p.proofLag ?? 0), 0) : null,
       },
       rates,
       workers,

@@ -37,6 +37,20 @@ export interface VerifyRun {
   unreadable: string | null;
 }
 
+/** An audit_runs (or audit_latest) row as the page shows it. */
+function runOf(row: Record<string, unknown>): VerifyRun {
+  const id = row['id'] as { toString(): string; getDate?: () => Date } | null;
+  const finished = (row['finished_at'] as Date | null)?.getTime() ?? id?.getDate?.().getTime() ?? null;
+  const text = row['summary'] as string | null;
+  let summary: VerifySummary | null = null;
+  try {
+    summary = text === null ? null : readVerifySummary(JSON.parse(text));
+  } catch {
+    // not JSON: shown as text
+  }
+  return { id: String(id), finishedAt: finished, ok: (row['ok'] as boolean | null) ?? null, summary, unreadable: summary === null ? text : null };
+}
+
 export class DashboardStore {
   private tables: { names: Set<string>; at: number } | undefined;
 
@@ -112,10 +126,25 @@ export class DashboardStore {
     return { latest: latest.slice(0, limit), rows, sources: sources.length };
   }
 
+  /**
+   * How far `verify` has proved each partition of the events job (the next offset its proof does not
+   * cover); empty before the first recorded run or without the proof table (migration 040).
+   */
+  async proofs(): Promise<Map<number, bigint>> {
+    if (!(await this.hasTable('audit_proof'))) return new Map();
+    const r = await this.session.execute(`SELECT partition, proved_offset FROM ${this.keyspace}.audit_proof WHERE job = ? AND topic = ?`, ['events', this.topic], { prepare: true });
+    return new Map(r.rows.filter((row) => row['proved_offset'] !== null).map((row) => [row['partition'] as number, fromLong(row['proved_offset'])]));
+  }
+
   /** The latest `verify` run, null when there is none (or no audit_runs table yet). */
   async lastVerify(): Promise<VerifyRun | null> {
+    // The latest run of the events job on this topic, one row (migration 040).
+    if (await this.hasTable('audit_latest')) {
+      const row = (await this.session.execute(`SELECT id, finished_at, ok, summary FROM ${this.keyspace}.audit_latest WHERE job = ? AND topic = ?`, ['events', this.topic], { prepare: true })).first();
+      if (row !== null) return runOf(row);
+    }
     if (!(await this.hasTable('audit_runs'))) return null;
-    // The table is small (one row per run) and keyed by id: read it and take the newest.
+    // A keyspace from before migration 040: the newest row of audit_runs (one per run, keyed by id).
     const r = await this.session.execute(`SELECT id, finished_at, ok, summary FROM ${this.keyspace}.audit_runs LIMIT 10000`, [], { prepare: true });
     let best: VerifyRun | null = null;
     let bestKey = -Infinity;
@@ -125,14 +154,7 @@ export class DashboardStore {
       const key = finished ?? 0;
       if (key < bestKey) continue;
       bestKey = key;
-      const text = row['summary'] as string | null;
-      let summary: VerifySummary | null = null;
-      try {
-        summary = text === null ? null : readVerifySummary(JSON.parse(text));
-      } catch {
-        // not JSON: shown as text
-      }
-      best = { id: String(id), finishedAt: finished, ok: (row['ok'] as boolean | null) ?? null, summary, unreadable: summary === null ? text : null };
+      best = runOf(row);
     }
     return best;
   }

@@ -21,6 +21,8 @@ export const VIOLATION_KINDS: Record<ViolationKind, { name: string; what: string
 };
 
 export interface VerifySummary {
+  /** full: from the log start; incremental: from where the last recorded proof ended. */
+  mode: 'full' | 'incremental';
   topic: string | null;
   durationMs: number | null;
   partitions: number | null;
@@ -62,6 +64,7 @@ export function readVerifySummary(stored: unknown): VerifySummary | null {
     .sort((x, y) => y.count - x.count || x.kind.localeCompare(y.kind));
   const first = Array.isArray(s['firstViolations']) ? s['firstViolations'].filter((m): m is string => typeof m === 'string') : [str(s['firstViolation'])].filter((m): m is string => m !== null);
   return {
+    mode: s['mode'] === 'incremental' ? 'incremental' : 'full',
     topic: str(s['topic']),
     durationMs: num(s['durationMs']),
     partitions: num(s['partitions']),

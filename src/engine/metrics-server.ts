@@ -7,8 +7,18 @@
  * the dashboard on another host can scrape it); beyond loopback it requires a token (http-access.ts).
  */
 import { createServer, type Server } from 'node:http';
+import type { Registry } from 'prom-client';
 import { httpAccess, refusal, type HttpAccess } from './http-access.js';
-import type { EngineMetrics } from './metrics.js';
+
+/** What the server serves: a worker's EngineMetrics, or any process's registry (`verify --every`). */
+export interface MetricsSource {
+  readonly registry: Registry;
+  /** Who serves, for the index page: `exactlyonce worker <id>`. */
+  readonly workerId: string;
+  readonly health: { readiness(): { ready: boolean; detail: string } };
+  /** The index page's name of the process (default: worker). */
+  readonly role?: string;
+}
 
 export function metricsBindHost(env: NodeJS.ProcessEnv = process.env): string {
   return env['EXACTLYONCE_METRICS_HOST'] || '127.0.0.1';
@@ -19,7 +29,7 @@ export function metricsAccess(host = metricsBindHost()): HttpAccess {
   return httpAccess(host, `the metrics server (EXACTLYONCE_METRICS_HOST=${host})`);
 }
 
-export async function serveMetrics(metrics: EngineMetrics, port: number, running: () => boolean, host = metricsBindHost(), access = metricsAccess(host)): Promise<Server> {
+export async function serveMetrics(metrics: MetricsSource, port: number, running: () => boolean, host = metricsBindHost(), access = metricsAccess(host)): Promise<Server> {
   const server = createServer((req, res) => {
     const refused = refusal(req, access);
     if (refused !== undefined) {
@@ -38,7 +48,7 @@ export async function serveMetrics(metrics: EngineMetrics, port: number, running
       const r = running() ? metrics.health.readiness() : { ready: false, detail: 'not ready: starting' };
       res.writeHead(r.ready ? 200 : 503, { 'content-type': 'text/plain' }).end(`${r.detail}\n`);
     } else if (path === '/') {
-      res.writeHead(200, { 'content-type': 'text/plain' }).end(`exactlyonce worker ${metrics.workerId}: /metrics /healthz /readyz\n`);
+      res.writeHead(200, { 'content-type': 'text/plain' }).end(`exactlyonce ${metrics.role ?? 'worker'} ${metrics.workerId}: /metrics /healthz /readyz\n`);
     } else {
       res.writeHead(404, { 'content-type': 'text/plain' }).end('not found\n');
     }

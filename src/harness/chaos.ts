@@ -270,7 +270,7 @@ export async function runChaos(
 
     say('running verify');
     const audit: Omit<VerifyRun, 'settings'> =
-      job !== undefined ? await verifyJob(config, job, { record: true }) : await verify(config, { rule: o.rule, checkAlerts: true, maxRecordBytes: DEFAULT_MAX_RECORD_BYTES, record: true });
+      job !== undefined ? await verifyJob(config, job, { record: true, full: true }) : await verify(config, { rule: o.rule, checkAlerts: true, maxRecordBytes: DEFAULT_MAX_RECORD_BYTES, record: true, full: true });
     if (audit.recorded !== null && 'error' in audit.recorded) problems.push(`the audit run was not recorded: ${audit.recorded.error}`);
     const produced = generated + faults.injected;
     // A transaction whose commit was cut short may or may not have been committed.

@@ -34,6 +34,8 @@ interface PageNumbers {
   verify: string;
   rows: Array<{ partition: number; owner: string; checkpoint: string; logEnd: string; lag: string; quarantineRows: string }>;
   workers: Array<{ id: string; status: string; via: string }>;
+  /** How far verify's proof reached: the tile (checkpoint − proved, summed) and each partition's proved offset. */
+  proof: { behind: string; proved: string[] };
 }
 
 /**
@@ -60,6 +62,7 @@ const PAGE_NUMBERS = `(() => {
     verify: v('verify-state'),
     rows,
     workers,
+    proof: { behind: v('proof-lag'), proved: [...document.querySelectorAll('#partitions tbody tr td.proved')].map((td) => td.dataset.value) },
   };
 })()`;
 
@@ -194,7 +197,7 @@ test("the dashboard in headless Chromium during a run: live numbers that move an
         alerts: String(alertRows),
         rows,
       };
-      const { workers: _w, verify: _v, ...shown } = await pageNumbers(page);
+      const { workers: _w, verify: _v, proof: _p, ...shown } = await pageNumbers(page);
       try {
         assert.deepEqual(shown, expected);
         return true;
@@ -205,6 +208,7 @@ test("the dashboard in headless Chromium during a run: live numbers that move an
     { timeoutMs: 30_000, message: `the page shows what /metrics and Cassandra say: ${JSON.stringify(expected)}` },
   );
   const shown = await pageNumbers(page);
+  assert.deepEqual(shown.proof, { behind: '', proved: ['', '', ''] }, 'no proof before the first verify run');
   assert.equal(shown.stored + shown.quarantined, 12000, 'every record counted once');
   assert.equal(shown.consumed, 12000);
   assert.ok(shown.rows.every((r) => r.owner === id1 || r.owner === id2), 'each partition has one owner');
@@ -221,6 +225,9 @@ test("the dashboard in headless Chromium during a run: live numbers that move an
   const a = clean.report.alerts!;
   assert.ok(a.settled && a.expected > 0);
   await waitFor(async () => (await pageNumbers(page)).verify === 'ok', { timeoutMs: 15_000, message: 'the verify result appears' });
+  // The proof has reached the checkpoints: each partition proved to its checkpoint, nothing behind.
+  await waitFor(async () => (await pageNumbers(page)).proof.behind === '0', { timeoutMs: 15_000, message: 'the proof appears' });
+  assert.deepEqual((await pageNumbers(page)).proof.proved, shown.rows.map((r) => r.checkpoint));
   const ok = await verifyPanel(page);
   assert.deepEqual([ok.tile, ok.verdict, ok.headline], ['OK', 'OK', 'exactly once held: every record up to the checkpoints is stored once, with its values; the alerts equal their recount']);
   assert.equal(ok.facts[0]?.[0], 'ran');
@@ -247,7 +254,7 @@ test("the dashboard in headless Chromium during a run: live numbers that move an
     await session.execute(`DELETE FROM ${ks}.events WHERE partition = ? AND offset = ?`, [p, row['offset']], { prepare: true });
     gone.push(row);
   }
-  const failed = await runVerify(connectionArgs(config));
+  const failed = await runVerify([...connectionArgs(config), '--full']);
   assert.equal(failed.code, 9, 'EO_VERIFY_FAILED');
   assert.equal(failed.report.violationTotal, 2);
   await waitFor(async () => (await pageNumbers(page)).verify === 'failed', { timeoutMs: 15_000, message: 'the failed verify run appears' });

@@ -43,7 +43,7 @@ test('an upsert sink (orders: updates, deletes, malformed records) under kills, 
 
   // The same proof from the command line, on the kept keyspace (the run's config copy names its topic).
   const sink = path.join(f.runDir, 'sink.json');
-  const args = ['--brokers', BROKERS, '--cassandra', CASSANDRA, '--keyspace', f.keyspace, '--job', sink, '--no-record'];
+  const args = ['--brokers', BROKERS, '--cassandra', CASSANDRA, '--keyspace', f.keyspace, '--job', sink, '--no-record', '--full'];
   const ok = await runCli(['verify', ...args, '--json']);
   assert.equal(ok.code, 0, ok.stderr);
   const report = JSON.parse(ok.stdout) as { ok: boolean; job: string; totals: { records: number; quarantined: number; stored: number } };

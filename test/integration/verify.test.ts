@@ -20,7 +20,8 @@ interface Verified {
 }
 
 async function verify(config: ConnectionConfig, extra: string[] = []): Promise<Verified> {
-  const r = await runCli(['verify', ...connectionArgs(config), '--json', ...extra]);
+  // --full: each check below must judge every offset again, not only those after the last proof.
+  const r = await runCli(['verify', ...connectionArgs(config), '--json', '--full', ...extra]);
   assert.ok(r.stdout.trim().length > 0, `verify printed a report (stderr: ${r.stderr})`);
   return { code: r.code, report: JSON.parse(r.stdout) as Verified['report'], stderr: r.stderr };
 }
@@ -156,10 +157,10 @@ test('verify holds on a finished run and reports each corruption precisely, with
 
   // The human summary names the partition and offset.
   await session.execute(`DELETE FROM ${ks}.events WHERE partition = 1 AND offset = ?`, [deleted['offset']], { prepare: true });
-  const human = await runCli(['verify', ...connectionArgs(config), '--no-record']);
+  const human = await runCli(['verify', ...connectionArgs(config), '--no-record', '--full']);
   assert.equal(human.code, 9);
   assert.match(human.stdout, new RegExp(`partition 1 offset ${deleted['offset']}: a valid event has no row in events|partition 1 offset ${deleted['offset']}: a malformed`));
-  assert.match(human.stdout, /^ 1 +\| 0 +\| \d+ +\| \d+ +\| 0 +\| [\d,]+ +\| [\d,]+ +\| [\d,]+ +\| 1 +\|/m);
+  assert.match(human.stdout, /^ 1 +\| 0 +\| 0 +\| \d+ +\| \d+ +\| 0 +\| [\d,]+ +\| [\d,]+ +\| [\d,]+ +\| 1 +\|/m);
   assert.match(human.stdout, /VIOLATIONS: 1 \(missing 1\)/);
   assert.equal((await session.execute(`SELECT ok FROM ${ks}.audit_runs`)).rowLength, 9, '--no-record records nothing');
 });
@@ -205,7 +206,7 @@ test('offset gaps (transaction markers, an aborted transaction), retention and l
   assert.equal(v.report.totals.lag, '90');
   assert.equal(v.report.alerts?.settled, false, 'alerts are not settled while the pipeline lags');
 
-  const human = await runCli(['verify', ...connectionArgs(config), '--no-record']);
+  const human = await runCli(['verify', ...connectionArgs(config), '--no-record', '--full']);
   assert.equal(human.code, 0, human.stderr);
   assert.match(human.stdout, /partition 0: 7 offset\(s\) in 1 gap\(s\) the broker does not return \(transaction markers, aborted transactions, compaction\) — not a loss; e\.g\. 20\.\.26/);
   assert.match(human.stdout, /partition 1: offsets 0\.\.49 were deleted by retention; 50 row\(s\) stored for them are kept and not checked/);

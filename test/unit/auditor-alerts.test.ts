@@ -72,6 +72,10 @@ test('the latest message per key wins by offset within a partition; a tombstone 
 test('the audit_runs summary keeps the totals and only the violation kinds that occurred', () => {
   const s = auditSummary({
     ok: false,
+    mode: 'incremental',
+    runId: '00000000-0000-1000-8000-000000000000',
+    continues: null,
+    proofRecorded: false,
     topic: 't',
     keyspace: 'k',
     startedAt: '2026-01-01T00:00:00.000Z',
@@ -89,4 +93,5 @@ test('the audit_runs summary keeps the totals and only the violation kinds that 
   assert.deepEqual(s['violations'], { missing: 1 });
   assert.equal(s['firstViolation'], 'partition 0 offset 7: missing');
   assert.equal(s['records'], 3);
+  assert.equal(s['mode'], 'incremental');
 });

@@ -122,4 +122,17 @@ export class LatestPerKey {
   *alerts(): Iterable<Alert> {
     for (const v of this.latest.values()) if (v.alert !== null) yield v.alert;
   }
+
+  /** Every key's latest message: where it is and its alert (null: a tombstone). */
+  entries(): IterableIterator<[string, { partition: number; offset: bigint; alert: Alert | null }]> {
+    return this.latest.entries();
+  }
+}
+
+/** The window an alerts-topic key `source@windowEnd` names, or null when it names none. */
+export function windowOfKey(key: string): { source: string; end: number } | null {
+  const at = key.lastIndexOf('@');
+  if (at < 0 || !/^-?\d+$/.test(key.slice(at + 1))) return null;
+  const end = Number(key.slice(at + 1));
+  return Number.isSafeInteger(end) ? { source: key.slice(0, at), end } : null;
 }

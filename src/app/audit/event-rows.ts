@@ -8,7 +8,12 @@
 import { fromLong, toLong, type Row } from '../../cassandra/session.js';
 import { bucketOf, type EventsLayout } from '../events-layout.js';
 
-type Rows = <T>(query: string, params: unknown[], map: (row: Row) => T) => AsyncGenerator<T>;
+/** A query's rows, a page at a time. */
+type Pages = <T>(query: string, params: unknown[], map: (row: Row) => T) => AsyncGenerator<T[]>;
+
+async function* flat<T>(pages: AsyncIterable<T[]>): AsyncGenerator<T> {
+  for await (const page of pages) yield* page;
+}
 
 const COLUMNS = 'offset, id, ts, source, client, health';
 
@@ -16,35 +21,40 @@ export class EventRows<R> {
   private buckets: Map<number, bigint[]> | undefined;
 
   constructor(
-    private readonly rows: Rows,
+    private readonly pages: Pages,
     private readonly keyspace: string,
     private readonly layout: EventsLayout,
     private readonly map: (row: Row) => R,
   ) {}
 
-  /** Rows of [from, upTo), ascending. */
-  async *range(partition: number, from: bigint, upTo: bigint): AsyncGenerator<R> {
+  /** Rows of [from, upTo), ascending, a page at a time. */
+  async *rangePages(partition: number, from: bigint, upTo: bigint): AsyncGenerator<R[]> {
     const l = this.layout;
     if (l.kind === 'original') {
-      yield* this.rows(`SELECT ${COLUMNS} FROM ${this.keyspace}.events WHERE partition = ? AND offset >= ? AND offset < ? ORDER BY offset ASC`, [partition, toLong(from), toLong(upTo)], this.map);
+      yield* this.pages(`SELECT ${COLUMNS} FROM ${this.keyspace}.events WHERE partition = ? AND offset >= ? AND offset < ? ORDER BY offset ASC`, [partition, toLong(from), toLong(upTo)], this.map);
       return;
     }
     if (upTo <= from) return;
     for (let b = bucketOf(l, from); b <= bucketOf(l, upTo - 1n); b++) {
-      yield* this.rows(`SELECT ${COLUMNS} FROM ${this.keyspace}.events_bucketed WHERE partition = ? AND bucket = ? AND offset >= ? AND offset < ?`, [partition, toLong(b), toLong(from), toLong(upTo)], this.map);
+      yield* this.pages(`SELECT ${COLUMNS} FROM ${this.keyspace}.events_bucketed WHERE partition = ? AND bucket = ? AND offset >= ? AND offset < ?`, [partition, toLong(b), toLong(from), toLong(upTo)], this.map);
     }
+  }
+
+  /** Rows of [from, upTo), ascending. */
+  range(partition: number, from: bigint, upTo: bigint): AsyncGenerator<R> {
+    return flat(this.rangePages(partition, from, upTo));
   }
 
   /** Rows at or after `from`, ascending (the buckets as of the last `rescan`). */
   async *from(partition: number, from: bigint): AsyncGenerator<R> {
     const l = this.layout;
     if (l.kind === 'original') {
-      yield* this.rows(`SELECT ${COLUMNS} FROM ${this.keyspace}.events WHERE partition = ? AND offset >= ? ORDER BY offset ASC`, [partition, toLong(from)], this.map);
+      yield* flat(this.pages(`SELECT ${COLUMNS} FROM ${this.keyspace}.events WHERE partition = ? AND offset >= ? ORDER BY offset ASC`, [partition, toLong(from)], this.map));
       return;
     }
     for (const b of (await this.bucketMap()).get(partition) ?? []) {
       if (b < bucketOf(l, from)) continue;
-      yield* this.rows(`SELECT ${COLUMNS} FROM ${this.keyspace}.events_bucketed WHERE partition = ? AND bucket = ? AND offset >= ?`, [partition, toLong(b), toLong(from)], this.map);
+      yield* flat(this.pages(`SELECT ${COLUMNS} FROM ${this.keyspace}.events_bucketed WHERE partition = ? AND bucket = ? AND offset >= ?`, [partition, toLong(b), toLong(from)], this.map));
     }
   }
 
@@ -52,19 +62,19 @@ export class EventRows<R> {
   async *below(partition: number, before: bigint): AsyncGenerator<R> {
     const l = this.layout;
     if (l.kind === 'original') {
-      yield* this.rows(`SELECT ${COLUMNS} FROM ${this.keyspace}.events WHERE partition = ? AND offset < ?`, [partition, toLong(before)], this.map);
+      yield* flat(this.pages(`SELECT ${COLUMNS} FROM ${this.keyspace}.events WHERE partition = ? AND offset < ?`, [partition, toLong(before)], this.map));
       return;
     }
     for (const b of (await this.bucketMap()).get(partition) ?? []) {
       if (b > bucketOf(l, before - 1n)) break;
-      yield* this.rows(`SELECT ${COLUMNS} FROM ${this.keyspace}.events_bucketed WHERE partition = ? AND bucket = ? AND offset < ?`, [partition, toLong(b), toLong(before)], this.map);
+      yield* flat(this.pages(`SELECT ${COLUMNS} FROM ${this.keyspace}.events_bucketed WHERE partition = ? AND bucket = ? AND offset < ?`, [partition, toLong(b), toLong(before)], this.map));
     }
   }
 
   /** The Kafka partitions that have rows (a scan of partition keys only). */
   async *partitions(): AsyncGenerator<number> {
     if (this.layout.kind === 'original') {
-      yield* this.rows(`SELECT DISTINCT partition FROM ${this.keyspace}.events`, [], (r) => r['partition'] as number);
+      yield* flat(this.pages(`SELECT DISTINCT partition FROM ${this.keyspace}.events`, [], (r) => r['partition'] as number));
       return;
     }
     yield* (await this.bucketMap()).keys();
@@ -78,7 +88,7 @@ export class EventRows<R> {
   private async bucketMap(): Promise<Map<number, bigint[]>> {
     if (this.buckets === undefined) {
       const m = new Map<number, bigint[]>();
-      for await (const [p, b] of this.rows(`SELECT DISTINCT partition, bucket FROM ${this.keyspace}.events_bucketed`, [], (r) => [r['partition'] as number, fromLong(r['bucket'])] as const)) {
+      for await (const [p, b] of flat(this.pages(`SELECT DISTINCT partition, bucket FROM ${this.keyspace}.events_bucketed`, [], (r) => [r['partition'] as number, fromLong(r['bucket'])] as const))) {
         const list = m.get(p) ?? [];
         list.push(b);
         m.set(p, list);

@@ -1,369 +1,313 @@
 /**
  * The auditor for any job that describes its output (`Job.audit`, src/engine/job-audit.ts): what
- * `exactlyonce verify --job` and `chaos --job` run. Same report and exit codes as the events auditor
- * (src/app/audit/auditor.ts), against the broker's log:
+ * `exactlyonce verify --job` and `chaos --job` run. Same report, exit codes and proofs as the events
+ * auditor (src/app/audit/auditor.ts), against the broker's log:
  *
  * - checkpoints first (the job's own, src/engine/engine-tables.ts), then the watermarks: every row
  *   below a checkpoint is durable before the audit looks at it;
+ * - each partition from where the last recorded proof ended (src/app/audit/proof-plan.ts), or from
+ *   the log start (`full`, no proof, or one made under another topic ID, reset epoch or settings);
  * - every record below the checkpoint says what it must produce (`audit.expect`); a quarantined one
- *   must be in the job's quarantine with that reason, any other must not be there;
- * - log mode: exactly that row per offset, no other row (rows at or beyond the checkpoint are batches
- *   in flight while the log holds their offset);
- * - upsert mode: per key, the row of its last record (the highest offset not quarantined), or no row
- *   when that record deletes the key, written at that record's timestamp (no other writer); every key's
- *   records on one partition; no row for a key no record names. A row newer than the checkpoint (a
- *   batch in flight on a live pipeline) is counted as ahead of the checkpoint, not judged.
+ *   must be in the job's quarantine with that reason, any other must not be there — merged offset by
+ *   offset with the quarantine rows (src/app/audit/job-ledger.ts);
+ * - log mode: exactly that row per offset, no other row, merged the same way with the table's rows of
+ *   the offset range (the table is keyed PRIMARY KEY (partition, offset), as a sink's is); rows at or
+ *   beyond the checkpoint are batches in flight while the log holds their offset;
+ * - upsert mode: per key, the row of its last record, written at that record's timestamp, every key's
+ *   records on one partition, no row for a key no record names — a keyed merge in bounded memory
+ *   (src/app/audit/upsert-audit.ts). The topic is read to its end, so that a row written by a batch in
+ *   flight is recognised (counted as ahead of the checkpoint, not judged).
  *
- * It holds the expected state in memory (one entry per offset in log mode, per key in upsert mode):
- * meant for the sizes tests, chaos runs and spot checks use, not for auditing billions of rows.
+ * Memory: one chunk of records per lane, one page of rows, and in upsert mode the keyed merge's budget
+ * (`memoryMb`; beyond it sorted runs go to a temporary folder) — independent of the number of keys.
  */
-import { fromLong, isRetriableCassandraError, type Client, type Row } from '../../cassandra/session.js';
+import { fromLong, toLong, types, type Client, type Row } from '../../cassandra/session.js';
 import type { ConnectionConfig } from '../../config.js';
-import { CheckpointStore } from '../../engine/checkpoint-store.js';
-import type { Expectation } from '../../engine/job-audit.js';
+import { CheckpointStore, type StoredCheckpoint } from '../../engine/checkpoint-store.js';
+import type { JobAudit } from '../../engine/job-audit.js';
 import type { Job, SourceRecord } from '../../engine/job.js';
-import { engineTables } from '../../engine/engine-tables.js';
+import { engineTables, type EngineTables } from '../../engine/engine-tables.js';
 import { retry } from '../../engine/retry.js';
 import { ExactlyOnceError } from '../../errors.js';
-import { KafkaAdmin } from '../../kafka/admin.js';
-import { IncompleteRead, LogReader } from '../../kafka/log-reader.js';
-import { canonical } from '../../sink/cql-types.js';
-import { ViolationLog, type AuditReport, type PartitionReport, type ViolationKind } from './report.js';
+import { KafkaAdmin, type Watermarks } from '../../kafka/admin.js';
+import { IncompleteRead, type LogReader } from '../../kafka/log-reader.js';
+import { inLanes, withReaders } from './lanes.js';
+import { JobLedger, type JobRecord } from './job-ledger.js';
+import { configFingerprint, planProof, type PartitionStart } from './proof-plan.js';
+import { ProofStore } from './proof-store.js';
+import { pagedRows, pages } from './reads.js';
+import { buildReport, partitionReport, ViolationLog, type AuditReport, type PartitionReport, type Unattributed } from './report.js';
+import { UpsertAudit, type UpsertCounts } from './upsert-audit.js';
 
-const text = (v: unknown) => JSON.stringify(canonical(v));
-const NEVER = new AbortController().signal;
+export interface JobAuditOptions {
+  keepViolations?: number;
+  onProgress?: (done: number, total: number) => void;
+  /** Partitions read at once, each with a Kafka reader of its own (default 4). */
+  lanes?: number;
+  /** Upsert mode: MiB the keyed merge holds before it spills sorted runs to disk (default 64). */
+  memoryMb?: number;
+  /** Where the keyed merge's runs go (default: the OS's temporary folder). */
+  spillDir?: string;
+  /** As the events auditor's `proofs` (src/app/audit/auditor.ts); without it: full, nothing recorded. */
+  proofs?: { full: boolean; record: boolean; config?: string };
+}
 
 interface PartitionState {
-  partition: number;
-  low: bigint;
-  high: bigint;
+  readonly partition: number;
+  readonly low: bigint;
+  readonly high: bigint;
   /** The last stable offset: the end of what a read_committed consumer can read (lag is counted to it). */
-  stable: bigint;
-  checkpoint: bigint | null;
-  end: bigint;
-  records: number;
-  stored: number;
-  quarantined: number;
-  reasons: Record<string, number>;
-  missing: number;
-  extra: number;
-  mismatched: number;
+  readonly stable: bigint;
+  readonly checkpoint: StoredCheckpoint | null;
+  readonly end: bigint;
+  readonly start: PartitionStart;
+  readonly ledger: JobLedger;
+  readonly blocked: boolean;
+  /** Records below this offset were read. */
+  scanned: bigint;
+  /** Upsert violations counted on this partition, and rows ahead of its checkpoint. */
+  readonly counts: UpsertCounts;
   belowLogStart: number;
-  aheadOfCheckpoint: number;
-  /** Offsets read, for gaps. */
-  gapOffsets: number;
-  gapRanges: number;
-  gapExamples: string[];
 }
 
-/** Upsert mode: what the audit knows of one key. */
-interface KeyState {
-  key: Readonly<Record<string, unknown>>;
-  /** The last record below the checkpoint that is not quarantined, if any. */
-  last?: { partition: number; offset: bigint; e: Expectation };
-  /** Offsets of the key's records at or beyond the checkpoint (in flight). */
-  inFlight: Set<bigint>;
-  partitions: Set<number>;
-}
+const max = (a: bigint, b: bigint) => (a > b ? a : b);
+const NEVER = new AbortController().signal;
 
 export class JobAuditor {
   private readonly violations: ViolationLog;
+  private readonly t: EngineTables;
+  private upsert: UpsertAudit | null = null;
 
   constructor(
     private readonly config: ConnectionConfig,
     private readonly session: Client,
     private readonly job: Job<unknown>,
-    private readonly options: { keepViolations?: number; onProgress?: (done: number, total: number) => void } = {},
+    private readonly options: JobAuditOptions = {},
   ) {
     this.violations = new ViolationLog(options.keepViolations ?? 1000);
+    this.t = engineTables(config.keyspace, job.legacyTables === true ? undefined : job.name);
   }
 
-  private add(kind: ViolationKind, message: string, partition?: number, offset?: bigint): void {
-    this.violations.add({ kind, message, ...(partition === undefined ? {} : { partition }), ...(offset === undefined ? {} : { offset: String(offset) }) });
+  private get audit(): JobAudit {
+    return this.job.audit!;
   }
 
-  private async *rows(query: string, params: unknown[]): AsyncGenerator<Row> {
-    let pageState: string | undefined;
-    do {
-      const state = pageState;
-      const r = await retry(() => this.session.execute(query, params, { prepare: true, fetchSize: 5000, pageState: state }), {
-        server: 'Cassandra',
-        isRetriable: isRetriableCassandraError,
-        deadlineMs: 120_000,
-      });
-      yield* r.rows;
-      pageState = r.pageState ?? undefined;
-    } while (pageState !== undefined);
+  /**
+   * What each record of a chunk must produce: the one place the job's records are decoded. What the
+   * job's decode reads from another server (a Schema Registry's schemas) is fetched first, as the
+   * workers do, retried while the server does not answer.
+   */
+  private async expectAll(records: readonly SourceRecord[]): Promise<JobRecord[]> {
+    const lookup = this.job.lookup;
+    if (lookup !== undefined) await retry(() => lookup.fetch(records, NEVER), { server: lookup.server, deadlineMs: 300_000 });
+    return records.map((r) => ({ offset: r.offset, e: this.audit.expect(r) }));
   }
 
   async run(): Promise<AuditReport> {
     const audit = this.job.audit;
     if (audit === undefined) throw new ExactlyOnceError('EO_USAGE', `job ${this.job.name} does not describe its output (no \`audit\`): it cannot be verified`);
     const started = Date.now();
-    const { config } = this;
+    const runId = types.TimeUuid.now().toString();
+    const { config, options } = this;
     const ks = config.keyspace;
-    const tablesKey = this.job.legacyTables === true ? undefined : this.job.name;
     const admin = new KafkaAdmin(config);
-    const reader = await LogReader.open(config);
     try {
       if ((await admin.partitionCount(config.topic)) === null) throw new ExactlyOnceError('EO_TOPIC_MISMATCH', `topic ${config.topic} does not exist; nothing to verify`);
-      const checkpoints = await new CheckpointStore(this.session, ks, config.topic, tablesKey).readAll();
+      const stored = await new CheckpointStore(this.session, ks, config.topic, this.job.legacyTables === true ? undefined : this.job.name).readStored();
       const marks = await admin.watermarks(config.topic);
-      const states = marks.map((w): PartitionState => {
-        const cp = checkpoints.get(w.partition) ?? null;
-        if (cp !== null && (cp < w.low || cp > w.high)) this.add('checkpoint', `partition ${w.partition}: checkpoint ${cp} is outside the log [${w.low}, ${w.high}]`, w.partition);
-        const end = cp === null ? w.low : cp < w.low ? w.low : cp > w.high ? w.high : cp;
-        return { partition: w.partition, low: w.low, high: w.high, stable: w.stable, checkpoint: cp, end, records: 0, stored: 0, quarantined: 0, reasons: {}, missing: 0, extra: 0, mismatched: 0, belowLogStart: 0, aheadOfCheckpoint: 0, gapOffsets: 0, gapRanges: 0, gapExamples: [] };
-      });
-      for (const p of checkpoints.keys()) if (!states.some((s) => s.partition === p)) this.add('checkpoint', `partition ${p}: a checkpoint for a partition the topic does not have`, p);
 
-      // Upsert mode reads to the log end, so that a row written by a batch in flight is recognised.
-      const total = states.reduce((n, s) => n + Number((audit.mode === 'upsert' ? s.high : s.end) - s.low), 0);
-      let done = 0;
-      const logExpected = new Map<string, { s: PartitionState; offset: bigint; e: Expectation }>();
-      const keys = new Map<string, KeyState>();
-      const quarantineExpected = new Map<string, { s: PartitionState; offset: bigint; reason: string | null }>();
-      for (const s of states) {
-        const until = audit.mode === 'upsert' ? s.high : s.end;
-        let next = s.low;
-        try {
-          for await (const chunk of reader.read(config.topic, s.partition, s.low, until)) {
-            await this.lookup(chunk.records);
-            for (const record of chunk.records) {
-              if (record.offset > next) this.gap(s, next, record.offset);
-              next = record.offset + 1n;
-              const e = audit.expect(record);
-              const below = record.offset < s.end;
-              if (below) {
-                s.records++;
-                quarantineExpected.set(`${s.partition}/${record.offset}`, { s, offset: record.offset, reason: e.kind === 'quarantine' ? e.reason : null });
-              }
-              if (e.kind === 'quarantine') continue;
-              if (audit.mode === 'log') {
-                if (below) logExpected.set(text(e.key), { s, offset: record.offset, e });
-                continue;
-              }
-              const id = text(e.key);
-              const k = keys.get(id) ?? { key: e.key, inFlight: new Set<bigint>(), partitions: new Set<number>() };
-              keys.set(id, k);
-              if (!k.partitions.has(s.partition) && k.partitions.size > 0) {
-                this.add('mismatch', `key ${id} has records on partitions ${[...k.partitions, s.partition].join(' and ')}: an upsert needs all records of a key on one partition (key the records by it)`, s.partition, record.offset);
-              }
-              k.partitions.add(s.partition);
-              if (below) k.last = { partition: s.partition, offset: record.offset, e };
-              else k.inFlight.add(record.offset);
-            }
-            done += chunk.records.length;
-            this.options.onProgress?.(done, total);
-          }
-        } catch (e) {
-          if (!(e instanceof IncompleteRead)) throw e;
-          this.add('incomplete_read', `partition ${s.partition}: the topic could not be read from offset ${e.at} on; the offsets left are not judged`, s.partition);
-        }
-        if (next < until) this.gap(s, next, until);
-      }
-
+      const store = options.proofs !== undefined && (await ProofStore.available(this.session, ks)) ? new ProofStore(this.session, ks, this.job.name, config.topic) : null;
+      const topicId = await admin.topicId(config.topic);
+      const proofConfig = options.proofs?.config ?? configFingerprint({ ...(this.job.settings ?? {}), topic: config.topic });
+      const plan = planProof(
+        marks.map((w) => w.partition),
+        store === null ? new Map() : await store.readProofs(),
+        { topicId, config: proofConfig, epochs: new Map([...stored].map(([p, c]) => [p, c.epoch])) },
+        new Map(marks.map((w) => [w.partition, w.high])),
+        options.proofs?.full ?? true,
+      );
+      const full = plan.every((s) => s.from === null);
+      const states = marks.map((w, i) => this.partitionState(w, stored.get(w.partition) ?? null, plan[i]!));
       const byPartition = new Map(states.map((s) => [s.partition, s]));
-      // The job's quarantine: exactly the records whose expectation is quarantine, with their reason.
-      const t = engineTables(ks, tablesKey);
-      const inQuarantine = new Set<string>();
-      const quarantine: Array<{ partition: number; offset: bigint; reason: string }> = [];
-      for (const s of states) {
-        for await (const r of this.rows(`SELECT offset, reason FROM ${t.quarantine} WHERE ${t.jobWhere}partition = ?`, [...t.jobParams, s.partition])) {
-          quarantine.push({ partition: s.partition, offset: fromLong(r['offset']), reason: r['reason'] as string });
-        }
-      }
-      for (const row of quarantine) {
-        const id = `${row.partition}/${row.offset}`;
-        inQuarantine.add(id);
-        const want = quarantineExpected.get(id);
-        const s = byPartition.get(row.partition);
-        if (want === undefined) {
-          if (s !== undefined && row.offset < s.low) s.belowLogStart++;
-          else if (s !== undefined && row.offset >= s.end && row.offset < s.high) s.aheadOfCheckpoint++;
-          else {
-            if (s !== undefined) s.extra++;
-            this.add('extra', `partition ${row.partition} offset ${row.offset}: a quarantine row for an offset the audit did not read below the checkpoint`, row.partition, row.offset);
-          }
-        } else if (want.reason === null) {
-          want.s.mismatched++;
-          this.add('quarantined_valid', `partition ${row.partition} offset ${row.offset}: quarantined (${row.reason}) though the job's record is valid`, row.partition, row.offset);
-        } else if (want.reason !== row.reason) {
-          want.s.mismatched++;
-          this.add('mismatch', `partition ${row.partition} offset ${row.offset}: quarantined as ${row.reason}, the job says ${want.reason}`, row.partition, row.offset);
-        } else {
-          want.s.quarantined++;
-          want.s.reasons[row.reason] = (want.s.reasons[row.reason] ?? 0) + 1;
-        }
-      }
-      for (const [id, want] of quarantineExpected) {
-        if (want.reason !== null && !inQuarantine.has(id)) {
-          want.s.missing++;
-          this.add('missing', `partition ${want.s.partition} offset ${want.offset}: the record must be quarantined (${want.reason}) and is not`, want.s.partition, want.offset);
-        }
+      for (const p of stored.keys()) if (!byPartition.has(p)) this.violations.add({ kind: 'checkpoint', partition: p, message: `partition ${p}: a checkpoint for a partition the topic does not have` });
+      const unattributed: Unattributed = { missing: 0, extra: 0, mismatched: 0 };
+      if (audit.mode === 'upsert') {
+        this.upsert = new UpsertAudit({
+          session: this.session,
+          keyspace: ks,
+          table: audit.table,
+          keyColumns: audit.keyColumns,
+          valueColumns: audit.columns,
+          writeTimestamp: audit.writeTimestamp,
+          violations: this.violations,
+          counts: (p) => byPartition.get(p)?.counts ?? { missing: 0, extra: 0, mismatched: 0, aheadOfCheckpoint: 0 },
+          unattributed,
+          memoryBytes: (options.memoryMb ?? 64) * 1024 * 1024,
+          ...(options.spillDir === undefined ? {} : { spillDir: options.spillDir }),
+        });
       }
 
-      const columns = [...audit.keyColumns, ...audit.columns];
-      if (audit.mode === 'log') await this.checkLog(audit.table, columns, audit.columns, logExpected, byPartition);
-      else await this.checkUpsert(audit.table, audit.keyColumns, audit.columns, keys, audit.writeTimestamp);
-      for (const s of states) if (audit.mode === 'upsert') s.stored = s.records - [...quarantineExpected.values()].filter((q) => q.s === s && q.reason !== null).length;
-      return this.report(started, states);
+      const total = states.reduce((n, s) => n + Number(max(0n, this.readTo(s) - s.ledger.position)), 0);
+      const progress = { done: 0, total };
+      try {
+        await withReaders(config, options.lanes ?? 4, states.filter((s) => s.ledger.position < this.readTo(s)).length, (readers) =>
+          inLanes(readers, states, async (reader, s) => {
+            await this.scan(reader, s, progress);
+            await this.outsideRange(s);
+          }),
+        );
+        await this.unknownPartitions(new Set(byPartition.keys()));
+        if (this.upsert !== null) await (full ? this.upsert.judgeAll() : this.upsert.judgeTouched());
+      } finally {
+        await this.upsert?.close();
+      }
+
+      const recorded = store !== null && options.proofs?.record === true && topicId !== null;
+      if (recorded) {
+        await Promise.all(
+          states.map((s) => {
+            const proved = this.provedTo(s);
+            return store.writeProof(s.start, { topicId, epoch: s.checkpoint?.epoch ?? 0, config: proofConfig, proved, counted: proved, runId });
+          }),
+        );
+      }
+      return buildReport({
+        started,
+        runId,
+        plan,
+        proofRecorded: recorded,
+        topic: config.topic,
+        keyspace: ks,
+        partitions: states.map((s) => this.partitionReport(s)),
+        violations: this.violations,
+        unattributed,
+        ...(this.upsert === null ? {} : { spilledRuns: this.upsert.spilledRuns }),
+      });
     } finally {
-      await reader.close();
       await admin.close();
     }
   }
 
+  /** Upsert mode reads to the log end, so that a row written by a batch in flight is recognised. */
+  private readTo(s: PartitionState): bigint {
+    return this.audit.mode === 'upsert' ? s.high : s.end;
+  }
+
+  private provedTo(s: PartitionState): bigint {
+    if (s.blocked) return s.start.proved;
+    return this.violations.provedTo(s.partition, max(s.scanned, s.start.proved));
+  }
+
+  private partitionState(w: Watermarks, checkpoint: StoredCheckpoint | null, start: PartitionStart): PartitionState {
+    const cp = checkpoint?.next ?? null;
+    const blocked = cp !== null && (cp < w.low || cp > w.high);
+    if (blocked) this.violations.add({ kind: 'checkpoint', partition: w.partition, offset: String(cp), message: `partition ${w.partition}: checkpoint ${cp} is outside the log [${w.low}, ${w.high}]` });
+    const end = cp === null ? w.low : cp < w.low ? w.low : cp > w.high ? w.high : cp;
+    const from = max(w.low, start.proved);
+    const ledger = new JobLedger(w.partition, from, this.violations, { mode: this.audit.mode, table: this.audit.table, valueColumns: this.audit.columns });
+    return { partition: w.partition, low: w.low, high: w.high, stable: w.stable, checkpoint, end, start, ledger, blocked, scanned: from, counts: { missing: 0, extra: 0, mismatched: 0, aheadOfCheckpoint: 0 }, belowLogStart: 0 };
+  }
+
+  /** The job's quarantine rows of [from, upTo) of a partition, ascending, a page at a time. */
+  private quarantine(p: number, from: bigint, upTo: bigint | null) {
+    const t = this.t;
+    const range = upTo === null ? 'offset >= ?' : 'offset >= ? AND offset < ?';
+    return pages(this.session, `SELECT offset, reason FROM ${t.quarantine} WHERE ${t.jobWhere}partition = ? AND ${range} ORDER BY offset ASC`, [...t.jobParams, p, toLong(from), ...(upTo === null ? [] : [toLong(upTo)])], (r) => ({
+      offset: fromLong(r['offset']),
+      reason: r['reason'] as string | null,
+    }));
+  }
+
+  /** A log-mode table's rows of [from, upTo) of a partition, ascending, a page at a time. */
+  private tableRows(p: number, from: bigint, upTo: bigint | null) {
+    const a = this.audit;
+    const range = upTo === null ? 'offset >= ?' : 'offset >= ? AND offset < ?';
+    return pages(
+      this.session,
+      `SELECT offset, ${a.columns.join(', ')} FROM ${this.config.keyspace}.${a.table} WHERE partition = ? AND ${range} ORDER BY offset ASC`,
+      [p, toLong(from), ...(upTo === null ? [] : [toLong(upTo)])],
+      (r: Row) => ({ offset: fromLong(r['offset']), row: r }),
+    );
+  }
+
   /**
-   * What the job's decode reads from another server (a Schema Registry's schemas): fetched before its
-   * records are judged, as the workers do, retried while the server does not answer.
+   * Reads the partition from its proof (or log start) and merges the records below the checkpoint
+   * chunk by chunk with the quarantine (and a log-mode table); an upsert job's records go to the keyed
+   * merge, those at or beyond the checkpoint marked in flight.
    */
-  private async lookup(records: readonly SourceRecord[]): Promise<void> {
-    const lookup = this.job.lookup;
-    if (lookup === undefined) return;
-    await retry(() => lookup.fetch(records, NEVER), { server: lookup.server, deadlineMs: 300_000 });
-  }
-
-  private gap(s: PartitionState, from: bigint, to: bigint): void {
-    s.gapOffsets += Number(to - from);
-    s.gapRanges++;
-    if (s.gapExamples.length < 5) s.gapExamples.push(to - from === 1n ? `${from}` : `${from}..${to - 1n}`);
-  }
-
-  private async checkLog(table: string, columns: string[], valueColumns: readonly string[], expected: Map<string, { s: PartitionState; offset: bigint; e: Expectation }>, byPartition: Map<number, PartitionState>): Promise<void> {
-    const seen = new Set<string>();
-    for await (const row of this.rows(`SELECT ${columns.join(', ')} FROM ${this.config.keyspace}.${table}`, [])) {
-      const partition = row['partition'] as number;
-      const offset = fromLong(row['offset']);
-      const id = text({ offset: row['offset'], partition });
-      const want = expected.get(id);
-      if (want === undefined) {
-        const s = byPartition.get(partition);
-        if (s !== undefined && offset < s.low) s.belowLogStart++;
-        else if (s !== undefined && offset >= s.end && offset < s.high) s.aheadOfCheckpoint++;
-        else {
-          if (s !== undefined) s.extra++;
-          this.add('extra', `partition ${partition} offset ${offset}: a row in ${table} for an offset that is not a valid record below the checkpoint`, partition, offset);
-        }
-        continue;
-      }
-      seen.add(id);
-      const row2 = (want.e as { row: Record<string, unknown> }).row;
-      const diff = valueColumns.filter((c) => text(row[c]) !== text(row2[c]));
-      if (diff.length > 0) {
-        want.s.mismatched++;
-        this.add('mismatch', `partition ${partition} offset ${offset}: ${diff.map((c) => `${c} is ${text(row[c])}, the record says ${text(row2[c])}`).join('; ')}`, partition, offset);
-      } else want.s.stored++;
-    }
-    for (const [id, want] of expected) {
-      if (!seen.has(id)) {
-        want.s.missing++;
-        this.add('missing', `partition ${want.s.partition} offset ${want.offset}: no row in ${table}`, want.s.partition, want.offset);
-      }
-    }
-  }
-
-  private async checkUpsert(table: string, keyColumns: readonly string[], valueColumns: readonly string[], keys: Map<string, KeyState>, writeTimestamp: ((offset: bigint) => bigint) | undefined): Promise<void> {
-    const times = valueColumns.map((c, i) => `WRITETIME(${c}) AS wt${i}`);
-    const seen = new Set<string>();
-    for await (const row of this.rows(`SELECT ${[...keyColumns, ...valueColumns, ...times].join(', ')} FROM ${this.config.keyspace}.${table}`, [])) {
-      const key = Object.fromEntries(keyColumns.map((k) => [k, row[k]]));
-      const id = text(key);
-      // A collection's WRITETIME is one per element (Cassandra 5); a null cell has none.
-      const written = valueColumns.flatMap((_, i) => [row[`wt${i}`]].flat()).filter((t) => t !== null && t !== undefined).map((t) => BigInt(String(t)));
-      const wt = written.length === 0 ? null : written.reduce((a, b) => (a > b ? a : b));
-      seen.add(id);
-      const k = keys.get(id);
-      const last = k?.last;
-      // A write of a batch in flight: newer than the key's last record below the checkpoint.
-      if (k !== undefined && wt !== null && writeTimestamp !== undefined && [...k.inFlight].some((o) => writeTimestamp(o) === wt)) {
-        this.addAhead(k);
-        continue;
-      }
-      if (last === undefined || last.e.kind === 'delete') {
-        const where = last === undefined ? 'no record below the checkpoints names this key' : `its last record (partition ${last.partition} offset ${last.offset}) deletes it`;
-        this.add('extra', `${table} key ${id}: a row, though ${where}`, last?.partition, last?.offset);
-        continue;
-      }
-      const want = (last.e as { row: Record<string, unknown> }).row;
-      const diff = valueColumns.filter((c) => text(row[c]) !== text(want[c]));
-      const wantTs = writeTimestamp?.(last.offset);
-      if (diff.length > 0) {
-        this.add('mismatch', `${table} key ${id}: ${diff.map((c) => `${c} is ${text(row[c])}, its last record (partition ${last.partition} offset ${last.offset}) says ${text(want[c])}`).join('; ')}`, last.partition, last.offset);
-      } else if (wantTs !== undefined && wt !== null && wt !== wantTs) {
-        this.add('mismatch', `${table} key ${id}: written at timestamp ${wt}, not ${wantTs} (from its last record's offset ${last.offset}): another writer touched the table`, last.partition, last.offset);
-      }
-    }
-    for (const [id, k] of keys) {
-      if (seen.has(id) || k.last === undefined || k.last.e.kind === 'delete') continue;
-      if (k.inFlight.size > 0) {
-        this.addAhead(k); // a batch in flight may have deleted it
-        continue;
-      }
-      this.add('missing', `${table} key ${id}: no row, though its last record (partition ${k.last.partition} offset ${k.last.offset}) writes one`, k.last.partition, k.last.offset);
-    }
-  }
-
-  private aheadCount = 0;
-  private addAhead(_k: KeyState): void {
-    this.aheadCount++;
-  }
-
-  private report(started: number, states: PartitionState[]): AuditReport {
-    const counts = this.violations.counts;
-    // Per-partition violation counts (upsert violations are per key: counted on the partition of the key's last record).
-    const perPartition = (kind: ViolationKind[], p: number) => this.violations.kept.filter((v) => kind.includes(v.kind) && v.partition === p).length;
-    const partitions: PartitionReport[] = states.map((s) => {
-      // Aborted records, transaction markers and a transaction still open are not lag: nothing to read.
-      const lag = s.stable - (s.checkpoint ?? s.low);
-      return {
-        partition: s.partition,
-        logStart: String(s.low),
-        logEnd: String(s.high),
-        checkpoint: s.checkpoint === null ? null : String(s.checkpoint),
-        lag: String(lag < 0n ? 0n : lag),
-        records: s.records,
-        stored: s.stored,
-        quarantined: s.quarantined,
-        reasons: { ...s.reasons },
-        missing: this.job.audit?.mode === 'upsert' ? perPartition(['missing'], s.partition) : s.missing,
-        extra: this.job.audit?.mode === 'upsert' ? perPartition(['extra'], s.partition) : s.extra,
-        mismatched: this.job.audit?.mode === 'upsert' ? perPartition(['mismatch', 'quarantined_valid'], s.partition) : s.mismatched,
-        gaps: { offsets: s.gapOffsets, ranges: s.gapRanges, examples: s.gapExamples },
-        belowLogStart: s.belowLogStart,
-        aheadOfCheckpoint: s.aheadOfCheckpoint + (s === states[0] ? this.aheadCount : 0),
-      };
-    });
-    const sum = (f: (p: PartitionReport) => number) => partitions.reduce((n, p) => n + f(p), 0);
-    const durationMs = Date.now() - started;
-    const records = sum((p) => p.records);
-    const lag = partitions.reduce((n, p) => n + BigInt(p.lag), 0n);
-    return {
-      ok: this.violations.total === 0,
-      topic: this.config.topic,
-      keyspace: this.config.keyspace,
-      startedAt: new Date(started).toISOString(),
-      durationMs,
-      recordsPerSecond: Math.round(records / Math.max(0.001, durationMs / 1000)),
-      peakRssMb: Math.round(process.resourceUsage().maxRSS / 1024),
-      partitions,
-      totals: {
-        records,
-        stored: sum((p) => p.stored),
-        quarantined: sum((p) => p.quarantined),
-        missing: counts.missing,
-        extra: counts.extra,
-        mismatched: counts.mismatch + counts.quarantined_valid + counts.stored_malformed,
-        lag: String(lag),
-        gapOffsets: sum((p) => p.gaps.offsets),
-        belowLogStart: sum((p) => p.belowLogStart),
-        aheadOfCheckpoint: sum((p) => p.aheadOfCheckpoint),
-      },
-      unknownPartitions: [],
-      alerts: null,
-      violationCounts: { ...counts },
-      violationTotal: this.violations.total,
-      violations: [...this.violations.kept],
+  private async scan(reader: LogReader, s: PartitionState, progress: { done: number; total: number }): Promise<void> {
+    const p = s.partition;
+    const log = this.audit.mode === 'log';
+    const check = async (records: readonly JobRecord[], upTo: bigint) => {
+      const from = s.ledger.position;
+      if (upTo <= from) return;
+      await s.ledger.check(records, upTo, log ? this.tableRows(p, from, upTo) : null, this.quarantine(p, from, upTo));
+      s.scanned = upTo;
     };
+    const until = this.readTo(s);
+    try {
+      for await (const chunk of reader.read(this.config.topic, p, s.ledger.position, until)) {
+        const records = await this.expectAll(chunk.records);
+        const last = records[records.length - 1]!.offset;
+        await check(records, last + 1n < s.end ? last + 1n : s.end);
+        if (this.upsert !== null) {
+          for (const r of records) if (r.e.kind !== 'quarantine') await this.upsert.add(p, r.offset, r.e, r.offset >= s.end);
+        }
+        progress.done += records.length;
+        this.options.onProgress?.(progress.done, progress.total);
+      }
+      await check([], s.end);
+    } catch (e) {
+      if (!(e instanceof IncompleteRead)) throw e;
+      if (e.at < s.end) s.scanned = e.at;
+      this.violations.add({ kind: 'incomplete_read', partition: p, offset: String(e.at), message: `partition ${p}: the topic could not be read from offset ${e.at} on; the offsets left are not judged` });
+    }
+  }
+
+  /**
+   * Rows outside the range judged: at or beyond the checkpoint (in flight while the log holds their
+   * offset, extra beyond it) and below the log start (stored before retention deleted their records:
+   * counted, not judged; a run continuing a proof counts only those it has not seen).
+   */
+  private async outsideRange(s: PartitionState): Promise<void> {
+    const p = s.partition;
+    const log = this.audit.mode === 'log';
+    const tables = [['quarantine', (from: bigint, upTo: bigint | null) => this.quarantine(p, from, upTo)]] as Array<[string, (from: bigint, upTo: bigint | null) => AsyncIterable<Array<{ offset: bigint }>>]>;
+    if (log) tables.push([this.audit.table, (from, upTo) => this.tableRows(p, from, upTo)]);
+    for (const [table, rows] of tables) {
+      for await (const page of rows(s.end, null)) {
+        for (const { offset } of page) {
+          if (offset < s.high) s.counts.aheadOfCheckpoint++;
+          else s.ledger.extraRow(table, offset, `beyond the log end ${s.high}`);
+        }
+      }
+      if (s.low > 0n && s.start.proved < s.low) {
+        for await (const page of rows(s.start.proved, s.low)) s.belowLogStart += page.length;
+      }
+    }
+  }
+
+  /** Quarantine rows (and a log-mode table's rows) of partitions the topic does not have: extra. */
+  private async unknownPartitions(known: Set<number>): Promise<void> {
+    const t = this.t;
+    const a = this.audit;
+    const partitions = new Set<number>();
+    for await (const r of pagedRows(this.session, `SELECT DISTINCT ${t.jobColumn}partition FROM ${t.quarantine}`, [], (row) => row)) {
+      if (t.jobParams.length === 0 || r['job'] === t.jobParams[0]) partitions.add(r['partition'] as number);
+    }
+    if (a.mode === 'log') for await (const p of pagedRows(this.session, `SELECT DISTINCT partition FROM ${this.config.keyspace}.${a.table}`, [], (row) => row['partition'] as number)) partitions.add(p);
+    for (const p of partitions) {
+      if (known.has(p)) continue;
+      const ledger = new JobLedger(p, 0n, this.violations, { mode: a.mode, table: a.table, valueColumns: a.columns });
+      for await (const page of this.quarantine(p, -(2n ** 63n), null)) for (const { offset } of page) ledger.extraRow('quarantine', offset, `the topic has no partition ${p}`);
+      if (a.mode === 'log') for await (const page of this.tableRows(p, -(2n ** 63n), null)) for (const { offset } of page) ledger.extraRow(a.table, offset, `the topic has no partition ${p}`);
+    }
+  }
+
+  private partitionReport(s: PartitionState): PartitionReport {
+    return partitionReport(
+      { ...s, checkpoint: s.checkpoint?.next ?? null },
+      { checkedFrom: max(s.low, s.start.proved), startedOver: s.start.why, provedTo: this.provedTo(s), ledger: s.ledger, belowLogStart: s.belowLogStart, aheadOfCheckpoint: s.counts.aheadOfCheckpoint, also: s.counts },
+    );
   }
 }

@@ -38,28 +38,45 @@ export interface LedgerContext {
   /** The workers' codec, with their record size limit. */
   readonly decode: (value: Buffer | null) => Decoded<Event>;
   readonly violations: ViolationLog;
-  /** Each valid event of the topic, for the alert recomputation. */
-  readonly onEvent?: (e: Event) => void;
+  /** Each valid event judged, with its offset, for the alert recomputation. */
+  readonly onEvent?: (e: Event, offset: bigint) => void;
 }
 
-/** Peeks one item ahead of an async iterator of rows sorted by offset. */
-class Cursor<T> {
-  private head: T | undefined;
+/**
+ * Peeks one row ahead of an async iterator of pages of rows sorted by offset. Within a page it answers
+ * without awaiting (`ready`, `head`); only a new page is awaited.
+ */
+export class Cursor<T> {
+  private page: readonly T[] = [];
+  private i = 0;
   private done = false;
 
-  constructor(private readonly it: AsyncIterator<T>) {}
+  constructor(private readonly it: AsyncIterator<readonly T[]>) {}
+
+  /** True when `head` answers without waiting for a page. */
+  get ready(): boolean {
+    return this.i < this.page.length || this.done;
+  }
+
+  /** The next row (only when `ready`), undefined after the last. */
+  head(): T | undefined {
+    return this.page[this.i];
+  }
 
   async peek(): Promise<T | undefined> {
-    if (this.head === undefined && !this.done) {
+    while (this.i >= this.page.length && !this.done) {
       const n = await this.it.next();
       if (n.done === true) this.done = true;
-      else this.head = n.value;
+      else {
+        this.page = n.value;
+        this.i = 0;
+      }
     }
-    return this.head;
+    return this.page[this.i];
   }
 
   take(): void {
-    this.head = undefined;
+    this.i++;
   }
 
   /** Stops the underlying query early (only after an error). */
@@ -70,7 +87,12 @@ class Cursor<T> {
 
 const MAX_GAP_EXAMPLES = 5;
 
-export class PartitionLedger {
+/**
+ * The offset merge any ledger is made of: records in offset order against the rows of two tables
+ * (the output rows and the quarantine) of the same offset range, also in offset order, each offset
+ * judged once by `judge`. Rows for offsets the topic does not return are extra; those offsets are gaps.
+ */
+export abstract class OffsetLedger<R extends { offset: bigint }, Q extends { offset: bigint }, In extends { offset: bigint } = SourceRecord> {
   records = 0;
   stored = 0;
   quarantined = 0;
@@ -86,7 +108,9 @@ export class PartitionLedger {
   constructor(
     readonly partition: number,
     from: bigint,
-    private readonly ctx: LedgerContext,
+    protected readonly violations: ViolationLog,
+    /** The two tables' names, for the extra rows' messages. */
+    private readonly tables: readonly [string, string],
   ) {
     this.pos = from;
   }
@@ -97,47 +121,45 @@ export class PartitionLedger {
 
   /**
    * Judges `records` (ascending; those before `position` are ignored as re-deliveries) and every row
-   * of `events` and `quarantine` with an offset in [position, upTo). The rows must cover exactly that
-   * range, ascending. Offsets in the range the topic did not return are gaps; rows there are extra.
+   * of both tables with an offset in [position, upTo). The rows must cover exactly that range,
+   * ascending (`rows` null: the output is not keyed by offset, only the quarantine is merged).
+   * Offsets in the range the topic did not return are gaps; rows there are extra.
    */
-  async check(
-    records: readonly SourceRecord[],
-    upTo: bigint,
-    events: AsyncIterable<EventRow>,
-    quarantine: AsyncIterable<QuarantineRowView>,
-  ): Promise<void> {
-    const ev = new Cursor(events[Symbol.asyncIterator]());
+  async check(records: readonly In[], upTo: bigint, rows: AsyncIterable<readonly R[]> | null, quarantine: AsyncIterable<readonly Q[]>): Promise<void> {
+    const [rowTable, quarantineTable] = this.tables;
+    const ev = rows === null ? null : new Cursor(rows[Symbol.asyncIterator]());
     const qu = new Cursor(quarantine[Symbol.asyncIterator]());
     try {
       for (const r of records) {
         if (r.offset < this.pos) continue;
         if (r.offset >= upTo) break;
         if (r.offset > this.pos) this.gap(this.pos, r.offset);
-        await this.extrasBefore(ev, r.offset, 'events');
-        await this.extrasBefore(qu, r.offset, 'quarantine');
-        const e = await ev.peek();
+        if (ev !== null) await this.extrasBefore(ev, r.offset, rowTable);
+        await this.extrasBefore(qu, r.offset, quarantineTable);
+        const e = ev === null ? undefined : ev.ready ? ev.head() : await ev.peek();
         const row = e !== undefined && e.offset === r.offset ? e : undefined;
-        if (row !== undefined) ev.take();
-        const q = await qu.peek();
+        if (row !== undefined) ev!.take();
+        const q = qu.ready ? qu.head() : await qu.peek();
         const qrow = q !== undefined && q.offset === r.offset ? q : undefined;
         if (qrow !== undefined) qu.take();
+        this.records++;
         this.judge(r, row, qrow);
         this.pos = r.offset + 1n;
       }
       if (upTo > this.pos) this.gap(this.pos, upTo);
-      await this.extrasBefore(ev, upTo, 'events');
-      await this.extrasBefore(qu, upTo, 'quarantine');
+      if (ev !== null) await this.extrasBefore(ev, upTo, rowTable);
+      await this.extrasBefore(qu, upTo, quarantineTable);
       if (upTo > this.pos) this.pos = upTo;
     } catch (e) {
-      await Promise.all([ev.close(), qu.close()]).catch(() => undefined);
+      await Promise.all([ev?.close(), qu.close()]).catch(() => undefined);
       throw e;
     }
   }
 
   /** Reports a row for an offset the topic does not hold. */
-  extraRow(table: 'events' | 'quarantine', offset: bigint, why: string): void {
+  extraRow(table: string, offset: bigint, why: string): void {
     this.extra++;
-    this.ctx.violations.add({
+    this.violations.add({
       kind: 'extra',
       partition: this.partition,
       offset: String(offset),
@@ -145,9 +167,12 @@ export class PartitionLedger {
     });
   }
 
-  private async extrasBefore(cursor: Cursor<{ offset: bigint }>, offset: bigint, table: 'events' | 'quarantine'): Promise<void> {
+  /** Judges one offset: its record and the rows found for it in each table. */
+  protected abstract judge(r: In, row: R | undefined, q: Q | undefined): void;
+
+  private async extrasBefore(cursor: Cursor<{ offset: bigint }>, offset: bigint, table: string): Promise<void> {
     for (;;) {
-      const row = await cursor.peek();
+      const row = cursor.ready ? cursor.head() : await cursor.peek();
       if (row === undefined || row.offset >= offset) return;
       cursor.take();
       this.extraRow(table, row.offset, 'an offset gap: transaction marker, aborted or compacted record');
@@ -160,15 +185,25 @@ export class PartitionLedger {
     this.gaps.ranges++;
     if (this.gaps.examples.length < MAX_GAP_EXAMPLES) this.gaps.examples.push(to - from === 1n ? `${from}` : `${from}..${to - 1n}`);
   }
+}
 
-  private judge(r: SourceRecord, row: EventRow | undefined, q: QuarantineRowView | undefined): void {
-    this.records++;
+/** The events job's ledger: each record against its `events` row and its `quarantine` row. */
+export class PartitionLedger extends OffsetLedger<EventRow, QuarantineRowView> {
+  constructor(
+    partition: number,
+    from: bigint,
+    private readonly ctx: LedgerContext,
+  ) {
+    super(partition, from, ctx.violations, ['events', 'quarantine']);
+  }
+
+  protected judge(r: SourceRecord, row: EventRow | undefined, q: QuarantineRowView | undefined): void {
     const at = `partition ${this.partition} offset ${r.offset}`;
     const v = (kind: 'missing' | 'mismatch' | 'quarantined_valid' | 'stored_malformed', message: string) =>
       this.ctx.violations.add({ kind, partition: this.partition, offset: String(r.offset), message: `${at}: ${message}` });
     const d = this.ctx.decode(r.value);
     if (d.ok) {
-      this.ctx.onEvent?.(d.value);
+      this.ctx.onEvent?.(d.value, r.offset);
       if (row !== undefined) {
         const diff = eventDiff(row, d.value);
         if (diff.length > 0) {

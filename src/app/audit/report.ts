@@ -3,6 +3,7 @@
  * alert), the per-partition ledger and the alert comparison. Plain data, JSON-ready (offsets as
  * decimal strings, since they are 64-bit).
  */
+import { latestProof, type PartitionStart } from './proof-plan.js';
 
 /** Every kind of violation the auditor reports. */
 export const ViolationKinds = [
@@ -54,10 +55,25 @@ export class ViolationLog {
 
   constructor(private readonly keep = 1000) {}
 
+  /** Per partition of the audited topic, the lowest offset a violation names: a proof stops there. */
+  readonly firstOffset = new Map<number, bigint>();
+
   add(v: Violation): void {
     this.counts[v.kind]++;
     this.total++;
     if (this.kept.length < this.keep) this.kept.push(v);
+    // Alert violations name windows (or the alerts topic's offsets), not the audited topic's.
+    if (v.partition !== undefined && v.offset !== undefined && v.where === undefined) {
+      const o = BigInt(v.offset);
+      const f = this.firstOffset.get(v.partition);
+      if (f === undefined || o < f) this.firstOffset.set(v.partition, o);
+    }
+  }
+
+  /** Where a partition's proof ends: at its first violation, else at `upTo`. */
+  provedTo(partition: number, upTo: bigint): bigint {
+    const f = this.firstOffset.get(partition);
+    return f !== undefined && f < upTo ? f : upTo;
   }
 }
 
@@ -71,6 +87,15 @@ export interface Gaps {
 
 export interface PartitionReport {
   partition: number;
+  /**
+   * The first offset this run judged: the log start, or where the last recorded proof ended (an
+   * incremental run judges nothing below it).
+   */
+  checkedFrom: string;
+  /** Why the partition was checked from the log start (null: it continued the last proof). */
+  startedOver: string | null;
+  /** Every offset below is proved once this run is recorded (the first violation stops it). */
+  provedTo: string;
   /** Watermarks when the audit started. */
   logStart: string;
   logEnd: string;
@@ -114,20 +139,40 @@ export interface AlertSideReport {
 
 export interface AlertsReport {
   rule: { windowMs: number; slideMs: number; threshold: number; health: number };
+  /**
+   * False on a full run (every window counted from the topic, the whole table and topic compared);
+   * true when only the windows new records fall in (and those of new alert messages) were judged.
+   */
+  incremental: boolean;
+  /** Windows judged. */
+  windows: number;
+  /** Alerts expected among the windows judged. */
   expected: number;
   table: AlertSideReport;
   topic: AlertSideReport;
   /**
-   * True when the pipeline was drained (every checkpoint at the log end, nothing in flight) for the
-   * whole audit: only then must the alerts equal the recomputation, and only then are differences
-   * violations. On a live pipeline they are counted here as `unsettled` instead.
+   * True when no record at or beyond a checkpoint falls in any window (nothing in flight can change an
+   * alert). Windows such a record falls in (`pendingWindows`) are not judged: their differences are
+   * counted as `unsettled`, not as violations; every other window is judged, live or not.
    */
   settled: boolean;
+  pendingWindows: number;
   unsettled: number;
 }
 
 export interface AuditReport {
   ok: boolean;
+  /**
+   * full: every partition checked from the log start; incremental: from where the last recorded run's
+   * proof ended (`partitions[].checkedFrom`), nothing below it checked again (`verify --full` does).
+   */
+  mode: 'full' | 'incremental';
+  /** This run's id (the audit_runs row, when recorded). */
+  runId: string;
+  /** The last recorded run this one continued (incremental), or null. */
+  continues: { runId: string | null; at: string | null } | null;
+  /** Whether this run's proof was recorded for the next run (false: --no-record, or no proof tables). */
+  proofRecorded: boolean;
   topic: string;
   keyspace: string;
   startedAt: string;
@@ -145,4 +190,116 @@ export interface AuditReport {
   violationTotal: number;
   /** The first violations, in the order found. */
   violations: Violation[];
+  /** An upsert job's keyed merge: sorted runs it wrote to disk (0: everything fit its memory budget). */
+  spilledRuns?: number;
+}
+
+/** Violations not tied to one partition (upsert keys whose rows no record names), added to the totals. */
+export interface Unattributed {
+  missing: number;
+  extra: number;
+  mismatched: number;
+}
+
+/**
+ * The report of either auditor (the events job's and any job's): the header, the totals summed over
+ * the partitions (plus what `unattributed` and the unknown partitions add), and the violations.
+ */
+export function buildReport(o: {
+  started: number;
+  runId: string;
+  /** Where each partition started (full: every partition from its log start). */
+  plan: readonly PartitionStart[];
+  proofRecorded: boolean;
+  topic: string;
+  keyspace: string;
+  partitions: PartitionReport[];
+  violations: ViolationLog;
+  unknownPartitions?: AuditReport['unknownPartitions'];
+  unattributed?: Unattributed;
+  alerts?: AlertsReport | null;
+  spilledRuns?: number;
+}): AuditReport {
+  const { partitions, violations } = o;
+  const unknownPartitions = o.unknownPartitions ?? [];
+  const un = o.unattributed ?? { missing: 0, extra: 0, mismatched: 0 };
+  const sum = (f: (p: PartitionReport) => number) => partitions.reduce((n, p) => n + f(p), 0);
+  const durationMs = Date.now() - o.started;
+  const records = sum((p) => p.records);
+  const continued = latestProof(o.plan);
+  return {
+    ok: violations.total === 0,
+    mode: o.plan.every((s) => s.from === null) ? 'full' : 'incremental',
+    runId: o.runId,
+    continues: continued === undefined ? null : { runId: continued.runId, at: continued.provedAt?.toISOString() ?? null },
+    proofRecorded: o.proofRecorded,
+    topic: o.topic,
+    keyspace: o.keyspace,
+    startedAt: new Date(o.started).toISOString(),
+    durationMs,
+    recordsPerSecond: Math.round(records / Math.max(0.001, durationMs / 1000)),
+    peakRssMb: Math.round(process.resourceUsage().maxRSS / 1024),
+    partitions,
+    totals: {
+      records,
+      stored: sum((p) => p.stored),
+      quarantined: sum((p) => p.quarantined),
+      missing: sum((p) => p.missing) + un.missing,
+      extra: sum((p) => p.extra) + un.extra + unknownPartitions.reduce((n, u) => n + u.events + u.quarantine, 0),
+      mismatched: sum((p) => p.mismatched) + un.mismatched,
+      lag: String(partitions.reduce((n, p) => n + BigInt(p.lag), 0n)),
+      gapOffsets: sum((p) => p.gaps.offsets),
+      belowLogStart: sum((p) => p.belowLogStart),
+      aheadOfCheckpoint: sum((p) => p.aheadOfCheckpoint),
+    },
+    unknownPartitions,
+    alerts: o.alerts ?? null,
+    violationCounts: { ...violations.counts },
+    violationTotal: violations.total,
+    violations: [...violations.kept],
+    ...(o.spilledRuns === undefined ? {} : { spilledRuns: o.spilledRuns }),
+  };
+}
+
+/** What a ledger counts per partition (src/app/audit/ledger.ts). */
+export type LedgerCounts = Pick<PartitionReport, 'records' | 'stored' | 'quarantined' | 'reasons' | 'missing' | 'extra' | 'mismatched' | 'gaps'>;
+
+/** One partition's line of the report, from its watermarks and checkpoint, where it was checked from, and its ledger. */
+export function partitionReport(
+  w: { partition: number; low: bigint; high: bigint; stable: bigint; checkpoint: bigint | null },
+  o: {
+    checkedFrom: bigint;
+    startedOver: string | null;
+    provedTo: bigint;
+    ledger: LedgerCounts;
+    belowLogStart: number;
+    aheadOfCheckpoint: number;
+    /** Violations counted outside the ledger (an upsert job's keys). */
+    also?: { missing: number; extra: number; mismatched: number };
+  },
+): PartitionReport {
+  const l = o.ledger;
+  // Aborted records, transaction markers and a transaction still open are not lag: lag counts to the
+  // last stable offset, the end of what a read_committed consumer can read.
+  const lag = w.stable - (w.checkpoint ?? w.low);
+  return {
+    partition: w.partition,
+    checkedFrom: String(o.checkedFrom),
+    startedOver: o.startedOver,
+    provedTo: String(o.provedTo),
+    logStart: String(w.low),
+    logEnd: String(w.high),
+    checkpoint: w.checkpoint === null ? null : String(w.checkpoint),
+    lag: String(lag < 0n ? 0n : lag),
+    records: l.records,
+    stored: l.stored,
+    quarantined: l.quarantined,
+    reasons: { ...l.reasons },
+    missing: l.missing + (o.also?.missing ?? 0),
+    extra: l.extra + (o.also?.extra ?? 0),
+    mismatched: l.mismatched + (o.also?.mismatched ?? 0),
+    gaps: l.gaps,
+    belowLogStart: o.belowLogStart,
+    aheadOfCheckpoint: o.aheadOfCheckpoint,
+  };
 }

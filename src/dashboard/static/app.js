@@ -121,6 +121,7 @@ function renderTiles(s) {
   setNum($('rate-stored'), s.rates.stored);
   $('rate-detail').textContent = `consumed ${fmt(s.rates.consumed)}/s · checkpointed ${fmt(s.rates.checkpointed)}/s`;
   setNum($('total-lag'), s.totals.lag);
+  setNum($('proof-lag'), s.totals.proofLag);
   setNum($('total-stored'), s.totals.stored);
   setNum($('total-consumed'), s.totals.consumed);
   setNum($('total-quarantined'), s.totals.quarantined);
@@ -172,6 +173,8 @@ function renderPartitions(s) {
       cell(tr, fmt(p.logEnd), 'n log-end', p.logEnd);
       cell(tr, fmt(p.lag), 'n lag', p.lag);
       cell(tr, fmt(p.held), 'n held', p.held);
+      cell(tr, fmt(p.proved), 'n proved', p.proved);
+      cell(tr, fmt(p.proofLag), 'n proof-lag', p.proofLag);
       cell(tr, fmt(p.consumed), 'n consumed', p.consumed);
       cell(tr, fmt(p.stored), 'n stored', p.stored);
       cell(tr, fmt(p.quarantined), 'n quarantined', p.quarantined);
@@ -301,9 +304,10 @@ function renderVerify(s) {
   const badgeEl = $('verify-verdict');
   badgeEl.className = `badge ${v.kind}`;
   badgeEl.textContent = v.text;
-  const alertsHeld = sum?.alerts?.settled ? '; the alerts equal their recount' : '';
-  $('verify-headline').textContent =
-    run.ok === true ? `exactly once held: every record up to the checkpoints is stored once, with its values${alertsHeld}` : run.ok === false ? 'exactly once VIOLATED' : '';
+  const incremental = sum?.mode === 'incremental';
+  const alertsHeld = sum?.alerts?.settled ? (incremental ? '; the alerts of the windows it judged equal their recount' : '; the alerts equal their recount') : '';
+  const scope = incremental ? 'every record after the last proof, up to the checkpoints,' : 'every record up to the checkpoints';
+  $('verify-headline').textContent = run.ok === true ? `exactly once held: ${scope} is stored once, with its values${alertsHeld}` : run.ok === false ? 'exactly once VIOLATED' : '';
 
   const dl = $('verify-facts');
   dl.replaceChildren();
@@ -311,7 +315,7 @@ function renderVerify(s) {
   fact(dl, 'ran', sum?.durationMs == null ? ran : `${ran}, took ${(sum.durationMs / 1000).toFixed(1)} s`, run.finishedAt);
   if (sum !== null) {
     if (sum.topic !== null) fact(dl, 'topic', sum.partitions === null ? sum.topic : `${sum.topic} (${plural(sum.partitions, 'partition', 'partitions')})`);
-    fact(dl, 'records checked', fmt(sum.records), sum.records);
+    fact(dl, 'records checked', incremental ? `${fmt(sum.records)} (incremental: from where the last proof ended; earlier records not checked again)` : fmt(sum.records), sum.records);
     fact(dl, 'stored', fmt(sum.stored), sum.stored);
     fact(dl, 'quarantined', fmt(sum.quarantined), sum.quarantined);
     if ((sum.notYetChecked ?? 0) > 0) fact(dl, 'not yet checked', `${fmt(sum.notYetChecked)} beyond the checkpoints (the pipeline was running)`, sum.notYetChecked);
