@@ -172,7 +172,7 @@ test('a reset while a SIGSTOPped worker holds the partition wins over every late
   const l = await list(config);
   assert.equal(l.code, 0, l.stderr);
   const row = l.stdout.split('\n').find((line) => line.startsWith(` ${p} `))!;
-  assert.match(row, new RegExp(`^ ${p} +\\| ${end} +\\| 0 +\\| ${end} +\\| 0 +\\| 1 +\\| `));
+  assert.match(row, new RegExp(`^ ${p} +\\| ${end} +\\| 0 +\\| ${end} +\\| 0 +\\| 0 +\\| 1 +\\| `));
   t.diagnostic(`${timeline.join(', ')}; checkpoint of partition ${p} after the reset: ${history.length} values, ${history[0]!.next}..${history.at(-1)!.next}; ${JSON.stringify(ledger)}`);
 });
 
@@ -201,7 +201,7 @@ test('a stopped partition: list says why and which command to run; --dry-run cha
   );
   assert.doesNotMatch(worker.output(), /schema apply --reset/);
   const before = await list(config);
-  assert.match(before.stdout, new RegExp(`\\n 1 +\\| ${end1 + 50n} +\\| 0 +\\| ${end1} +\\| -50 +\\| 0 +\\| \\S+ +\\| EO_CHECKPOINT_OUT_OF_RANGE\\n`));
+  assert.match(before.stdout, new RegExp(`\\n 1 +\\| ${end1 + 50n} +\\| 0 +\\| ${end1} +\\| -50 +\\| 0 +\\| 0 +\\| \\S+ +\\| EO_CHECKPOINT_OUT_OF_RANGE\\n`));
 
   // --dry-run: the plan, and nothing written.
   const fields = (o: Observed | null) => o && [o.next, o.epoch, o.writetime];
@@ -245,7 +245,7 @@ test('a stopped partition: list says why and which command to run; --dry-run cha
   await waitDrained(session, config, 120_000);
   await waitFor(async () => !(await list(config)).stdout.includes('EO_CHECKPOINT_OUT_OF_RANGE'), { timeoutMs: 30_000, message: 'the stop record is gone' });
   const after = await list(config);
-  assert.match(after.stdout, new RegExp(`\\n 1 +\\| ${end1} +\\| 0 +\\| ${end1} +\\| 0 +\\| 1 +\\| ${ownerOf(worker)} +\\| - +\\n`));
+  assert.match(after.stdout, new RegExp(`\\n 1 +\\| ${end1} +\\| 0 +\\| ${end1} +\\| 0 +\\| 0 +\\| 1 +\\| ${ownerOf(worker)} +\\| - +\\n`));
   assert.match(worker.output(), /"msg":"partition 1 was reset to 0 \(epoch 1/);
   await stopWorkers([worker]);
   await assertExactlyOnce(session, config);
@@ -273,7 +273,7 @@ test('a topic deleted and re-created under a running worker: reset --all --to ea
   await generate(config, ['--count', '2000', '--rate', '100000', '--clients', '6', '--seed', '22']);
   await waitFor(async () => (await list(config)).stdout.includes('EO_TOPIC_RECREATED'), { timeoutMs: 120_000, message: 'list shows partition 0 stopped with EO_TOPIC_RECREATED' });
   const l = await list(config);
-  assert.match(l.stdout, /\n 0 +\| 300 +\| 0 +\| 2000 +\| 1700 +\| 0 +\| \S+ +\| EO_TOPIC_RECREATED\n/);
+  assert.match(l.stdout, /\n 0 +\| 300 +\| 0 +\| 2000 +\| 1700 +\| 0 +\| 0 +\| \S+ +\| EO_TOPIC_RECREATED\n/);
   assert.ok(l.stderr.startsWith('warning ') && l.stderr.includes(oldId) && l.stderr.includes(newId), l.stderr);
   assert.match(l.stderr, /checkpoints reset --all --to earliest --rebind/);
 
@@ -292,7 +292,7 @@ test('a topic deleted and re-created under a running worker: reset --all --to ea
   assert.match(worker.output(), /"msg":"the job was bound to topic ID /);
   const after = await list(config);
   assert.equal(after.stderr, '');
-  assert.match(after.stdout, new RegExp(`\\n 0 +\\| 2000 +\\| 0 +\\| 2000 +\\| 0 +\\| 1 +\\| ${ownerOf(worker)} +\\| - +\\n`));
+  assert.match(after.stdout, new RegExp(`\\n 0 +\\| 2000 +\\| 0 +\\| 2000 +\\| 0 +\\| 0 +\\| 1 +\\| ${ownerOf(worker)} +\\| - +\\n`));
   await stopWorkers([worker]);
   // The new topic's records were stored over the old topic's rows (offsets 0..299), nothing else remains.
   const ledger = await assertExactlyOnce(session, config);
