@@ -66,7 +66,7 @@ test('schema apply creates the original tables verbatim, and a second apply is a
   await session.execute(`INSERT INTO ${config.keyspace}.alerts (source, ts, event_count) VALUES ('s', 0, 10)`);
   const second = await runCli(args);
   assert.equal(second.code, 0, second.stderr);
-  assert.equal(second.stdout, `keyspace ${config.keyspace}: exists\n  up to date (11 migrations already applied)\n`);
+  assert.equal(second.stdout, `keyspace ${config.keyspace}: exists\n  up to date (12 migrations already applied)\n`);
   assert.equal((await session.execute(`SELECT * FROM ${config.keyspace}.alerts`)).rowLength, 1, 'a plain apply keeps data');
 
   const reset = await runCli([...args, '--reset']);
