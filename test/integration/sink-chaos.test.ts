@@ -93,7 +93,7 @@ test('an Avro upsert sink under kills, a zombie and a Schema Registry crash: ver
   assert.equal(f.faults['registryRestarts'], 1);
   assert.equal(f.faults['zombiesThatLostPartitions'], 1, 'the zombie owned partitions when frozen and found them gone');
   const sink = path.join(f.runDir, 'sink.json');
-  const v = await runCli(['verify', '--brokers', BROKERS, '--cassandra', CASSANDRA, '--keyspace', f.keyspace, '--job', sink, '--no-record', '--json'], env);
+  const v = await runCli(['verify', '--brokers', BROKERS, '--cassandra', CASSANDRA, '--keyspace', f.keyspace, '--job', sink, '--full', '--no-record', '--json'], env);
   assert.equal(v.code, 0, v.stderr);
   const report = JSON.parse(v.stdout) as { job: string; totals: { records: number; quarantined: number; stored: number }; partitions: Array<{ reasons: Record<string, number> }> };
   assert.equal(report.job, 'orders_avro');
