@@ -52,6 +52,8 @@ export class PartitionTask {
   private verified: number;
   /** Set once its partition was rewound (lost writes): it never writes a checkpoint again. */
   private abandoned = false;
+  /** When the last batch returned (performance.now()): the partition waits for the client from then on. */
+  private idleSince: number | null = null;
 
   constructor(
     readonly partition: number,
@@ -98,13 +100,27 @@ export class PartitionTask {
   }
 
   /**
-   * Stores one batch and sends its checkpoint. Returns once the batch's rows are durable and the
+   * Stores one batch (handed over by the client at `arrived`, a performance.now() time) and sends its checkpoint. Returns once the batch's rows are durable and the
    * previous batch's checkpoint is (this one's is in flight: `flush`), or at once when the task is not
    * running (nothing is checkpointed then, so nothing can be lost).
    */
-  async process(records: readonly SourceRecord[]): Promise<void> {
+  async process(records: readonly SourceRecord[], arrived?: number): Promise<void> {
     if (this.state !== 'running' || records.length === 0) return;
     const started = performance.now();
+    const stages = this.ctx.metrics.batchStages;
+    if (this.idleSince !== null) stages.observe({ stage: 'idle' }, ((arrived ?? started) - this.idleSince) / 1000);
+    // What the batch waited for between its arrival and now (the topic's identity check: TaskManager).
+    if (arrived !== undefined) stages.observe({ stage: 'identity' }, (started - arrived) / 1000);
+    try {
+      await this.store(records, started);
+    } finally {
+      this.idleSince = performance.now();
+    }
+  }
+
+  /** process, timed stage by stage into exactlyonce_batch_stage_seconds (the idle stage is process's). */
+  private async store(records: readonly SourceRecord[], started: number): Promise<void> {
+    const stages = this.ctx.metrics.batchStages;
     const p = String(this.partition);
     // Records before the checkpoint are already stored (a re-delivery after a seek): skip them.
     const next = this.next;
@@ -121,6 +137,10 @@ export class PartitionTask {
       }
     }
     this.ctx.metrics.consumed.inc({ partition: p }, fresh.length);
+    // The middle record's age when handed over (producer and worker clocks; CreateTime topics): its time in Kafka and the client.
+    const queued = Date.now() - fresh[fresh.length >> 1]!.timestampMs;
+    if (queued >= 0) stages.observe({ stage: 'queued' }, queued / 1000);
+    const decodeFrom = performance.now();
 
     const decoded: DecodedRecord<unknown>[] = [];
     const bad: QuarantineEntry[] = [];
@@ -134,6 +154,8 @@ export class PartitionTask {
       if (d.ok) decoded.push({ record, value: d.value });
       else bad.push({ record, reason: d.reason, detail: d.detail });
     }
+    const rowsFrom = performance.now();
+    stages.observe({ stage: 'decode' }, (rowsFrom - decodeFrom) / 1000);
     try {
       await Promise.all([
         // After a Cassandra outage, the stored checkpoint is checked before the job writes: a job may
@@ -152,6 +174,8 @@ export class PartitionTask {
       void this.ctx.lostWrites?.rewind(this, e.stored, e.acked);
       return;
     }
+    const rowsDone = performance.now();
+    stages.observe({ stage: 'rows' }, (rowsDone - rowsFrom) / 1000);
     if (bad.length > 0) {
       const reasons: Record<string, number> = {};
       for (const b of bad) {
@@ -174,6 +198,7 @@ export class PartitionTask {
     // shutdown the Runner waits for those in flight; one still retrying is abandoned, and its rows
     // are read again (the job's writes are idempotent).
     await this.checkpointing;
+    stages.observe({ stage: 'checkpoint_wait' }, (performance.now() - rowsDone) / 1000);
     if ((this.state as TaskState) === 'stopped') return;
     const nextOffset = fresh[fresh.length - 1]!.offset + 1n;
     if (this.next === null || nextOffset > this.next) this.next = nextOffset;
@@ -211,7 +236,9 @@ export class PartitionTask {
         // After a Cassandra outage, the stored checkpoint is read back first (src/engine/lost-writes.ts).
         if (!this.durable()) await this.checkDurable();
         if (this.abandoned) return false;
+        const sent = performance.now();
         await this.ctx.checkpoints.write(this.partition, next, this.epoch ?? 0);
+        this.ctx.metrics.batchStages.observe({ stage: 'checkpoint' }, (performance.now() - sent) / 1000);
         if (!this.abandoned && (this.acked === null || next > this.acked)) this.acked = next;
         return true;
       }).then(

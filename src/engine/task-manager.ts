@@ -96,12 +96,13 @@ export class TaskManager {
   async process(partition: number, records: readonly SourceRecord[]): Promise<boolean> {
     const task = this.byPartition.get(partition);
     if (task === undefined) return false; // not ours any more; nothing is checkpointed
+    const arrived = performance.now();
     const ticket = this.identity?.ticket();
     try {
       // Records of a topic re-created under the worker must not be written as the old topic's.
       if (ticket !== undefined) await this.identity!.confirm(ticket);
       if (task.status.state === 'stopped') return true;
-      await task.process(records);
+      await task.process(records, arrived);
     } catch (e) {
       // On shutdown a batch still retrying rejects with AbortedError: it is abandoned before its
       // checkpoint, so the next owner reads it again.

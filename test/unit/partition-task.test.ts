@@ -217,3 +217,21 @@ test('skipTo waits for the checkpoint in flight; a batch stored meanwhile (beyon
   await idle.flush();
   assert.deepEqual(order, ['checkpoint 1 called', 'checkpoint 1 done', 'checkpoint 4 called', 'checkpoint 4 done']);
 });
+
+test('every stage of a batch is timed: idle between batches, and queued, decode, rows, checkpoint_wait, checkpoint for each', async () => {
+  const h = harness();
+  const task = new PartitionTask(0, null, h.ctx);
+  const now = Date.now();
+  await task.process([{ ...rec(0n), timestampMs: now - 2000 }, { ...rec(1n), timestampMs: now - 1000 }, rec(2n)]);
+  await task.process([{ ...rec(3n), timestampMs: now + 60_000 }]); // a producer clock ahead: no queued time
+  await task.flush();
+  const { values } = await h.ctx.metrics.batchStages.get();
+  const count = (stage: string) => values.find((v) => v.metricName === 'exactlyonce_batch_stage_seconds_count' && v.labels['stage'] === stage)?.value;
+  const sum = (stage: string) => values.find((v) => v.metricName === 'exactlyonce_batch_stage_seconds_sum' && v.labels['stage'] === stage)?.value;
+  assert.deepEqual(
+    ['idle', 'queued', 'decode', 'rows', 'checkpoint_wait', 'checkpoint'].map((s) => [s, count(s)]),
+    [['idle', 1], ['queued', 1], ['decode', 2], ['rows', 2], ['checkpoint_wait', 2], ['checkpoint', 2]],
+  );
+  // The first batch's middle record was produced 1 s before it was handed over.
+  assert.ok(sum('queued')! >= 1 && sum('queued')! < 60, String(sum('queued')));
+});
