@@ -74,7 +74,11 @@ test('Cassandra SIGKILLed on the periodic commit log while records flow: lost ac
   // Records go on flowing after the crash: the worker's next checkpoints would cover the hole.
   await generate(config, ['--count', String(PER_ROUND), '--rate', '1500', '--clients', '9', '--seed', '99']);
   produced += PER_ROUND;
-  await waitDrained(session, config);
+  await waitDrained(session, config).catch((e: Error) => {
+    // What the worker said (its warnings and errors) is what explains a partition that never drains.
+    const said = worker.output().split('\n').filter((l) => /"level":(40|50)|"level":"(warn|error)"/.test(l));
+    throw new Error(`${e.message}; ${phases}; the worker's warnings and errors:\n${said.slice(-40).join('\n')}`);
+  });
   phases.mark('drained');
   // The proof first: nothing missing, the alerts exact (table and topic).
   const verify = await runCli(['verify', ...connectionArgs(config)]);
