@@ -61,7 +61,8 @@ export function renderChart(r: BenchResults): string {
   const cases = Object.entries(r.cases);
   const baseline = r.cases['baseline']?.eventsPerSec;
   const throughput: Bar[] = cases
-    .filter(([, c]) => c.latency === undefined)
+    // The Kafka client alone stores nothing: its figure is CPU (the table), not a throughput to compare.
+    .filter(([name, c]) => c.latency === undefined && !name.startsWith('client'))
     .map(([name, c]) => ({
       label: name,
       value: c.eventsPerSec,
@@ -118,7 +119,7 @@ export function renderChart(r: BenchResults): string {
     y += p.height + 10;
   }
   const ratios = `exactly-once/baseline ${r.ratios.exactlyOnceToBaseline?.toFixed(2) ?? '-'}×, exactly-once/ceiling ${r.ratios.exactlyOnceToCeiling?.toFixed(2) ?? '-'}× (1 worker)`;
-  const foot = `${r.startedAt} · ${String(r.machine['cpus'])} CPUs (${String(r.machine['cpuModel'])}) · Node ${r.versions['node']} · Kafka ${r.versions['kafka']} · Cassandra ${r.versions['cassandra']}`;
+  const foot = `${r.startedAt} · ${String(r.machine['cpus'])} CPUs (${String(r.machine['cpuModel'])}) · Node ${r.versions['node']} · Kafka ${r.versions['kafka']} · Cassandra ${r.versions['cassandra']}${r.commitlog === undefined ? '' : ` (commit log ${r.commitlog})`}`;
   return [
     `<svg xmlns="http://www.w3.org/2000/svg" width="${WIDTH}" height="${y + 30}" viewBox="0 0 ${WIDTH} ${y + 30}" font-family="sans-serif" font-size="12">`,
     '<style>.title{font-weight:bold;font-size:14px}.note{fill:#666;font-size:11px}</style>',

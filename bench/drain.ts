@@ -3,6 +3,7 @@
  * total, and the rate is taken from the first poll that saw progress to the one that saw the end, so
  * that process start-up and joining the group (the same for every case) are not counted.
  */
+import { readStages, stagesBetween, type StageTotals } from './stages.js';
 import { fromLong } from '../src/cassandra/session.js';
 import { describe, ExactlyOnceError } from '../src/errors.js';
 import { pause, type BenchContext } from './context.js';
@@ -110,6 +111,8 @@ export async function measureProcessDrain(
 ): Promise<CaseResult> {
   let cpuAtStart: Array<number | undefined> = [];
   let serversAtStart: ServerCpu = {};
+  const procs = o.processes.map((p) => p.proc);
+  let stagesAtStart: Promise<StageTotals> = Promise.resolve({});
   const drain = await measureDrain(ctx, {
     label: o.label,
     total: o.total,
@@ -118,9 +121,11 @@ export async function measureProcessDrain(
     onFirstProgress: () => {
       cpuAtStart = o.processes.map((p) => p.proc.cpuSeconds());
       serversAtStart = ctx.serverCpu();
+      stagesAtStart = readStages(procs);
     },
   });
   const serversAtEnd = ctx.serverCpu();
+  const stages = stagesBetween(await stagesAtStart, await readStages(procs));
   const processes = o.processes.map((p, i) => processFacts(p.role, p.proc, cpuAtStart[i]));
   return {
     title: o.title,
@@ -130,5 +135,6 @@ export async function measureProcessDrain(
     processes,
     cpuMsPer1000Events: cpuPer1000(processes, o.total - drain.countedFrom),
     serverCpuMsPer1000Events: serverCpuPer1000(serversAtStart, serversAtEnd, o.total - drain.countedFrom),
+    ...(Object.keys(stages).length > 0 ? { stages } : {}),
   };
 }

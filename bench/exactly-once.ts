@@ -20,7 +20,7 @@ export async function runExactlyOnce(ctx: BenchContext, name: string, topic: str
   await ctx.freshAlertsTopic(config, ctx.options.partitions);
   const procs: BenchProcess[] = [];
   try {
-    for (let i = 0; i < workers; i++) procs.push(startWorker(ctx, config, `${name} worker ${i + 1}`));
+    for (let i = 0; i < workers; i++) procs.push(await startWorker(ctx, config, `${name} worker ${i + 1}`));
     ctx.status(`${name}: starting ${workers} worker${workers === 1 ? '' : 's'}…`);
     // At least one must own partitions before the clock can run; the others join (and rebalance) as they come.
     await Promise.any(procs.map((p) => waitAssigned(ctx, p))).catch((e: AggregateError) => {

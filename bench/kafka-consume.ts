@@ -8,23 +8,35 @@
  *   node --import tsx bench/kafka-consume.ts --topic T [--brokers localhost:9092] [--records N]
  */
 import { createRequire } from 'node:module';
+import type { ConnectionConfig } from '../src/config.js';
 import { JS_CACHE_MS, FETCH_QUEUE_BACKOFF_MS } from '../src/kafka/consumer.js';
-import { kafkaJS, quietLogger } from '../src/kafka/client.js';
+import { baseProperties, kafkaJS, quietLogger } from '../src/kafka/client.js';
+
+/** Started by the bench (bench/client.ts): its arguments as JSON in EXACTLYONCE_BENCH_ARGS, one JSON line per mode on stdout. */
+export interface ClientArgs {
+  config: ConnectionConfig;
+  records: number;
+  mode: 'kafkajs' | 'consume' | 'both';
+  /** The workers' batching: records per batch, partitions at once, prefetch bound in KiB. */
+  maxBatch: number;
+  concurrency: number;
+  maxBufferKb: number;
+}
+const benchArgs = process.env['EXACTLYONCE_BENCH_ARGS'] === undefined ? undefined : (JSON.parse(process.env['EXACTLYONCE_BENCH_ARGS']) as ClientArgs);
 
 const arg = (name: string, d: string) => {
   const i = process.argv.indexOf(`--${name}`);
   return i >= 0 ? process.argv[i + 1]! : d;
 };
-const topic = arg('topic', '');
-const brokers = arg('brokers', 'localhost:9092');
-const records = Number(arg('records', '300000'));
-const mode = arg('mode', 'both');
+const topic = benchArgs?.config.topic ?? arg('topic', '');
+const records = benchArgs?.records ?? Number(arg('records', '300000'));
+const mode = benchArgs?.mode ?? arg('mode', 'both');
 if (topic === '') throw new Error('--topic is required');
 
 const common = {
-  'bootstrap.servers': brokers,
+  ...(benchArgs === undefined ? { 'bootstrap.servers': arg('brokers', 'localhost:9092') } : baseProperties(benchArgs.config, `kafka-consume-${process.pid}`)),
   'fetch.queue.backoff.ms': FETCH_QUEUE_BACKOFF_MS,
-  'queued.max.messages.kbytes': 8192,
+  'queued.max.messages.kbytes': benchArgs?.maxBufferKb ?? 8192,
   'fetch.max.bytes': 8 * 1024 * 1024,
   'enable.auto.commit': false,
   'auto.offset.reset': 'earliest',
@@ -41,7 +53,9 @@ function measure(label: string) {
       if (n < records) return false;
       const cpu = process.cpuUsage(start.cpu);
       const s = (performance.now() - start.t) / 1000;
-      process.stdout.write(`${label.padEnd(34)} ${n} records  ${(((cpu.user + cpu.system) / 1000 / n) * 1000).toFixed(1).padStart(6)} CPU ms/1k  ${Math.round(n / s)} records/s\n`);
+      const cpuMs = (cpu.user + cpu.system) / 1000;
+      if (benchArgs !== undefined) process.stdout.write(`${JSON.stringify({ label, records: n, cpuMs, seconds: s })}\n`);
+      else process.stdout.write(`${label.padEnd(34)} ${n} records  ${((cpuMs / n) * 1000).toFixed(1).padStart(6)} CPU ms/1k  ${Math.round(n / s)} records/s\n`);
       return true;
     },
   };
@@ -53,7 +67,7 @@ async function viaKafkaJS(): Promise<void> {
     kafkaJS: { logger: quietLogger(() => undefined) },
     ...common,
     'group.id': `kafka-consume-${process.pid}-kjs`,
-    'js.consumer.max.batch.size': 2000,
+    'js.consumer.max.batch.size': benchArgs?.maxBatch ?? 2000,
     'js.consumer.max.cache.size.per.worker.ms': JS_CACHE_MS,
   } as never);
   await consumer.connect();
@@ -61,7 +75,7 @@ async function viaKafkaJS(): Promise<void> {
   const m = measure('KafkaJS layer, eachBatch');
   await new Promise<void>((resolve) => {
     void consumer.run({
-      partitionsConsumedConcurrently: 8,
+      partitionsConsumedConcurrently: benchArgs?.concurrency ?? 8,
       eachBatch: async ({ batch }) => {
         if (m.add(batch.messages.length)) resolve();
       },
@@ -75,12 +89,12 @@ async function viaConsume(): Promise<void> {
   const { KafkaConsumer } = require('@confluentinc/kafka-javascript') as { KafkaConsumer: new (c: object, t: object) => any };
   const { 'auto.offset.reset': reset, ...global } = common;
   const consumer = new KafkaConsumer({ ...global, 'group.id': `kafka-consume-${process.pid}-low` }, { 'auto.offset.reset': reset });
-  const m = measure('lower-level consume(2000)');
+  const m = measure(`lower-level consume(${benchArgs?.maxBatch ?? 2000})`);
   await new Promise<void>((resolve, reject) => {
     consumer.on('ready', () => {
       consumer.subscribe([topic]);
       const next = () =>
-        consumer.consume(2000, (e: unknown, messages: unknown[]) => {
+        consumer.consume(benchArgs?.maxBatch ?? 2000, (e: unknown, messages: unknown[]) => {
           if (e) return reject(e);
           if (messages.length > 0 && m.add(messages.length)) return resolve();
           next();

@@ -18,6 +18,7 @@ import { checkpointProgress, drainTarget } from './drain.js';
 import { cpuPer1000, processFacts, serverCpuPer1000, type CaseResult } from './results.js';
 import { quantile, RowWatcher } from './row-watcher.js';
 import { parseLayout } from '../src/app/events-layout.js';
+import { readStages, stagesBetween, type StageTotals } from './stages.js';
 
 /** How often, in ms, the worker and the watcher are checked while producing. */
 const CHECK_EVERY_MS = 10;
@@ -32,7 +33,7 @@ export async function runLatency(ctx: BenchContext, percent: number, maxRate: nu
   await ctx.freshTopic(config, o.partitions);
   await ctx.freshKeyspace(config);
   await ctx.freshAlertsTopic(config, o.partitions);
-  const worker = startWorker(ctx, config, `${name} worker`);
+  const worker = await startWorker(ctx, config, `${name} worker`);
   const watcher = new RowWatcher(ctx.session, config.keyspace, o.partitions, o.latencyPollMs, SAMPLE_EVERY, parseLayout(o.layout));
   const checkpointed = checkpointProgress(ctx, config.keyspace, config.topic);
   const producer = new Producer(config);
@@ -57,10 +58,13 @@ export async function runLatency(ctx: BenchContext, percent: number, maxRate: nu
     let sent = 0;
     // Each record is made when the paced producer takes it, that is when it is due, and stamped then.
     let checkedAt = 0;
+    // The workers' stage totals when the measured window opens (bench/stages.ts).
+    let stagesAtStart: Promise<StageTotals> | undefined;
     const records = function* (): Generator<OutgoingRecord> {
       for (let now = Date.now(); now < end; now = Date.now(), sent++) {
         if (now - checkedAt >= CHECK_EVERY_MS) {
           checkedAt = now;
+          if (now >= measureFrom) stagesAtStart ??= readStages([worker]);
           worker.assertRunning();
           watcher.check();
           ctx.status(`${name}: ${rate}/s for ${o.latencyWarmupSeconds}+${o.latencySeconds}s: produced ${sent}, sampled rows readable ${watcher.progress.seen}/${watcher.progress.sampled}`);
@@ -75,6 +79,7 @@ export async function runLatency(ctx: BenchContext, percent: number, maxRate: nu
     await producePaced(producer, records(), { topic: config.topic, rate, chunk: 1000, inFlight: 64, signal: ctx.signal });
     if (ctx.signal.aborted) throw new BenchAborted();
     const producedSeconds = (Date.now() - started) / 1000;
+    const stages = stagesBetween(await (stagesAtStart ?? {}), await readStages([worker]));
 
     // Every sampled row must become readable and every event be checkpointed; the worker may still be catching up.
     const target = await drainTarget(ctx, config.topic);
@@ -110,6 +115,7 @@ export async function runLatency(ctx: BenchContext, percent: number, maxRate: nu
       // Include the watcher's reads, and the fixed costs of a live rate (small batches): not comparable with the drains.
       serverCpuMsPer1000Events: serverCpuPer1000(serversAtStart, serversAtEnd, sent),
       benchCpuMsPer1000Events: Math.round((((benchCpu.user + benchCpu.system) / 1000) * 1000 / sent) * 10) / 10,
+      ...(Object.keys(stages).length > 0 ? { stages } : {}),
       latency: {
         targetRate: rate,
         percentOfMax: percent,

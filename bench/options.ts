@@ -6,7 +6,7 @@
 import { defaultRunnerOptions } from '../src/engine/runner.js';
 
 /** The groups of cases `--cases` can select; each group yields one or more result cases. */
-export const CASE_GROUPS = ['ceiling', 'baseline', 'eo1', 'eoN', 'alerts', 'latency', 'memory'] as const;
+export const CASE_GROUPS = ['ceiling', 'client', 'baseline', 'eo1', 'eoN', 'alerts', 'latency', 'memory'] as const;
 export type CaseGroup = (typeof CASE_GROUPS)[number];
 
 export interface BenchOptions {

@@ -8,6 +8,7 @@ import { readFileSync } from 'node:fs';
 import type { ConnectionConfig } from '../src/config.js';
 import { ExactlyOnceError } from '../src/errors.js';
 import { cliPath, connectionArgs, connectionEnv } from '../src/harness/cli-process.js';
+import { freePort } from '../src/harness/worker-fleet.js';
 import { fileURLToPath } from 'node:url';
 import { BenchAborted, pause } from './abort.js';
 import type { BenchOptions } from './options.js';
@@ -48,6 +49,8 @@ export function cpuSeconds(pid: number): number | undefined {
 }
 
 export class BenchProcess {
+  /** A worker's --metrics-port (src/engine/metrics-server.ts): where bench/stages.ts reads its stage histogram. */
+  metricsPort: number | undefined;
   readonly exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
   private out = '';
   private lineListeners = new Set<(line: string) => void>();
@@ -172,17 +175,31 @@ function nodeOptions(ctx: ProcessHost): Record<string, string> {
   return extra === undefined ? {} : { NODE_OPTIONS: `${process.env['NODE_OPTIONS'] ?? ''} ${extra}`.trim() };
 }
 
-/** A real worker: `bin/exactlyonce run` with the bench's batching flags; JSON logs at info level. */
-export function startWorker(ctx: ProcessHost, config: ConnectionConfig, label: string): BenchProcess {
+/** Metrics ports handed to the run's workers (each found free, and not handed out twice before it is bound). */
+const metricsPorts = new Set<number>();
+const FIRST_METRICS_PORT = 19400;
+
+/**
+ * A real worker: `bin/exactlyonce run` with the bench's batching flags, JSON logs at info level, and
+ * /metrics on a free port (its stage histogram is part of the results: bench/stages.ts).
+ */
+export async function startWorker(ctx: ProcessHost, config: ConnectionConfig, label: string): Promise<BenchProcess> {
   const o = ctx.options;
+  const port = await freePort(FIRST_METRICS_PORT, metricsPorts);
+  metricsPorts.add(port);
   const args = ['run', ...connectionArgs(config), '--max-batch', String(o.maxBatch), '--concurrency', String(o.concurrency), '--max-buffer-mb', String(o.maxBufferMb), '--layout', o.layout];
+  args.push('--metrics-port', String(port));
   const env: Record<string, string> = { ...connectionEnv(config), EXACTLYONCE_LOG_FORMAT: 'json', EXACTLYONCE_LOG_LEVEL: 'info', ...nodeOptions(ctx) };
-  if (o.profileDir === undefined) return start(ctx, label, cliPath, args, env);
   // Node refuses --cpu-prof in NODE_OPTIONS, so a profiled worker is started as bin/exactlyonce
   // starts it (node and the CLI's main module, the build's or through tsx the sources') with the
   // profiler flags added. The profile is written when the worker exits cleanly (SIGTERM).
   const memory = workerMemory();
-  return start(ctx, label, process.execPath, [...memory.args, ...profileArgs(ctx, label), ...loaderArgs, moduleFile('../src/cli/main'), ...args], { ...memory.env, ...env });
+  const proc =
+    o.profileDir === undefined
+      ? start(ctx, label, cliPath, args, env)
+      : start(ctx, label, process.execPath, [...memory.args, ...profileArgs(ctx, label), ...loaderArgs, moduleFile('../src/cli/main'), ...args], { ...memory.env, ...env });
+  proc.metricsPort = port;
+  return proc;
 }
 
 /** bin/exactlyonce's default V8 heap cap for `run`, MiB (`run --max-heap-mb`). */

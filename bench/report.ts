@@ -16,7 +16,7 @@ function rss(c: CaseResult): string {
 
 /** Cases that store the same kind of rows as the baseline and the ceiling (the alerts case does more). */
 function sameRows(name: string, c: CaseResult): boolean {
-  return c.latency === undefined && name !== 'exactlyOnce1Alerts';
+  return c.latency === undefined && name !== 'exactlyOnce1Alerts' && !name.startsWith('client');
 }
 
 function latencyOf(r: BenchResults) {
@@ -45,30 +45,90 @@ export function formatResults(r: BenchResults): string {
   );
   const lines = [
     table,
+    ...stageLines(r),
     '',
     `exactly-once (1 worker) / baseline = ${ratio(r.ratios.exactlyOnceToBaseline)}   exactly-once (1 worker) / ceiling = ${ratio(r.ratios.exactlyOnceToCeiling)}` +
       (r.ratios.alertsToExactlyOnce === null ? '' : `   with alerts / without = ${ratio(r.ratios.alertsToExactlyOnce)}`),
+    ...(r.ratios.workerCpuToClient == null
+      ? []
+      : [`worker CPU per event / the Kafka client's alone = ${ratio(r.ratios.workerCpuToClient)} (KafkaJS layer), ${ratio(r.ratios.workerCpuToClientConsume ?? null)} (lower-level consume)`]),
     `latency: produce → row readable (1 row in ${latencyOf(r)?.sampleEvery ?? '-'} read back every ${latencyOf(r)?.pollMs ?? '-'} ms); peak RSS: VmHWM of each process;`,
     `CPU: user+system while measured, of the case's own processes (client), Cassandra (C*) and Kafka`,
   ];
   return lines.join('\n');
 }
 
+const STAGE_ORDER = ['idle', 'queued', 'identity', 'decode', 'rows', 'checkpoint_wait', 'checkpoint'];
+
 /**
- * Writes `<out>/bench-<time>.json` and `.svg`, and, for a run of every case (`asLatest`), the same as
- * `latest.json` / `latest.svg` (what the README shows: a partial run must not replace it).
+ * Where the workers' batches spent their time in each case (bench/stages.ts), and for a latency case
+ * how much of its p50 the stages on a record's path account for (stageShareOfP50).
+ */
+export function stageLines(r: BenchResults): string[] {
+  const lines: string[] = [];
+  for (const [name, c] of Object.entries(r.cases)) {
+    const st = c.stages;
+    if (st === undefined) continue;
+    const known = STAGE_ORDER.filter((s) => st[s] !== undefined);
+    const parts = [...known, ...Object.keys(st).filter((s) => !STAGE_ORDER.includes(s))].map((s) => `${s} ${st[s]!.meanMs.toFixed(1)}`);
+    let line = `  ${name}: ${parts.join(', ')} (${int(st['rows']?.batches)} batches)`;
+    const share = stageShareOfP50(c);
+    if (share !== undefined) line += `; queued + identity + decode + rows + half the read-back interval: ${Math.round(share * 100)} % of p50 ${Math.round(c.latency!.p50Ms)} ms`;
+    lines.push(line);
+  }
+  return lines.length === 0 ? [] : ['', "where a batch's wall time goes (mean ms per batch, by stage; /metrics exactlyonce_batch_stage_seconds):", ...lines];
+}
+
+/** The issue's goals (bench/README.md, "Goals"), one column per commit log the run measured. */
+export function formatGoals(all: readonly BenchResults[]): string {
+  const check = (v: number | null | undefined, ok: (v: number) => boolean, show: (v: number) => string) =>
+    v === null || v === undefined || !Number.isFinite(v) ? '-' : `${show(v)} ${ok(v) ? 'met' : 'NOT met'}`;
+  const x = (v: number) => `${v.toFixed(2)}×`;
+  const pct = (v: number) => `${Math.round(v * 100)} %`;
+  const goals: Array<[string, (r: BenchResults) => string]> = [
+    ['exactly-once (1 worker) ≥ 0.5× the ceiling', (r) => check(r.ratios.exactlyOnceToCeiling, (v) => v >= 0.5, x)],
+    ['exactly-once (1 worker) ≥ 0.95× the baseline', (r) => check(r.ratios.exactlyOnceToBaseline, (v) => v >= 0.95, x)],
+    ['with alerts ≥ 0.9× without', (r) => check(r.ratios.alertsToExactlyOnce, (v) => v >= 0.9, x)],
+    ["worker CPU ≤ 1.2× the Kafka client's own (KafkaJS layer)", (r) => check(r.ratios.workerCpuToClient, (v) => v <= 1.2, x)],
+    ['worker CPU ≤ 15 ms / 1k events', (r) => check(r.cases['exactlyOnce1']?.cpuMsPer1000Events, (v) => v <= 15, (v) => `${v.toFixed(1)} ms`)],
+    ['latency p99 ≤ 100 ms at 25 %', (r) => check(r.cases['latency25']?.latency?.p99Ms, (v) => v <= 100, (v) => `${Math.round(v)} ms`)],
+    ['the stages account for ≥ 90 % of p50 (25 %)', (r) => check(stageShareOfP50(r.cases['latency25']), (v) => v >= 0.9, pct)],
+    ['peak RSS ≤ 256 MiB at 1,000,000 behind', (r) => check(r.cases['memoryBehind']?.processes[0]?.peakRssMiB, (v) => v <= 256, (v) => `${Math.round(v)} MiB`)],
+  ];
+  return formatTable(
+    ['goal', ...all.map((r) => `commit log: ${r.commitlog ?? 'as it runs'}`)],
+    goals.map(([goal, f]) => [goal, ...all.map(f)]),
+  );
+}
+
+/**
+ * How much of a latency case's p50 the stages on a record's path account for (their means): queued (in
+ * Kafka and the client), the identity check it waited for, decode, rows (the row is readable once acknowledged), and half the read-back
+ * interval of the watcher. Undefined without a stage breakdown.
+ */
+export function stageShareOfP50(c: CaseResult | undefined): number | undefined {
+  const st = c?.stages;
+  if (c?.latency === undefined || st?.['queued'] === undefined) return undefined;
+  const path = st['queued'].meanMs + (st['identity']?.meanMs ?? 0) + (st['decode']?.meanMs ?? 0) + (st['rows']?.meanMs ?? 0) + c.latency.pollMs / 2;
+  return path / c.latency.p50Ms;
+}
+
+/**
+ * Writes `<out>/bench-<time>[-<commit log>].json` and `.svg`, and, for a run of every case (`asLatest`),
+ * the same as `latest[-<commit log>].json` / `.svg` (what the READMEs show: a partial run must not replace it).
  */
 export function writeResults(r: BenchResults, outDir: string, asLatest: boolean): { json: string; svg: string } {
   mkdirSync(outDir, { recursive: true });
+  const suffix = r.commitlog === undefined ? '' : `-${r.commitlog}`;
   const stamp = r.startedAt.replace(/[:]/g, '').replace(/\.\d+Z$/, 'Z');
   const json = `${JSON.stringify(r, null, 2)}\n`;
   const svg = renderChart(r);
-  const base = path.join(outDir, `bench-${stamp}`);
+  const base = path.join(outDir, `bench-${stamp}${suffix}`);
   writeFileSync(`${base}.json`, json);
   writeFileSync(`${base}.svg`, svg);
   if (asLatest) {
-    writeFileSync(path.join(outDir, 'latest.json'), json);
-    writeFileSync(path.join(outDir, 'latest.svg'), svg);
+    writeFileSync(path.join(outDir, `latest${suffix}.json`), json);
+    writeFileSync(path.join(outDir, `latest${suffix}.svg`), svg);
   }
   return { json: `${base}.json`, svg: `${base}.svg` };
 }

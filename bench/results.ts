@@ -1,4 +1,5 @@
 /** The shape of `bench/results/*.json`: what each case measured, plus the run's versions and machine. */
+import type { StageBreakdown } from './stages.js';
 
 /** One process of a case: its peak RSS (VmHWM) and the CPU it used while the case was measured. */
 export interface ProcessFacts {
@@ -25,6 +26,8 @@ export interface CaseResult {
   benchCpuMsPer1000Events?: number;
   /** Latency cases: produce time → row readable, in ms. */
   latency?: { targetRate: number; percentOfMax: number; p50Ms: number; p95Ms: number; p99Ms: number; maxMs: number; samples: number; pollMs: number; sampleEvery: number };
+  /** Exactly-once cases: where the workers' batches spent their wall time while measured (bench/stages.ts). */
+  stages?: StageBreakdown;
   /** The ceiling's concurrency sweep. */
   sweep?: Array<{ concurrency: number; eventsPerSec: number }>;
   /** The ceiling: the concurrency used for the measured run. */
@@ -42,6 +45,8 @@ export interface BenchResults {
   finishedAt: string;
   durationSeconds: number;
   command: string;
+  /** The local Cassandra's commit log sync (`bench --commitlog`); absent when not set by the bench. */
+  commitlog?: string;
   options: Record<string, unknown>;
   versions: Record<string, string>;
   machine: Record<string, unknown>;
@@ -55,6 +60,10 @@ export interface BenchResults {
     exactlyOnceNToBaseline: number | null;
     /** 1-worker exactly-once events/s with all events Critical (alerts) over without. */
     alertsToExactlyOnce: number | null;
+    /** The 1-worker case's CPU per 1,000 events over the Kafka client's alone (KafkaJS layer, as the worker uses it). */
+    workerCpuToClient?: number | null;
+    /** The same over the client's lower-level consume. */
+    workerCpuToClientConsume?: number | null;
   };
 }
 

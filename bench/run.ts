@@ -8,9 +8,10 @@
 import os from 'node:os';
 import type { ConnectionConfig } from '../src/config.js';
 import { ExactlyOnceError } from '../src/errors.js';
-import { runAlerts } from './alerts.js';
+import { produceAlertsTopic, runAlerts } from './alerts.js';
 import { runBaseline } from './baseline.js';
 import { runCeiling } from './ceiling.js';
+import { runClient } from './client.js';
 import { BenchContext, bounded } from './context.js';
 import { runExactlyOnce } from './exactly-once.js';
 import { runLatency } from './latency.js';
@@ -27,6 +28,8 @@ export interface RunHooks {
   /** Receives the function that kills every process at once (for a second Ctrl-C). */
   onKill?: (kill: () => void) => void;
   command: string;
+  /** The local Cassandra's commit log sync during this run, when the bench set it. */
+  commitlog?: string;
 }
 
 export async function runBench(base: ConnectionConfig, o: BenchOptions, hooks: RunHooks): Promise<BenchResults> {
@@ -42,7 +45,7 @@ export async function runBench(base: ConnectionConfig, o: BenchOptions, hooks: R
     const facts = { versions: await versions(ctx), machine: machine() };
     const workload: Workload = { events: o.events, partitions: o.partitions, seed: o.seed, baseTs: Date.UTC(2024, 5, 1), eventTimeRate: o.eventTimeRate, healthMix: o.healthMix };
     const steps: Array<[string, () => Promise<void>]> = [];
-    const needsTopic = wants('baseline') || wants('eo1') || wants('eoN');
+    const needsTopic = wants('client') || wants('baseline') || wants('eo1') || wants('eoN');
     const topic = ctx.caseConfig('events');
     if (needsTopic) {
       steps.push([
@@ -62,18 +65,36 @@ export async function runBench(base: ConnectionConfig, o: BenchOptions, hooks: R
       const rss = c.processes.map((p) => p.peakRssMiB ?? '?').join('/');
       ctx.say(`  ${name}: ${Math.round(c.eventsPerSec)} events/s${extra}, peak RSS ${rss} MiB`);
     };
+    if (wants('client')) {
+      steps.push([
+        'the Kafka client alone: the topic read and thrown away (KafkaJS layer, then lower-level consume)',
+        async () => {
+          for (const [name, c] of Object.entries(await runClient(ctx, topic.topic, o.events))) record(name, c);
+        },
+      ]);
+    }
     if (wants('ceiling')) steps.push(['ceiling: the same rows, written from a tight loop', async () => record('ceiling', await runCeiling(ctx, workload))]);
+    let alertsTopic: ConnectionConfig | undefined;
+    if (wants('alerts')) {
+      steps.push([
+        `pre-producing ${o.alertsEvents} Critical events for the alerts case`,
+        async () => {
+          alertsTopic = await produceAlertsTopic(ctx);
+        },
+      ]);
+    }
     for (let run = 1; run <= o.repeat; run++) {
       const nth = o.repeat > 1 ? ` (run ${run} of ${o.repeat})` : '';
       if (wants('baseline')) steps.push([`baseline: at-least-once consumer${nth}`, async () => record('baseline', await runBaseline(ctx, topic.topic, o.events))]);
       if (wants('eo1')) steps.push([`exactly-once, 1 worker${nth}`, async () => record('exactlyOnce1', await runExactlyOnce(ctx, 'exactlyOnce1', topic.topic, 1))]);
+      if (wants('alerts')) steps.push([`exactly-once with alerts, 1 worker${nth}`, async () => record('exactlyOnce1Alerts', await runAlerts(ctx, alertsTopic!.topic))]);
     }
     if (wants('eoN')) {
       const name = `exactlyOnce${o.workers}`;
       steps.push([`exactly-once, ${o.workers} workers`, async () => record(name, await runExactlyOnce(ctx, name, topic.topic, o.workers))]);
     }
-    if (wants('alerts')) steps.push([`exactly-once with alerts, 1 worker, ${o.alertsEvents} Critical events`, async () => record('exactlyOnce1Alerts', await runAlerts(ctx))]);
     if (needsTopic) steps.push(['deleting the pre-produced topic', () => ctx.deleteTopic(topic.topic)]);
+    if (wants('alerts')) steps.push(["deleting the alerts case's topic", () => ctx.deleteTopic(alertsTopic!.topic)]);
     if (wants('latency')) {
       for (const percent of o.latencyPercents) {
         steps.push([
@@ -109,6 +130,7 @@ export async function runBench(base: ConnectionConfig, o: BenchOptions, hooks: R
       finishedAt: finishedAt.toISOString(),
       durationSeconds: Math.round((finishedAt.getTime() - startedAt.getTime()) / 100) / 10,
       command: hooks.command,
+      ...(hooks.commitlog === undefined ? {} : { commitlog: hooks.commitlog }),
       options: { ...o, cases: [...o.cases] },
       versions: facts.versions,
       machine: { ...facts.machine, loadAverageAtEnd: os.loadavg().map((x) => Math.round(x * 100) / 100) },
@@ -118,6 +140,8 @@ export async function runBench(base: ConnectionConfig, o: BenchOptions, hooks: R
         exactlyOnceToCeiling: div(eo1, ceiling),
         exactlyOnceNToBaseline: div(eoN, baseline),
         alertsToExactlyOnce: div(cases['exactlyOnce1Alerts']?.eventsPerSec, eo1),
+        workerCpuToClient: div(cases['exactlyOnce1']?.cpuMsPer1000Events ?? undefined, cases['clientKafkaJS']?.cpuMsPer1000Events ?? undefined),
+        workerCpuToClientConsume: div(cases['exactlyOnce1']?.cpuMsPer1000Events ?? undefined, cases['clientConsume']?.cpuMsPer1000Events ?? undefined),
       },
     };
   } finally {

@@ -6,13 +6,44 @@
 import path from 'node:path';
 import { Command, Option } from '@commander-js/extra-typings';
 import { CASE_GROUPS, defaultBenchOptions as d, type BenchOptions, type CaseGroup } from '../../bench/options.js';
-import { formatResults, writeResults } from '../../bench/report.js';
+import { formatGoals, formatResults, writeResults } from '../../bench/report.js';
 import { runBench } from '../../bench/run.js';
 import { BenchAborted } from '../../bench/context.js';
-import { intOption } from '../config.js';
+import { intOption, type ConnectionConfig } from '../config.js';
 import { formatLayout, parseLayout } from '../app/events-layout.js';
 import { ExactlyOnceError } from '../errors.js';
 import { action, connection, healthMixOption, withConnection } from './common.js';
+import type { BenchResults } from '../../bench/results.js';
+import { isCluster } from '../stack/cluster.js';
+import { COMMITLOG_SYNCS, isSecure, stackCommitlogSync, stackStatus, startServer, stopServer, type CommitlogSync, type StackOptions } from '../stack/index.js';
+import { stackOptionsFrom } from './stack-flags.js';
+
+/** `--commitlog`: the modes to measure, in order; `as-is` measures the servers as they run, once. */
+function commitlogList(value: string): Array<CommitlogSync | 'as-is'> {
+  if (value === 'both') return ['periodic', 'batch'];
+  if (value === 'as-is' || (COMMITLOG_SYNCS as readonly string[]).includes(value)) return [value as CommitlogSync | 'as-is'];
+  throw new ExactlyOnceError('EO_CONFIG_INVALID', `--commitlog: expected periodic, batch, both or as-is (got '${value}')`);
+}
+
+/**
+ * The local single-node stack whose Cassandra the connection points at (not secured: restarting it
+ * here would not know its secrets), with its commit log mode; null when the run uses other servers.
+ */
+async function localCassandra(config: ConnectionConfig, onProgress: (line: string) => void): Promise<{ o: StackOptions; mode: CommitlogSync } | null> {
+  const o = { ...stackOptionsFrom({}), onProgress };
+  if (isCluster(o) || isSecure(o)) return null;
+  const node = (await stackStatus(o)).find((s) => s.id === 'cassandra' && s.running);
+  const ours = config.cassandra.some((c) => /^(127\.0\.0\.1|localhost)(:\d+)?$/.test(c) && Number(c.split(':')[1] ?? 9042) === node?.port);
+  return node === undefined || !ours ? null : { o, mode: stackCommitlogSync(o, 'cassandra') ?? 'periodic' };
+}
+
+/** Restarts the local Cassandra with `mode` unless it runs with it already. */
+async function switchCommitlog(local: { o: StackOptions; mode: CommitlogSync }, mode: CommitlogSync): Promise<void> {
+  if ((stackCommitlogSync(local.o, 'cassandra') ?? 'periodic') === mode) return;
+  process.stderr.write(`restarting the local Cassandra with commitlog_sync: ${mode}…\n`);
+  await stopServer(local.o, 'cassandra');
+  await startServer({ ...local.o, commitlogSync: mode }, 'cassandra');
+}
 
 /** Results go under the working directory (in a clone, where `make bench` runs: the committed bench/results/). */
 const RESULTS_DIR = path.join('bench', 'results');
@@ -48,7 +79,7 @@ export function benchCommand(): Command {
       )
       .addOption(new Option('--alerts-events <n>', 'events of the alerts case (all Critical, as the original generator)').default(d.alertsEvents).argParser(int('--alerts-events', 100, 1e9)))
       .addOption(new Option('--event-time-rate <n>', 'events per second of event time in the generated topics').default(d.eventTimeRate).argParser(int('--event-time-rate', 1, 1e9)))
-      .addOption(new Option('--repeat <n>', 'runs of the baseline and the 1-worker case, alternated; the best of each counts').default(d.repeat).argParser(int('--repeat', 1, 20)))
+      .addOption(new Option('--repeat <n>', 'runs of the baseline, the 1-worker and the alerts case, alternated; the best of each counts').default(d.repeat).argParser(int('--repeat', 1, 20)))
       .addOption(new Option('--workers <n>', 'worker processes of the multi-worker case').default(d.workers).argParser(int('--workers', 2, 64)))
       .addOption(new Option('--max-batch <n>', 'records per batch (workers and baseline)').default(d.maxBatch).argParser(int('--max-batch', 1, 100000)))
       .addOption(new Option('--concurrency <n>', 'partitions processed at once (workers and baseline)').default(d.concurrency).argParser(int('--concurrency', 1, 1024)))
@@ -77,6 +108,11 @@ export function benchCommand(): Command {
       .addOption(new Option('--worker-node-options <flags>', 'NODE_OPTIONS for the workers, the baseline and the ceiling (e.g. --max-semi-space-size=64)'))
       .addOption(new Option('--layout <layout>', 'events layout of the exactly-once workers: original or bucketed[:N] (run --layout)').default(d.layout))
       .option('--keep', 'keep the bench topics and keyspaces for inspection')
+      .addOption(
+        new Option('--commitlog <mode>', "the local Cassandra's commit log sync to measure on: periodic (Cassandra's default), batch, both (each in turn, in one run), or as-is (the servers as they run); the node is restarted for each and left as it was found")
+          .default(['periodic', 'batch'] as Array<CommitlogSync | 'as-is'>, 'both')
+          .argParser(commitlogList),
+      )
       .addOption(new Option('--cpu-prof <dir>', 'write a V8 CPU profile of every worker, the baseline and the ceiling into DIR/<process> (node --cpu-prof)')),
     ['brokers', 'cassandra', 'datacenter', 'cassandraUsername', 'cassandraPassword', 'kafkaConfig'],
   ).action(
@@ -114,17 +150,32 @@ export function benchCommand(): Command {
       };
       process.on('SIGINT', onSignal);
       process.on('SIGTERM', onSignal);
+      const local = opts.commitlog.includes('as-is') ? null : await localCassandra(config, (line) => process.stderr.write(`  ${line}\n`));
+      if (local === null && !opts.commitlog.includes('as-is') && cmd.getOptionValueSource('commitlog') !== 'default') {
+        throw new ExactlyOnceError('EO_USAGE', "--commitlog: the bench switches the commit log of the local single-node stack's Cassandra only (not a cluster, a secured stack or other servers); use --commitlog as-is");
+      }
+      const modes = local === null ? [undefined] : (opts.commitlog as CommitlogSync[]);
+      if (local === null) process.stderr.write('(not the local single-node stack: measured on the servers as they run, commit log unknown)\n');
+      const all: BenchResults[] = [];
       try {
-        const results = await runBench(config, options, {
-          signal: abort.signal,
-          onKill: (k) => (kill = k),
-          command: `exactlyonce ${process.argv.slice(2).join(' ')}`,
-        });
-        const everyCase = CASE_GROUPS.every((g) => options.cases.has(g));
-        const files = writeResults(results, options.outDir, everyCase);
-        process.stdout.write(`${formatResults(results)}\n`);
-        process.stderr.write(`results: ${files.json}\nchart:   ${files.svg}\n`);
-        if (!everyCase) process.stderr.write('(not every case ran: latest.json / latest.svg are left as they were)\n');
+        for (const mode of modes) {
+          if (mode !== undefined) await switchCommitlog(local!, mode);
+          if (abort.signal.aborted) throw new BenchAborted();
+          if (modes.length > 1) process.stderr.write(`=== Cassandra's commit log: ${mode} ===\n`);
+          const results = await runBench(config, options, {
+            signal: abort.signal,
+            onKill: (k) => (kill = k),
+            command: `exactlyonce ${process.argv.slice(2).join(' ')}`,
+            ...(mode === undefined ? {} : { commitlog: mode }),
+          });
+          const everyCase = CASE_GROUPS.every((g) => options.cases.has(g));
+          const files = writeResults(results, options.outDir, everyCase);
+          process.stdout.write(`${mode === undefined ? '' : `Cassandra commit log: ${mode}\n`}${formatResults(results)}\n\n`);
+          process.stderr.write(`results: ${files.json}\nchart:   ${files.svg}\n`);
+          if (!everyCase) process.stderr.write('(not every case ran: the latest results are left as they were)\n');
+          all.push(results);
+        }
+        process.stdout.write(`${formatGoals(all)}\n`);
         return 0;
       } catch (e) {
         if (e instanceof BenchAborted || abort.signal.aborted) {
@@ -133,6 +184,8 @@ export function benchCommand(): Command {
         }
         throw e;
       } finally {
+        // The node as it was found (a failed restart is reported, not hidden behind the bench's own error).
+        if (local !== null) await switchCommitlog(local, local.mode).catch((e: unknown) => process.stderr.write(`could not restart the local Cassandra with its commit log ${local.mode}: ${String(e)}\n`));
         process.off('SIGINT', onSignal);
         process.off('SIGTERM', onSignal);
       }
