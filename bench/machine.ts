@@ -48,13 +48,15 @@ export async function versions(ctx: BenchContext): Promise<Record<string, string
   const local = await (async () => stackStatus(defaultStackOptions(dir === undefined ? {} : { dir })))().catch(() => []);
   const kafka = local.find((s) => s.name === 'kafka' && s.running && ctx.base.brokers.some((b) => b.endsWith(`:${s.port}`)));
   v['kafka'] = kafka?.version ?? 'unknown (not the local stack)';
-  const isLocal = (point: string, port: number) => {
-    const m = /^(127\.0\.0\.1|localhost)(?::(\d+))?$/.exec(point);
-    return m !== null && Number(m[2] ?? 9042) === port;
-  };
-  const cassandra = local.find((s) => s.name === 'cassandra' && s.running && ctx.base.cassandra.some((c) => isLocal(c, s.port)));
+  const cassandra = local.find((s) => s.name === 'cassandra' && s.running && ctx.base.cassandra.some((c) => isLocalCassandra(c, s.port)));
   ctx.servers = [kafka, cassandra].filter((s) => s?.pid != null).map((s) => ({ name: s!.name, pid: s!.pid! }));
   return v;
+}
+
+/** True when a --cassandra contact point (host[:port], 9042 by default) is this machine's server on `port`. */
+export function isLocalCassandra(point: string, port: number): boolean {
+  const m = /^(127\.0\.0\.1|localhost)(?::(\d+))?$/.exec(point);
+  return m !== null && Number(m[2] ?? 9042) === port;
 }
 
 export function machine(): Record<string, unknown> {

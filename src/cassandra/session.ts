@@ -153,6 +153,13 @@ export function unavailable(config: ConnectionConfig, cause: unknown): ExactlyOn
   );
 }
 
+/**
+ * The driver's own bare errors for a host without an open connection (lib/host-connection-pool.js):
+ * it has no code or type to tell them by, so the exact message is matched; a unit test obtains them
+ * from the installed driver, so a reworded message fails there instead of stopping partitions.
+ */
+const DRIVER_NO_CONNECTION = new Set(['No connection available', 'Connection closed']);
+
 /** Server answers worth retrying: 0x1000 Unavailable, 0x1001 Overloaded, 0x1002 IsBootstrapping, 0x1100 WriteTimeout, 0x1200 ReadTimeout. */
 const TRANSIENT_CODES = new Set([0x1000, 0x1001, 0x1002, 0x1100, 0x1200]);
 
@@ -170,6 +177,9 @@ export function isRetriableCassandraError(e: unknown): boolean {
   // ended while a request was in flight; or the socket's own ECONNRESET/EPIPE/ECONNREFUSED): the
   // server never answered, so the next attempt may well succeed (a node restarting, a crash).
   if (name === 'DriverError') return true;
+  // The pool of a host has no open connection (it is reconnecting after an outage): the driver
+  // throws a bare Error with no code or type, out of a prepare or a retry on the same host.
+  if (e.constructor === Error && DRIVER_NO_CONNECTION.has(e.message)) return true;
   const code = (e as { code?: unknown }).code;
   if (typeof code === 'string' && /^E[A-Z]+$/.test(code)) return true;
   if (securityError(e) !== undefined) return false;

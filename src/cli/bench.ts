@@ -9,6 +9,7 @@ import { CASE_GROUPS, defaultBenchOptions as d, type BenchOptions, type CaseGrou
 import { formatGoals, formatResults, writeResults } from '../../bench/report.js';
 import { runBench } from '../../bench/run.js';
 import { BenchAborted } from '../../bench/context.js';
+import { isLocalCassandra } from '../../bench/machine.js';
 import { intOption, type ConnectionConfig } from '../config.js';
 import { formatLayout, parseLayout } from '../app/events-layout.js';
 import { ExactlyOnceError } from '../errors.js';
@@ -33,8 +34,7 @@ async function localCassandra(config: ConnectionConfig, onProgress: (line: strin
   const o = { ...stackOptionsFrom({}), onProgress };
   if (isCluster(o) || isSecure(o)) return null;
   const node = (await stackStatus(o)).find((s) => s.id === 'cassandra' && s.running);
-  const ours = config.cassandra.some((c) => /^(127\.0\.0\.1|localhost)(:\d+)?$/.test(c) && Number(c.split(':')[1] ?? 9042) === node?.port);
-  return node === undefined || !ours ? null : { o, mode: stackCommitlogSync(o, 'cassandra') ?? 'periodic' };
+  return node === undefined || !config.cassandra.some((c) => isLocalCassandra(c, node.port)) ? null : { o, mode: stackCommitlogSync(o, 'cassandra') ?? 'periodic' };
 }
 
 /** Restarts the local Cassandra with `mode` unless it runs with it already. */
