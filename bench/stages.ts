@@ -3,6 +3,7 @@
  * (src/engine/metrics.ts), read from the worker's /metrics at the start and at the end of a case's
  * measured window; per stage, the batches observed in between and their mean, in ms.
  */
+import { byLabel, parsePrometheus } from '../src/dashboard/prometheus.js';
 import type { BenchProcess } from './processes.js';
 
 /** Cumulative count and sum (seconds) per stage, as served. */
@@ -11,35 +12,16 @@ export type StageTotals = Record<string, { count: number; sum: number }>;
 /** Per stage: batches observed in the window, and their mean duration in ms. */
 export type StageBreakdown = Record<string, { batches: number; meanMs: number }>;
 
-const SAMPLE = /^exactlyonce_batch_stage_seconds_(sum|count)\{stage="(\w+)"\} (\S+)$/;
-
-/** Parses the stage histogram's sums and counts out of a Prometheus text exposition. */
-export function parseStages(text: string): StageTotals {
-  const totals: StageTotals = {};
-  for (const line of text.split('\n')) {
-    const m = SAMPLE.exec(line);
-    if (m === null) continue;
-    const t = (totals[m[2]!] ??= { count: 0, sum: 0 });
-    t[m[1] as 'sum' | 'count'] = Number(m[3]);
-  }
-  return totals;
-}
-
 /** The stage totals of every process served on a metrics port, added up; empty when none answers. */
 export async function readStages(procs: ReadonlyArray<BenchProcess>): Promise<StageTotals> {
-  const all: StageTotals = {};
-  for (const p of procs) {
-    if (p.metricsPort === undefined) continue;
-    const text = await fetch(`http://127.0.0.1:${p.metricsPort}/metrics`, { signal: AbortSignal.timeout(5000) })
-      .then((r) => r.text())
-      .catch(() => '');
-    for (const [stage, t] of Object.entries(parseStages(text))) {
-      const a = (all[stage] ??= { count: 0, sum: 0 });
-      a.count += t.count;
-      a.sum += t.sum;
-    }
-  }
-  return all;
+  const texts = await Promise.all(
+    procs
+      .filter((p) => p.metricsPort !== undefined)
+      .map((p) => fetch(`http://127.0.0.1:${p.metricsPort}/metrics`, { signal: AbortSignal.timeout(5000) }).then((r) => r.text()).catch(() => '')),
+  );
+  const samples = texts.flatMap(parsePrometheus);
+  const sums = byLabel(samples, 'exactlyonce_batch_stage_seconds_sum', 'stage');
+  return Object.fromEntries([...byLabel(samples, 'exactlyonce_batch_stage_seconds_count', 'stage')].map(([stage, count]) => [stage, { count, sum: sums.get(stage) ?? 0 }]));
 }
 
 /** What happened between two readings. */
