@@ -100,3 +100,19 @@ test('bench runs every case on a few thousand events and writes its results', as
     assert.deepEqual(topics.filter((topic) => topic.startsWith(`eo-bench-${results.runId}`)), []);
   }
 });
+
+test('bench --commitlog: a bad mode, or a mode asked of servers that are not the local single node, is one coded line and nothing runs', async (t) => {
+  // An empty stack directory: no local Cassandra is known there, as for a user's own cluster.
+  const elsewhere = mkdtempSync(path.join(os.tmpdir(), 'eo-bench-elsewhere-'));
+  t.after(() => rmSync(elsewhere, { recursive: true, force: true }));
+  const cases: Array<[string[], RegExp]> = [
+    [['--commitlog', 'sometimes'], /^error EO_CONFIG_INVALID: --commitlog: expected periodic, batch, both or as-is \(got 'sometimes'\)\n$/],
+    [['--commitlog', 'batch'], /^error EO_USAGE: --commitlog: the bench switches the commit log of the local single-node stack's Cassandra only \(not a cluster, a secured stack or other servers\); use --commitlog as-is\n$/],
+  ];
+  for (const [args, stderr] of cases) {
+    const r = await runCli(['bench', ...['--brokers', BROKERS, '--cassandra', CASSANDRA], ...args], { EXACTLYONCE_STACK_DIR: elsewhere });
+    assert.equal(r.code, 2, `${args.join(' ')}: ${r.stderr}`);
+    assert.match(r.stderr, stderr, args.join(' '));
+    assert.equal(r.stdout, '', args.join(' '));
+  }
+});
