@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { once } from 'node:events';
 import { test } from 'node:test';
 import { freshKeyspace, freshTopic, testConfig } from '../helpers.js';
-import { FAST_FAILOVER, assertExactlyOnce, generate, randomBetween, sleep, startWorker, waitDrained, timeline, waitProgress, watchCheckpoints } from '../pipeline.js';
+import { FAST_FAILOVER, assertExactlyOnce, generate, randomBetween, sleep, startWorker, waitDrained, timeline, waitProgress, waitStarted, watchCheckpoints } from '../pipeline.js';
 
 test('a worker SIGKILLed at random moments and restarted stores every offset exactly once', async (t) => {
   const config = testConfig();
@@ -28,6 +28,9 @@ test('a worker SIGKILLed at random moments and restarted stores every offset exa
   phases.mark('produced');
   await waitDrained(session, config);
   phases.mark('drained');
+  // The last worker may start after an earlier one drained the topic: stopped only once its signal
+  // handlers are in place (a SIGTERM before that ends it by the signal, code null).
+  await waitStarted(worker);
   worker.kill('SIGTERM');
   const [code] = await once(worker, 'exit');
   assert.equal(code, 0, worker.output());
