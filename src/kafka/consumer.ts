@@ -4,12 +4,25 @@
  * Kafka-side committed offsets are never read or written. Partitions are shared with the other members
  * by the cooperative-sticky assignor, so a rebalance moves only the partitions that must move.
  *
- * Built on @confluentinc/kafka-javascript's promisified API, whose `rebalance_cb` is awaited before
- * the assignment is applied (its lib/kafkajs/_consumer.js #rebalanceCallback).
+ * Built on @confluentinc/kafka-javascript's lower-level KafkaConsumer (librdkafka's consumer, pulled
+ * with `consume(n)`), not its KafkaJS-style layer: the layer's message cache, worker barriers and
+ * payload objects cost the worker about 4-5 ms of CPU per 1,000 records (bench/kafka-consume.ts,
+ * bench/README.md). What the layer did for us is done here, in one fetch loop:
+ * - the rebalance is awaited: librdkafka hands an assignment to `rebalance_cb` during a `consume`
+ *   call and waits until the partitions are assigned; the loop fetches nothing more until the
+ *   handler has planned the starts and they are assigned. Revoked partitions are unassigned only after
+ *   their batches in flight finish;
+ * - at most `concurrency` partitions are processed at once, one batch at a time each, in offset order;
+ *   what is fetched ahead is bounded (maxBatchSize x concurrency records here, plus librdkafka's own
+ *   prefetch queue, queued.max.messages.kbytes);
+ * - a paused partition hands over nothing more, and one restarted at an offset (restartAt) nothing of
+ *   its old position: its records still held here are dropped at once, and the client's assignment is
+ *   changed only between two `consume` calls, so no call in flight can bring old records after it.
  */
+import { createRequire } from 'node:module';
 import type { ConnectionConfig } from '../config.js';
 import type { SourceRecord } from './record.js';
-import { baseProperties, kafkaErrorCode, kafkaErrorKind, kafkaJS, noteClientError, quietLogger, tapClientErrors, type KafkaJSNamespace } from './client.js';
+import { baseProperties, kafkaErrorCode, kafkaErrorKind, kafkaJS, noteClientError, quietLogger, tapClientErrors } from './client.js';
 
 /**
  * Where an assigned partition starts: an offset, the log start when it was never checkpointed, or
@@ -21,7 +34,7 @@ export type StartOffset = bigint | 'beginning' | 'stopped';
 export function sourceRecord(
   topic: string,
   partition: number,
-  m: { offset: string; key?: Buffer | null; value: Buffer | null; timestamp: string },
+  m: { offset: string | number; key?: Buffer | null; value: Buffer | null; timestamp: string | number },
 ): SourceRecord {
   return { topic, partition, offset: BigInt(m.offset), key: m.key ?? null, value: m.value ?? null, timestampMs: Number(m.timestamp) };
 }
@@ -64,143 +77,272 @@ export interface ConsumerOptions {
 /** See the consumer's properties: how long a partition whose prefetch queue is full waits to fetch again. */
 export const FETCH_QUEUE_BACKOFF_MS = 20;
 
-/** See the consumer's properties: how much consumption the client's JavaScript cache holds ahead. */
+/** See bench/baseline-consumer.ts: how much consumption the KafkaJS-style layer's message cache holds ahead. */
 export const JS_CACHE_MS = 1;
+
+/** How long one `consume` call waits for a first record (it returns at once with what is there). */
+const CONSUME_WAIT_MS = 100;
+/** After a failed fetch, the next one waits this long (the client reconnects by itself). */
+const FETCH_ERROR_PAUSE_MS = 100;
 
 const ERR_ASSIGN_PARTITIONS = -175;
 const OFFSET_BEGINNING = -2;
 
 export class GroupConsumer {
-  private readonly consumer: KafkaJSNamespace.Consumer;
-  private stopped: Promise<void> | undefined;
+  private readonly consumer: LowLevelConsumer;
+  private readonly log: ReturnType<typeof quietLogger>;
   private handler: AssignmentHandler | undefined;
+  private eachBatch: ((partition: number, records: SourceRecord[]) => Promise<void>) | undefined;
+  /** Records fetched and not yet handed over, per assigned partition (in offset order). */
+  private readonly queues = new Map<number, RawMessage[]>();
+  private queued = 0;
+  /** The batch each partition has in flight. */
+  private readonly inFlight = new Map<number, Promise<void>>();
+  /** Assigned partitions that hand over nothing: paused, or waiting for their restart. */
+  private readonly held = new Set<number>();
+  /** Changes to the client's assignment made between two `consume` calls (restartAt). */
+  private readonly betweenFetches: Array<() => void> = [];
+  /** The rebalance being handled: no fetch until it is done. */
+  private rebalancing: Promise<void> | undefined;
+  private wake: (() => void) | undefined;
+  private loop: Promise<void> | undefined;
+  private stopping = false;
+  private closing = false;
+  private stopped: Promise<void> | undefined;
+  private connectError: Error | undefined;
+  private connected = false;
 
   constructor(
     config: ConnectionConfig,
     private readonly options: ConsumerOptions,
   ) {
-    const { Kafka } = kafkaJS();
-    this.consumer = new Kafka({}).consumer({
-      kafkaJS: {
-        logger: quietLogger((level, message) => options.onClientLog?.(level, message)),
+    kafkaJS(); // fails with EO_KAFKA_CLIENT_MISSING, and a clear message, when the native client is not built
+    this.log = quietLogger((level, message) => options.onClientLog?.(level, message));
+    const { KafkaConsumer } = createRequire(import.meta.url)('@confluentinc/kafka-javascript') as { KafkaConsumer: new (conf: object, topicConf: object) => LowLevelConsumer };
+    this.consumer = new KafkaConsumer(
+      {
+        // When the prefetch queue is over its bound (queued.max.messages.kbytes: --max-buffer-mb),
+        // librdkafka postpones the partition's next fetch by this much (its default: 1 s). See
+        // bench/README.md, "Latency". Before the user's properties: --kafka-config can set it.
+        'fetch.queue.backoff.ms': FETCH_QUEUE_BACKOFF_MS,
+        // A fetch loop held back by batches still writing (a Cassandra outage retried) does not call
+        // `consume`; librdkafka leaves the group when that lasts longer than this (its default: 5 min).
+        'max.poll.interval.ms': 600_000,
+        ...baseProperties(config, `exactlyonce-${process.pid}`),
+        // Set after the user's properties (--kafka-config), so that none of them can be weakened:
+        'group.id': options.groupId,
+        // Only committed records of transactional producers; aborted ones are never stored.
+        'isolation.level': 'read_committed',
+        'partition.assignment.strategy': 'cooperative-sticky',
+        // The checkpoint table is the only resume point; committing to Kafka would only mislead.
+        'enable.auto.commit': false,
+        'enable.auto.offset.store': false,
+        'session.timeout.ms': options.sessionTimeoutMs,
+        'heartbeat.interval.ms': Math.max(500, Math.floor(options.sessionTimeoutMs / 5)),
+        'topic.metadata.refresh.interval.ms': options.metadataRefreshMs,
+        'queued.max.messages.kbytes': options.maxBufferKb,
+        'fetch.max.bytes': Math.min(52428800, Math.max(1048576, options.maxBufferKb * 1024)),
+        rebalance_cb: (err: { code: number }, assignment: TopicPartition[]) => this.onRebalance(err, assignment),
       },
-      // When the prefetch queue is over its bound (queued.max.messages.kbytes: --max-buffer-mb),
-      // librdkafka postpones the partition's next fetch by this much (its default: 1 s). See
-      // bench/README.md, "Latency". Before the user's properties: --kafka-config can set it.
-      'fetch.queue.backoff.ms': FETCH_QUEUE_BACKOFF_MS,
-      ...baseProperties(config, `exactlyonce-${process.pid}`),
-      // Set after the user's properties (--kafka-config), so that none of them can be weakened:
-      'group.id': options.groupId,
-      // Only committed records of transactional producers; aborted ones are never stored.
-      'isolation.level': 'read_committed',
-      'partition.assignment.strategy': 'cooperative-sticky',
-      // The checkpoint table is the only resume point; committing to Kafka would only mislead.
-      'enable.auto.commit': false,
       // The consumer never moves its position by itself: every partition is assigned at an explicit
       // offset (its checkpoint, or OFFSET_BEGINNING when never checkpointed), and a position that falls
       // outside the log while running (truncated, deleted, re-created) is an error that stops the
       // partition (onPositionOutOfRange), never a silent jump to the log start or end.
-      'auto.offset.reset': 'error',
-      'session.timeout.ms': options.sessionTimeoutMs,
-      'heartbeat.interval.ms': Math.max(500, Math.floor(options.sessionTimeoutMs / 5)),
-      'topic.metadata.refresh.interval.ms': options.metadataRefreshMs,
-      'queued.max.messages.kbytes': options.maxBufferKb,
-      'fetch.max.bytes': Math.min(52428800, Math.max(1048576, options.maxBufferKb * 1024)),
-      'js.consumer.max.batch.size': options.maxBatchSize,
-      // The client's JavaScript message cache holds this many ms of consumption per partition worker at
-      // the rate it measures, times the concurrency, rounded up to a multiple of max batch ×
-      // concurrency (lib/kafkajs/_consumer.js #updateMaxMessageCacheSize). With its default, 1,500 ms,
-      // a fast worker fetched ~240,000 records into the heap in one call and ran out of it under the
-      // 160 MiB cap. At 1 ms the rounding is the bound: --max-batch × --concurrency records (unless
-      // a worker took over 1,000 × --max-batch records per ms), measured in bench/README.md, "Memory".
-      'js.consumer.max.cache.size.per.worker.ms': JS_CACHE_MS,
-      rebalance_cb: (err: { code: number }, assignment: KafkaJSNamespace.TopicPartition[], fns: AssignmentFns) =>
-        this.onRebalance(err, assignment, fns),
-    } as unknown as KafkaJSNamespace.ConsumerConstructorConfig);
+      { 'auto.offset.reset': 'error' },
+    );
+    // librdkafka's own log lines (log_level 3: errors), shown at reduced volume like every client's.
+    this.consumer.on('event.log', (m) => {
+      if (m.severity <= 3) this.log.error(m.message);
+      else if (m.severity <= 5) this.log.warn(m.message);
+    });
+    this.consumer.setDefaultConsumeTimeout(CONSUME_WAIT_MS);
+    this.consumer.setDefaultIsTimeoutOnlyForFirstMessage(true);
   }
 
-  private async onRebalance(err: { code: number }, assignment: KafkaJSNamespace.TopicPartition[], fns: AssignmentFns): Promise<void> {
-    const handler = this.handler!;
+  /**
+   * librdkafka's rebalance callback, called during a `consume` call (and on disconnect). The work is
+   * chained and awaited by the fetch loop before it fetches again.
+   */
+  private onRebalance(err: { code: number }, assignment: TopicPartition[]): void {
+    const lost = err.code !== ERR_ASSIGN_PARTITIONS && this.consumer.assignmentLost();
+    const handle = err.code === ERR_ASSIGN_PARTITIONS ? () => this.assign(assignment) : () => this.unassign(assignment, lost);
+    const done: Promise<void> = (this.rebalancing ?? Promise.resolve())
+      .then(handle)
+      .catch((e: unknown) => this.log.error(`Error: the rebalance failed: ${String((e as Error)?.message ?? e)}`))
+      .finally(() => {
+        if (this.rebalancing === done) this.rebalancing = undefined;
+        this.wake?.();
+      });
+    this.rebalancing = done;
+  }
+
+  private async assign(assignment: TopicPartition[]): Promise<void> {
     const partitions = assignment.filter((tp) => tp.topic === this.options.topic).map((tp) => tp.partition);
-    if (err.code !== ERR_ASSIGN_PARTITIONS) {
-      handler.onRevoke(partitions, fns.assignmentLost());
-      return; // the client unassigns them
-    }
     let starts: Map<number, StartOffset>;
     try {
-      starts = await handler.onAssign(partitions);
+      starts = await this.handler!.onAssign(partitions);
     } catch {
-      // The handler plans every failure itself; this is the last resort. Throwing here would make
-      // the client fall back to its default assignment (committed offsets, auto.offset.reset) in
-      // silence, so every partition is assigned and paused instead.
+      // The handler plans every failure itself; this is the last resort: every partition is assigned
+      // and paused, never read from a default position.
       starts = new Map(partitions.map((p) => [p, 'stopped' as const]));
     }
     // Offsets handed to assign must be JS numbers (the client rejects strings); offsets stay far
-    // below 2^53 in practice, and we refuse silently wrong ones.
-    fns.assign(
+    // below 2^53 in practice, and the planner stops a partition whose checkpoint exceeds it.
+    this.consumer.incrementalAssign(
       assignment.map((tp) => {
         const start = starts.get(tp.partition) ?? 'beginning';
-        // The planner stops a partition whose checkpoint exceeds 2^53; a stopped one is paused below.
         return { topic: tp.topic, partition: tp.partition, offset: typeof start === 'bigint' ? Number(start) : OFFSET_BEGINNING };
       }),
     );
-    const stopped = [...starts].filter(([, s]) => s === 'stopped').map(([p]) => p);
+    const stopped: number[] = [];
+    for (const p of partitions) {
+      this.dropQueued(p);
+      this.queues.set(p, []);
+      if (starts.get(p) === 'stopped') {
+        this.held.add(p);
+        stopped.push(p);
+      } else this.held.delete(p);
+    }
+    // A partition this member paused before it lost it is paused again: resumed explicitly.
+    this.native(() => this.consumer.resume(partitions.filter((p) => !this.held.has(p)).map((partition) => ({ topic: this.options.topic, partition }))));
+    this.native(() => this.consumer.pause(stopped.map((partition) => ({ topic: this.options.topic, partition }))));
+  }
+
+  private async unassign(assignment: TopicPartition[], lost: boolean): Promise<void> {
+    const partitions = assignment.filter((tp) => tp.topic === this.options.topic).map((tp) => tp.partition);
+    this.handler!.onRevoke(partitions, lost);
+    for (const p of partitions) {
+      this.dropQueued(p);
+      this.queues.delete(p);
+      this.held.delete(p);
+    }
+    // Their batches in flight finish (or give up: the handler revoked their tasks) before the
+    // partitions go to another member.
+    if (!this.closing) await Promise.all(partitions.map((p) => this.inFlight.get(p)));
+    this.consumer.incrementalUnassign(assignment);
+  }
+
+  async start(handler: AssignmentHandler, eachBatch: (partition: number, records: SourceRecord[]) => Promise<void>): Promise<void> {
+    this.handler = handler;
+    this.eachBatch = eachBatch;
+    // Errors reported while connecting are seen too; the first one is what connect fails with.
+    tapClientErrors(this.consumer, (e) => {
+      this.connectError ??= e;
+      this.onClientError(e);
+    });
+    await new Promise<void>((resolve, reject) =>
+      this.consumer.connect(null, (err) => {
+        if (err === null || err === undefined) resolve();
+        else reject(this.connectError ?? err);
+      }),
+    );
+    this.connected = true;
+    this.consumer.subscribe([this.options.topic]);
+    this.loop = this.fetchLoop();
+  }
+
+  private onClientError(e: Error & { code?: number }): void {
+    this.log.error(`Error: ${e.message}`);
+    if (kafkaErrorKind(kafkaErrorCode(e))?.kind === 'out-of-range') this.options.onPositionOutOfRange?.(e.message.split('\n')[0]!);
+    this.options.onClientError?.(e);
+  }
+
+  /** Fetches while running: never while a rebalance is handled, never more than the bound ahead. */
+  private async fetchLoop(): Promise<void> {
+    const bound = this.options.maxBatchSize * this.options.concurrency;
+    while (!this.stopping) {
+      while (this.rebalancing !== undefined) await this.rebalancing;
+      for (const change of this.betweenFetches.splice(0)) change();
+      if (this.queued >= bound) {
+        await this.sleep(1_000); // woken when a batch finishes
+        continue;
+      }
+      const { err, messages } = await new Promise<{ err: (Error & { code?: number }) | null; messages: RawMessage[] }>((resolve) =>
+        this.consumer.consume(bound - this.queued, (err, messages) => resolve({ err: err ?? null, messages: messages ?? [] })),
+      );
+      if (err !== null) {
+        noteClientError(err);
+        this.onClientError(err);
+        await this.sleep(FETCH_ERROR_PAUSE_MS);
+        continue;
+      }
+      for (const m of messages) {
+        const queue = this.queues.get(m.partition);
+        // Not ours any more, paused, or waiting for its restart: dropped (a paused partition is
+        // read again only from an explicit offset: reassigned, or restartAt).
+        if (queue === undefined || this.held.has(m.partition) || m.topic !== this.options.topic) continue;
+        queue.push(m);
+        this.queued++;
+      }
+      this.dispatch();
+    }
+  }
+
+  /** Starts a batch on each partition that has records and none in flight, up to the concurrency. */
+  private dispatch(): void {
+    if (this.stopping) return;
+    for (const [p, queue] of this.queues) {
+      if (this.inFlight.size >= this.options.concurrency) return;
+      if (queue.length === 0 || this.inFlight.has(p) || this.held.has(p)) continue;
+      const batch = queue.splice(0, this.options.maxBatchSize);
+      this.queued -= batch.length;
+      // Round robin: the partition goes to the back of the line.
+      this.queues.delete(p);
+      this.queues.set(p, queue);
+      const topic = this.options.topic;
+      const records = batch.map((m) => sourceRecord(topic, p, m));
+      const done = this.eachBatch!(p, records)
+        .catch((e: unknown) => {
+          // The runner's batches do not throw (every failure stops the partition there); should one,
+          // its partition hands over nothing more, visibly, instead of being redelivered in a loop.
+          this.log.error(`Error: a batch of partition ${p} failed: ${String((e as Error)?.message ?? e)}; the partition is paused`);
+          this.pause([p]);
+        })
+        .finally(() => {
+          this.inFlight.delete(p);
+          this.dispatch();
+          this.wake?.();
+        });
+      this.inFlight.set(p, done);
+    }
+  }
+
+  private dropQueued(partition: number): void {
+    const queue = this.queues.get(partition);
+    if (queue === undefined) return;
+    this.queued -= queue.length;
+    queue.length = 0;
+  }
+
+  private sleep(ms: number): Promise<void> {
+    return new Promise<void>((resolve) => {
+      const timer = setTimeout(() => done(), ms);
+      const done = () => {
+        clearTimeout(timer);
+        if (this.wake === done) this.wake = undefined;
+        resolve();
+      };
+      this.wake = done;
+    });
+  }
+
+  /** A call into librdkafka that fails when the partitions are no longer assigned: not fatal. */
+  private native(call: () => void): void {
     try {
-      this.pause(stopped);
+      call();
     } catch {
       // Not fatal: a stopped PartitionTask also ignores (and never checkpoints) what it is given.
     }
   }
 
-  async start(handler: AssignmentHandler, eachBatch: (partition: number, records: SourceRecord[]) => Promise<void>): Promise<void> {
-    this.handler = handler;
-    // connect() creates the client's librdkafka consumer before it first waits: tapped at once, so
-    // errors reported while connecting are seen too.
-    const connecting = this.consumer.connect();
-    this.tapErrors();
-    await connecting;
-    await this.consumer.subscribe({ topics: [this.options.topic] });
-    const topic = this.options.topic;
-    await this.consumer.run({
-      partitionsConsumedConcurrently: this.options.concurrency,
-      eachBatch: async ({ batch }) => {
-        await eachBatch(batch.partition, batch.messages.map((m) => sourceRecord(topic, batch.partition, m)));
-      },
-    });
-  }
-
-  /**
-   * Hands each error of the client's librdkafka consumer, with its code, to onClientError: its
-   * `event.error` events, and the errors of its fetches (a group or topic ACL missing, a position
-   * outside the log), which the KafkaJS layer only logs as text and retries (lib/kafkajs/_consumer.js
-   * `#worker`, `#consumeN`). The fetch is wrapped on the instance: the layer looks `consume` up at
-   * every call.
-   */
-  private tapErrors(): void {
-    const internal = (this.consumer as unknown as { _getInternalClient(): InternalClient | null })._getInternalClient();
-    if (internal === null || internal === undefined) return;
-    const onError = (e: Error & { code?: number }) => {
-      if (kafkaErrorKind(kafkaErrorCode(e))?.kind === 'out-of-range') this.options.onPositionOutOfRange?.(e.message.split('\n')[0]!);
-      this.options.onClientError?.(e);
-    };
-    tapClientErrors(internal, onError);
-    const consume = internal.consume.bind(internal);
-    internal.consume = (n: number, cb: (err: (Error & { code?: number }) | null, messages: unknown) => void) =>
-      consume(n, (err, messages) => {
-        try {
-          if (err !== null && err !== undefined) {
-            noteClientError(err);
-            onError(err);
-          }
-        } finally {
-          // Whatever the listener does, the fetch completes: the client's poll loop waits for it.
-          cb(err, messages);
-        }
-      });
-  }
-
+  /** Hands nothing more of these partitions over (what was fetched is dropped) and stops fetching them. */
   pause(partitions: number[]): void {
-    if (partitions.length > 0) this.consumer.pause([{ topic: this.options.topic, partitions }]);
+    if (partitions.length === 0) return;
+    for (const p of partitions) {
+      this.dropQueued(p);
+      if (this.queues.has(p)) this.held.add(p);
+    }
+    this.native(() => this.consumer.pause(partitions.map((partition) => ({ topic: this.options.topic, partition }))));
   }
 
   /**
@@ -209,43 +351,70 @@ export class GroupConsumer {
    * left stopped by librdkafka (auto.offset.reset=error: fetch state NONE), and then refuses a seek
    * (ERR__STATE) and a resume. So the partition is taken out of this member's assignment and put back
    * at `offset` (incremental unassign/assign outside a rebalance, which librdkafka allows; the group is
-   * not involved), and then sought there through the KafkaJS layer, which drops what it prefetched and
-   * forgets the last consumed offset (lib/kafkajs/_consumer.js `seek`: the partition's batch payloads
-   * and cached messages are marked stale; applied once the batches in flight finish), and resumed. No
-   * record of the old position is handed over after this call returns.
+   * not involved), and resumed. That change is made between two `consume` calls, and until then the
+   * partition hands over nothing: no record of the old position is handed over after this call
+   * returns. Its batch in flight, if any, finishes first.
    */
   restartAt(partition: number, offset: bigint): void {
     if (offset < 0n || offset > BigInt(Number.MAX_SAFE_INTEGER)) throw new Error(`cannot restart at offset ${offset}`);
+    if (!this.queues.has(partition)) return; // not ours (any more)
+    this.dropQueued(partition);
+    this.held.add(partition);
     const tp = { topic: this.options.topic, partition };
-    // The client's own librdkafka consumer (kafka-javascript marks this accessor internal).
-    const internal = (this.consumer as unknown as { _getInternalClient(): InternalClient })._getInternalClient();
-    internal.incrementalUnassign([tp]);
-    internal.incrementalAssign([{ ...tp, offset: Number(offset) }]);
-    this.consumer.seek({ ...tp, offset: String(offset) });
-    this.consumer.resume([{ topic: tp.topic, partitions: [partition] }]);
-  }
-
-  /** Fetches paused partitions again (a stopped partition that was reset). */
-  resume(partitions: number[]): void {
-    if (partitions.length > 0) this.consumer.resume([{ topic: this.options.topic, partitions }]);
+    this.betweenFetches.push(() => {
+      if (!this.queues.has(partition)) return; // revoked meanwhile
+      this.dropQueued(partition);
+      this.consumer.incrementalUnassign([tp]);
+      this.consumer.incrementalAssign([{ ...tp, offset: Number(offset) }]);
+      this.native(() => this.consumer.resume([tp]));
+      this.held.delete(partition);
+    });
+    this.wake?.();
   }
 
   /** Leaves the group after the batches in flight finish. Idempotent. */
   stop(): Promise<void> {
-    this.stopped ??= this.consumer.disconnect().catch(() => undefined);
+    this.stopped ??= (async () => {
+      this.stopping = true;
+      this.wake?.();
+      await this.loop?.catch(() => undefined);
+      await Promise.all(this.inFlight.values());
+      while (this.rebalancing !== undefined) await this.rebalancing;
+      this.closing = true;
+      // A client whose connect failed was disconnected by the client itself.
+      if (this.connected) await new Promise<void>((resolve) => this.consumer.disconnect(() => resolve()));
+    })().catch(() => undefined);
     return this.stopped;
   }
 }
 
-interface InternalClient {
-  on(event: 'event.error', listener: (e: Error & { code?: number }) => void): void;
-  consume(n: number, cb: (err: (Error & { code?: number }) | null, messages: unknown) => void): void;
-  incrementalAssign(assignments: Array<{ topic: string; partition: number; offset?: number }>): void;
-  incrementalUnassign(assignments: Array<{ topic: string; partition: number }>): void;
+interface TopicPartition {
+  topic: string;
+  partition: number;
 }
 
-interface AssignmentFns {
-  assign: (assignment: Array<{ topic: string; partition: number; offset: number }>) => void;
-  unassign: (assignment: KafkaJSNamespace.TopicPartition[]) => void;
-  assignmentLost: () => boolean;
+interface RawMessage {
+  value: Buffer | null;
+  key?: Buffer | null;
+  offset: number;
+  partition: number;
+  topic: string;
+  timestamp: number;
+}
+
+/** The client's lower-level KafkaConsumer, as used here (lib/kafka-consumer.js). */
+interface LowLevelConsumer {
+  connect(options: object | null, cb: (err: unknown) => void): void;
+  disconnect(cb: (err: unknown) => void): void;
+  subscribe(topics: string[]): void;
+  consume(n: number, cb: (err: (Error & { code?: number }) | null | undefined, messages: RawMessage[] | undefined) => void): void;
+  setDefaultConsumeTimeout(ms: number): void;
+  setDefaultIsTimeoutOnlyForFirstMessage(only: boolean): void;
+  incrementalAssign(assignments: Array<TopicPartition & { offset: number }>): void;
+  incrementalUnassign(assignments: TopicPartition[]): void;
+  assignmentLost(): boolean;
+  pause(partitions: TopicPartition[]): void;
+  resume(partitions: TopicPartition[]): void;
+  on(event: 'event.error', listener: (e: Error & { code?: number }) => void): void;
+  on(event: 'event.log', listener: (m: { severity: number; message: string }) => void): void;
 }
