@@ -2,14 +2,15 @@
  * The baseline, run as its own process by bench/baseline.ts: an at-least-once consumer written as a
  * good engineer would, so that the exactly-once machinery is the only difference from `exactlyonce run`:
  *
- * - the same Kafka client and properties (src/kafka/client.ts; cooperative-sticky, the same batch size,
- *   partitions processed concurrently, prefetch bound and session timeout as src/kafka/consumer.ts);
+ * - the same Kafka consumer: src/kafka/consumer.ts's GroupConsumer itself (its client, properties,
+ *   fetch loop, batch size, partitions processed concurrently, prefetch bound and session timeout);
  * - the same record conversion, codec and writes: EventJob itself, i.e. its decode, its unlogged,
  *   single-partition batches of INSERTs into the same `events` table at the same write concurrency,
  *   and the alerts it derives (index rows, recounts, alert rows and messages);
- * - but Kafka's auto-commit (offsets committed in the background every 5 s, so a crash replays up to
- *   5 s of records: at-least-once), and no checkpoint, no checkpoint read on assignment, no fencing,
- *   no quarantine (undecodable records are skipped), no metrics.
+ * - but no resume point at all: every partition starts at the log start, as a fresh group would with
+ *   Kafka's committed offsets (the bench's topic is read once, so committing would change nothing
+ *   measured; a restart reads everything again: at-least-once), and no checkpoint, no checkpoint read
+ *   on assignment, no fencing, no quarantine (undecodable records are skipped), no metrics.
  *
  * Argument: one JSON object { config, maxBatch, concurrency, maxBufferKb, sessionTimeoutMs }. Prints
  * `{"t": epochMs, "stored": n}` every 100 ms on stdout; stops cleanly on SIGTERM.
@@ -19,8 +20,7 @@ import type { Event } from '../src/app/event.js';
 import { connect } from '../src/cassandra/session.js';
 import type { ConnectionConfig } from '../src/config.js';
 import type { DecodedRecord } from '../src/engine/job.js';
-import { baseProperties, kafkaJS, quietLogger, type KafkaJSNamespace } from '../src/kafka/client.js';
-import { FETCH_QUEUE_BACKOFF_MS, JS_CACHE_MS, sourceRecord } from '../src/kafka/consumer.js';
+import { GroupConsumer } from '../src/kafka/consumer.js';
 import { Producer } from '../src/kafka/producer.js';
 
 export interface BaselineArgs {
@@ -44,51 +44,46 @@ const producer = new Producer(config);
 await producer.connect();
 await job.open({ session, keyspace: config.keyspace, publish: (t, records) => producer.send(t, records) });
 
-const { Kafka } = kafkaJS();
-const consumer = new Kafka({}).consumer({
-  kafkaJS: { logger: quietLogger(() => undefined) },
-  'fetch.queue.backoff.ms': FETCH_QUEUE_BACKOFF_MS,
-  ...baseProperties(config, `exactlyonce-baseline-${process.pid}`),
-  'group.id': config.group,
-  'partition.assignment.strategy': 'cooperative-sticky',
-  'enable.auto.commit': true,
-  'auto.offset.reset': 'earliest',
-  'session.timeout.ms': args.sessionTimeoutMs,
-  'heartbeat.interval.ms': Math.max(500, Math.floor(args.sessionTimeoutMs / 5)),
-  'queued.max.messages.kbytes': args.maxBufferKb,
-  'fetch.max.bytes': Math.min(52428800, Math.max(1048576, args.maxBufferKb * 1024)),
-  'js.consumer.max.batch.size': args.maxBatch,
-  'js.consumer.max.cache.size.per.worker.ms': JS_CACHE_MS,
-} as unknown as KafkaJSNamespace.ConsumerConstructorConfig);
+// The worker's own consumer (its client, properties, fetch loop and batching), told to start every
+// partition at the log start: the bench's topic is read once by a fresh group, which is what Kafka's
+// committed offsets would give it too.
+const consumer = new GroupConsumer(config, {
+  groupId: config.group,
+  topic,
+  maxBatchSize: args.maxBatch,
+  concurrency: args.concurrency,
+  maxBufferKb: args.maxBufferKb,
+  sessionTimeoutMs: args.sessionTimeoutMs,
+  metadataRefreshMs: 300_000,
+});
 
 let stored = 0;
 const report = () => process.stdout.write(`${JSON.stringify({ t: Date.now(), stored })}\n`);
 const timer = setInterval(report, 100);
 
-await consumer.connect();
-await consumer.subscribe({ topics: [topic] });
-await consumer.run({
-  partitionsConsumedConcurrently: args.concurrency,
-  eachBatch: async ({ batch }) => {
+await consumer.start(
+  {
+    onAssign: async (partitions) => new Map(partitions.map((p) => [p, 'beginning' as const])),
+    onRevoke: () => undefined,
+  },
+  async (partition, records) => {
     const decoded: DecodedRecord<Event>[] = [];
-    for (const m of batch.messages) {
-      const record = sourceRecord(topic, batch.partition, m);
+    for (const record of records) {
       const d = job.decode(record);
       if (d.ok) decoded.push({ record, value: d.value });
     }
-    // A failed write throws: the client seeks back and delivers the batch again (at-least-once).
-    if (decoded.length > 0) await job.write(batch.partition, decoded);
-    stored += batch.messages.length;
+    // A failed write is logged and the batch is lost to this run (at-least-once needs a restart).
+    if (decoded.length > 0) await job.write(partition, decoded);
+    stored += records.length;
   },
-});
+);
 process.stdout.write(`${JSON.stringify({ ready: true })}\n`);
 
 process.once('SIGTERM', () => {
   clearInterval(timer);
   report();
   void consumer
-    .disconnect()
-    .catch(() => undefined)
+    .stop()
     .then(() => producer.close())
     .then(() => session.shutdown())
     .finally(() => process.exit(0));

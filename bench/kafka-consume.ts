@@ -1,15 +1,15 @@
 /**
  * What the Kafka client alone costs per record: a topic read from its start and thrown away, through
- * the KafkaJS-compatible layer the worker uses (`eachBatch`, src/kafka/consumer.ts's properties) and
- * through the client's lower-level API (`KafkaConsumer.consume(n)` in a loop: librdkafka's messages
- * converted to JavaScript objects, nothing more). CPU ms per 1,000 records of this process, and the
+ * the client's KafkaJS-compatible layer (`eachBatch`, the worker's path until 2acee8e) and through its
+ * lower-level API (`KafkaConsumer.consume(n)` in a loop: librdkafka's messages converted to JavaScript
+ * objects, nothing more; what the worker's fetch loop in src/kafka/consumer.ts calls). CPU ms per 1,000 records of this process, and the
  * rate; the floor under the worker's own figure (bench/README.md, "Where the worker's CPU goes").
  *
  *   node --import tsx bench/kafka-consume.ts --topic T [--brokers localhost:9092] [--records N]
  */
 import { createRequire } from 'node:module';
 import type { ConnectionConfig } from '../src/config.js';
-import { JS_CACHE_MS, FETCH_QUEUE_BACKOFF_MS } from '../src/kafka/consumer.js';
+import { FETCH_QUEUE_BACKOFF_MS } from '../src/kafka/consumer.js';
 import { baseProperties, kafkaJS, quietLogger } from '../src/kafka/client.js';
 
 /** Started by the bench (bench/client.ts): its arguments as JSON in EXACTLYONCE_BENCH_ARGS, one JSON line per mode on stdout. */
@@ -32,6 +32,15 @@ const topic = benchArgs?.config.topic ?? arg('topic', '');
 const records = benchArgs?.records ?? Number(arg('records', '300000'));
 const mode = benchArgs?.mode ?? arg('mode', 'both');
 if (topic === '') throw new Error('--topic is required');
+
+/**
+ * The KafkaJS-style layer's JavaScript message cache: this many ms of consumption per partition worker
+ * at the rate it measures, times the concurrency, rounded up to a multiple of max batch x concurrency
+ * (lib/kafkajs/_consumer.js #updateMaxMessageCacheSize). With its default, 1,500 ms, a fast consumer
+ * fetched ~240,000 records into the heap in one call; at 1 ms the rounding is the bound, as the
+ * worker's own fetch loop bounds it (src/kafka/consumer.ts).
+ */
+const JS_CACHE_MS = 1;
 
 const common = {
   ...(benchArgs === undefined ? { 'bootstrap.servers': arg('brokers', 'localhost:9092') } : baseProperties(benchArgs.config, `kafka-consume-${process.pid}`)),

@@ -51,7 +51,7 @@ export function formatResults(r: BenchResults): string {
       (r.ratios.alertsToExactlyOnce === null ? '' : `   with alerts / without = ${ratio(r.ratios.alertsToExactlyOnce)}`),
     ...(r.ratios.workerCpuToClient == null
       ? []
-      : [`worker CPU per event / the Kafka client's alone = ${ratio(r.ratios.workerCpuToClient)} (KafkaJS layer), ${ratio(r.ratios.workerCpuToClientConsume ?? null)} (lower-level consume)`]),
+      : [`worker CPU per event / the Kafka client's alone = ${ratio(r.ratios.workerCpuToClientConsume ?? null)} (lower-level consume, the worker's path), ${ratio(r.ratios.workerCpuToClient)} (KafkaJS layer)`]),
     `latency: produce → row readable (1 row in ${latencyOf(r)?.sampleEvery ?? '-'} read back every ${latencyOf(r)?.pollMs ?? '-'} ms); peak RSS: VmHWM of each process;`,
     `CPU: user+system while measured, of the case's own processes (client), Cassandra (C*) and Kafka`,
   ];
@@ -89,7 +89,7 @@ export function formatGoals(all: readonly BenchResults[]): string {
     ['exactly-once (1 worker) ≥ 0.5× the ceiling', (r) => check(r.ratios.exactlyOnceToCeiling, (v) => v >= 0.5, x)],
     ['exactly-once (1 worker) ≥ 0.95× the baseline', (r) => check(r.ratios.exactlyOnceToBaseline, (v) => v >= 0.95, x)],
     ['with alerts ≥ 0.9× without', (r) => check(r.ratios.alertsToExactlyOnce, (v) => v >= 0.9, x)],
-    ["worker CPU ≤ 1.2× the Kafka client's own (KafkaJS layer)", (r) => check(r.ratios.workerCpuToClient, (v) => v <= 1.2, x)],
+    ["worker CPU ≤ 1.2× the Kafka client's own (consume)", (r) => check(r.ratios.workerCpuToClientConsume, (v) => v <= 1.2, x)],
     ['worker CPU ≤ 15 ms / 1k events', (r) => check(r.cases['exactlyOnce1']?.cpuMsPer1000Events, (v) => v <= 15, (v) => `${v.toFixed(1)} ms`)],
     ['latency p99 ≤ 100 ms at 25 %', (r) => check(r.cases['latency25']?.latency?.p99Ms, (v) => v <= 100, (v) => `${Math.round(v)} ms`)],
     ['the stages account for ≥ 90 % of p50 (25 %)', (r) => check(stageShareOfP50(r.cases['latency25']), (v) => v >= 0.9, pct)],

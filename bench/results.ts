@@ -60,9 +60,9 @@ export interface BenchResults {
     exactlyOnceNToBaseline: number | null;
     /** 1-worker exactly-once events/s with all events Critical (alerts) over without. */
     alertsToExactlyOnce: number | null;
-    /** The 1-worker case's CPU per 1,000 events over the Kafka client's alone (KafkaJS layer, as the worker uses it). */
+    /** The 1-worker case's CPU per 1,000 events over the Kafka client's alone through its KafkaJS layer (the worker's path until 2acee8e). */
     workerCpuToClient?: number | null;
-    /** The same over the client's lower-level consume. */
+    /** The same over the client's lower-level consume (the worker's path since 2acee8e: src/kafka/consumer.ts). */
     workerCpuToClientConsume?: number | null;
   };
 }

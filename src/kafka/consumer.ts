@@ -77,9 +77,6 @@ export interface ConsumerOptions {
 /** See the consumer's properties: how long a partition whose prefetch queue is full waits to fetch again. */
 export const FETCH_QUEUE_BACKOFF_MS = 20;
 
-/** See bench/baseline-consumer.ts: how much consumption the KafkaJS-style layer's message cache holds ahead. */
-export const JS_CACHE_MS = 1;
-
 /** How long one `consume` call waits for a first record (it returns at once with what is there). */
 const CONSUME_WAIT_MS = 100;
 /** After a failed fetch, the next one waits this long (the client reconnects by itself). */
