@@ -1,0 +1,96 @@
+// The worker's consumer (src/kafka/consumer.ts) on its own against the real broker: what the engine
+// relies on when it pauses a stopped partition and restarts one at a reset offset, with batches still
+// in flight and records fetched ahead.
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { GroupConsumer } from '../../src/kafka/consumer.js';
+import { Producer } from '../../src/kafka/producer.js';
+import { freshTopic, testConfig, waitFor } from '../helpers.js';
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+const range = (from: number, to: number) => Array.from({ length: to - from }, (_, i) => from + i);
+
+test('GroupConsumer: after restartAt (backwards) or pause returns, nothing of the old position is handed over; batches in offset order, within maxBatch and the concurrency', async (t) => {
+  const config = testConfig();
+  await freshTopic(t, config, 2);
+  const producer = new Producer(config);
+  t.after(() => producer.close());
+  await producer.connect();
+  const perPartition = 2000;
+  await producer.send(
+    config.topic,
+    range(0, 2 * perPartition).map((i) => ({ key: `k${i}`, value: `v${i}`, partition: i % 2 })),
+  );
+
+  const consumer = new GroupConsumer(config, {
+    groupId: config.group,
+    topic: config.topic,
+    maxBatchSize: 100,
+    concurrency: 2,
+    maxBufferKb: 64,
+    sessionTimeoutMs: 6000,
+    metadataRefreshMs: 300_000,
+  });
+  t.after(() => consumer.stop());
+  // Per partition, the offsets handed over, in order; a phase marks each restart or pause.
+  const seen = new Map<number, number[][]>([[0, [[]]], [1, [[]]]]);
+  const note = (p: number, offsets: number[]) => seen.get(p)!.at(-1)!.push(...offsets);
+  const newPhase = (p: number) => seen.get(p)!.push([]);
+  // Batches in flight at once, over both partitions, and per partition.
+  let inFlight = 0;
+  const busy = new Set<number>();
+  let maxInFlight = 0;
+  let maxBatch = 0;
+  let restarted0 = false;
+  let paused1 = false;
+  await consumer.start(
+    { onAssign: async (ps) => new Map(ps.map((p) => [p, 'beginning' as const])), onRevoke: () => undefined },
+    async (partition, records) => {
+      assert.ok(!busy.has(partition), `partition ${partition}: one batch at a time`);
+      busy.add(partition);
+      inFlight++;
+      maxInFlight = Math.max(maxInFlight, inFlight);
+      maxBatch = Math.max(maxBatch, records.length);
+      try {
+        note(partition, records.map((r) => Number(r.offset)));
+        assert.ok(records.every((r) => r.value!.toString() === `v${Number(r.offset) * 2 + partition}`), 'each record is the one produced');
+        // Slow batches: the loop fetches ahead of them, so the restart has fetched records to drop.
+        await sleep(15);
+        if (partition === 0 && !restarted0 && records.at(-1)!.offset >= 600n) {
+          // While this batch is in flight: back to offset 100.
+          consumer.restartAt(0, 100n);
+          restarted0 = true;
+          newPhase(0);
+        }
+        if (partition === 1 && !paused1 && records.at(-1)!.offset >= 400n) {
+          consumer.pause([1]);
+          paused1 = true;
+          newPhase(1);
+        }
+      } finally {
+        inFlight--;
+        busy.delete(partition);
+      }
+    },
+  );
+  await waitFor(() => (seen.get(0)![1]?.at(-1) === perPartition - 1 ? true : undefined), { timeoutMs: 120_000, message: 'partition 0 read to its end after the restart' });
+  // Partition 1 was paused: nothing of it arrived after pause() returned, however long we wait.
+  await sleep(1000);
+  assert.deepEqual(seen.get(1)![1], []);
+  consumer.restartAt(1, 1500n);
+  newPhase(1);
+  await waitFor(() => (seen.get(1)![2]?.at(-1) === perPartition - 1 ? true : undefined), { timeoutMs: 120_000, message: 'partition 1 read to its end after its restart' });
+  await consumer.stop();
+
+  const [before0, after0] = seen.get(0)!;
+  assert.deepEqual(before0, range(0, before0!.length), 'partition 0 before the restart: from 0, each offset once, in order');
+  assert.ok(before0!.at(-1)! >= 600);
+  assert.deepEqual(after0, range(100, perPartition), 'partition 0 after restartAt(100): exactly 100..1999');
+  const [before1, paused, after1] = seen.get(1)!;
+  assert.deepEqual(before1, range(0, before1!.length));
+  assert.ok(before1!.at(-1)! >= 400);
+  assert.deepEqual(paused, []);
+  assert.deepEqual(after1, range(1500, perPartition), 'partition 1 after restartAt(1500): exactly 1500..1999');
+  assert.ok(maxInFlight >= 1 && maxInFlight <= 2, `at most two batches at once (concurrency 2): ${maxInFlight}`);
+  assert.equal(maxBatch, 100, 'batches of at most maxBatchSize, and full ones while behind');
+});
