@@ -19,7 +19,11 @@
  *   a batch to the count row read back (src/app/alerts.ts), and a count row written at a high offset
  *   on top of a count the crash took back would win over the replay's correct ones for good;
  * - every 2 s, on the checkpoint read the ResetWatcher makes anyway (a crash this worker saw no failure
- *   of, e.g. a node restarted while it was idle).
+ *   of, e.g. a node restarted while it was idle). The driver losing every connection to a node
+ *   (`hostDown`) counts as an outage too, whether or not an operation of ours failed with it.
+ * That compares checkpoints only: the rows of a batch acknowledged before an outage, whose checkpoint
+ * was not acknowledged yet, may be gone while the checkpoint before them survived. So a batch's rows
+ * acknowledged before an outage are written again before its checkpoint (PartitionTask.checkpoint).
  * A loss rewinds the partition: its old task writes no checkpoint any more, the stored offset is
  * written again in the next reset epoch (so no late checkpoint of the old position, ours or a zombie's,
  * can cover the hole again), the job forgets what it remembers of the partition (Job.onRewind), and the

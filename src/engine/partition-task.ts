@@ -175,6 +175,8 @@ export class PartitionTask {
       return;
     }
     const rowsDone = performance.now();
+    // The Cassandra outages counted when the rows were acknowledged (see checkpoint).
+    const rowsAt = this.ctx.lostWrites?.generation ?? 0;
     stages.observe({ stage: 'rows' }, (rowsDone - rowsFrom) / 1000);
     if (bad.length > 0) {
       const reasons: Record<string, number> = {};
@@ -203,7 +205,15 @@ export class PartitionTask {
     const nextOffset = fresh[fresh.length - 1]!.offset + 1n;
     if (this.next === null || nextOffset > this.next) this.next = nextOffset;
     this.ctx.metrics.stored.inc({ partition: p }, decoded.length);
-    this.checkpoint(nextOffset, () => {
+    const rows = {
+      at: rowsAt,
+      write: () =>
+        Promise.all([
+          decoded.length > 0 ? this.ctx.job.write(this.partition, decoded, this.ctx.signal ?? NEVER) : undefined,
+          bad.length > 0 ? this.ctx.quarantine.write(bad) : undefined,
+        ]),
+    };
+    this.checkpoint(nextOffset, rows, () => {
       this.ctx.metrics.batches.inc({ partition: p });
       this.ctx.metrics.batchRecords.observe(fresh.length);
       this.ctx.metrics.batchSeconds.observe((performance.now() - started) / 1000);
@@ -221,7 +231,7 @@ export class PartitionTask {
   async skipTo(from: bigint, to: bigint): Promise<boolean> {
     if (this.state !== 'running' || (this.next !== null && (this.next < from || this.next >= to))) return false;
     this.next = to;
-    this.checkpoint(to, () => this.ctx.metrics.skippedOffsets.inc({ partition: String(this.partition) }, Number(to - from)));
+    this.checkpoint(to, undefined, () => this.ctx.metrics.skippedOffsets.inc({ partition: String(this.partition) }, Number(to - from)));
     await this.checkpointing;
     return true;
   }
@@ -229,13 +239,26 @@ export class PartitionTask {
   /**
    * Sends the checkpoint `next` (every record before it is stored) once the one in flight is written,
    * so that they land one at a time and in order; then `done` runs. See process.
+   *
+   * `rows` writes the batch's rows again; `rows.at` counts the Cassandra outages seen when they were
+   * acknowledged. An outage since then may have taken them back (a node that crashed before syncing
+   * its commit log: src/engine/lost-writes.ts) while the checkpoint before them survived, so that no
+   * read of the stored checkpoint can tell: they are written again (the job's writes are idempotent)
+   * before the checkpoint passes them.
    */
-  private checkpoint(next: bigint, done: () => void): void {
+  private checkpoint(next: bigint, rows: { at: number; write: () => Promise<unknown> } | undefined, done: () => void): void {
+    const guard = this.ctx.lostWrites;
     const write = () =>
       this.ctx.withRetry(async () => {
         // After a Cassandra outage, the stored checkpoint is read back first (src/engine/lost-writes.ts).
         if (!this.durable()) await this.checkDurable();
         if (this.abandoned) return false;
+        if (rows !== undefined && guard !== undefined && rows.at !== guard.generation) {
+          const at = guard.generation;
+          this.ctx.log.debug({ partition: this.partition, next: String(next) }, 'a Cassandra outage since the rows were acknowledged: they are written again before their checkpoint');
+          await rows.write();
+          rows.at = at;
+        }
         const sent = performance.now();
         await this.ctx.checkpoints.write(this.partition, next, this.epoch ?? 0);
         this.ctx.metrics.batchStages.observe({ stage: 'checkpoint' }, (performance.now() - sent) / 1000);

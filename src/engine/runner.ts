@@ -152,6 +152,9 @@ export class Runner {
     const partitions = counts[0]!;
     this.session = await this.retrying('Cassandra', () => connect(config, { keyspace: config.keyspace }), options.startupTimeoutMs);
     const session = this.session;
+    // A node the driver lost every connection to may have crashed and forgotten acknowledged writes,
+    // even when none of ours failed (none was in flight): counted as an outage (src/engine/lost-writes.ts).
+    session.on('hostDown', () => this.lostWrites.outage());
     const publisher = new Publisher(config, (fn) => this.retrying('Kafka', fn));
     this.publisher = publisher;
     // Retried like every start-up call: a job's open may query Cassandra (a sink checks its table).

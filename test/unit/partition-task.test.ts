@@ -7,6 +7,7 @@ import type { CheckpointStore } from '../../src/engine/checkpoint-store.js';
 import type { Job, SourceRecord } from '../../src/engine/job.js';
 import { LagWatcher } from '../../src/engine/lag-watcher.js';
 import { EngineMetrics } from '../../src/engine/metrics.js';
+import { LostWrites, LostWritesFound } from '../../src/engine/lost-writes.js';
 import { PartitionTask } from '../../src/engine/partition-task.js';
 import type { Quarantine, QuarantineEntry } from '../../src/engine/quarantine.js';
 
@@ -164,6 +165,52 @@ test('a checkpoint write that fails for good stops the partition, even with no b
   assert.deepEqual(h.written, [0n], 'its rows were stored; the next owner writes them again (idempotent)');
   await task.process([rec(1n)]);
   assert.deepEqual(h.written, [0n], 'a stopped partition stores nothing more');
+});
+
+test('rows acknowledged before a Cassandra outage are written again before their checkpoint; rows acknowledged after one are not', async () => {
+  const h = harness();
+  const lostWrites = new LostWrites();
+  const failures: string[] = [];
+  // As the Runner retries: a failed Cassandra operation counts an outage, then runs again.
+  h.ctx.withRetry = async <T>(fn: () => Promise<T>) => {
+    for (;;) {
+      try {
+        return await fn();
+      } catch (e) {
+        if (e instanceof LostWritesFound) throw e;
+        failures.push((e as Error).message);
+        lostWrites.outage();
+      }
+    }
+  };
+  let failNext: { on: 'rows' | 'checkpoint'; message: string } | undefined;
+  const failOnce = (on: 'rows' | 'checkpoint') => {
+    const what = failNext;
+    if (what?.on !== on) return;
+    failNext = undefined;
+    throw new Error(what.message);
+  };
+  h.ctx.job = { ...h.ctx.job, write: async (_p: number, records: ReadonlyArray<{ record: SourceRecord }>) => (failOnce('rows'), void h.written.push(...records.map((r) => r.record.offset))) } as Job<unknown>;
+  h.ctx.checkpoints = {
+    write: async (_p: number, next: bigint) => (failOnce('checkpoint'), void h.checkpoints.push(next)),
+    readOne: async () => ({ next: h.checkpoints.at(-1)!, epoch: 0 }),
+  } as unknown as CheckpointStore;
+  const task = new PartitionTask(0, null, { ...h.ctx, lostWrites });
+  // The outage comes after the rows were acknowledged, on the checkpoint's write: the node may have
+  // crashed and taken them back with it.
+  failNext = { on: 'checkpoint', message: 'checkpoint 3: connection lost' };
+  await task.process([rec(0n), rec(1n), rec(2n)]);
+  await task.flush();
+  assert.deepEqual(failures, ['checkpoint 3: connection lost']);
+  assert.deepEqual(h.written, [0n, 1n, 2n, 0n, 1n, 2n], 'written again before the checkpoint');
+  assert.deepEqual(h.checkpoints, [3n]);
+  // The outage comes while the rows are written: they are acknowledged after it, and written once.
+  failNext = { on: 'rows', message: 'rows 3: connection lost' };
+  await task.process([rec(3n), rec(4n)]);
+  await task.flush();
+  assert.deepEqual(failures, ['checkpoint 3: connection lost', 'rows 3: connection lost']);
+  assert.deepEqual(h.written, [0n, 1n, 2n, 0n, 1n, 2n, 3n, 4n]);
+  assert.deepEqual(h.checkpoints, [3n, 5n]);
 });
 
 test('skipTo: a checkpoint at the start of an unreadable range (aborted records, markers) moves to its end; from anywhere else it does not move', async () => {
