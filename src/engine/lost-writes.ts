@@ -24,7 +24,8 @@
  * That compares checkpoints only: the rows of a batch acknowledged before an outage, whose checkpoint
  * was not acknowledged yet, may be gone while the checkpoint before them survived. So a batch's rows
  * acknowledged before an outage are written again before its checkpoint (PartitionTask.checkpoint).
- * A loss rewinds the partition: its old task writes no checkpoint any more, the stored offset is
+ * A loss rewinds the partition: its old task writes no rows and no checkpoint any more (a write of it
+ * still retrying would build on what the store lost: the alert counts read back), the stored offset is
  * written again in the next reset epoch (so no late checkpoint of the old position, ours or a zombie's,
  * can cover the hole again), the job forgets what it remembers of the partition (Job.onRewind), and the
  * consumer seeks back there: every record from it on is written again (writes are idempotent). One log
@@ -103,8 +104,12 @@ export class LostWrites {
   async rewind(task: PartitionTask, stored: StoredCheckpoint | null, acked: bigint): Promise<void> {
     const deps = this.deps;
     if (deps === undefined || this.rewinding.has(task)) return;
-    this.rewinding.add(task);
     const p = task.partition;
+    // A task that is no longer its partition's (rewound already, reset, revoked) has nothing to rewind:
+    // the partition's owner started from a checkpoint read afresh. Its batches still retrying find the
+    // loss again once Cassandra is back; pausing the partition for them would stall the new owner.
+    if (deps.tasks()?.tasks.get(p) !== task) return;
+    this.rewinding.add(task);
     try {
       task.abandon();
       deps.consumer.pause([p]);

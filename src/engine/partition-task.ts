@@ -37,6 +37,9 @@ export interface TaskContext {
 
 const NEVER = new AbortController().signal;
 
+/** A batch's write found its task abandoned (its partition rewound): nothing of it is written. */
+class Abandoned extends Error {}
+
 export type TaskState = 'running' | 'revoked' | 'stopped';
 
 export class PartitionTask {
@@ -75,7 +78,7 @@ export class PartitionTask {
     return this.acked;
   }
 
-  /** Its partition is read again from an earlier checkpoint by a new task: write no checkpoint any more. */
+  /** Its partition is read again from an earlier checkpoint by a new task: write no rows and no checkpoint any more. */
   abandon(): void {
     this.abandoned = true;
     this.revoke();
@@ -163,13 +166,19 @@ export class PartitionTask {
         // what it stored may be gone with the checkpoint (src/engine/lost-writes.ts).
         decoded.length > 0
           ? this.ctx.withRetry(() => {
-              const write = () => this.ctx.job.write(this.partition, decoded, this.ctx.signal ?? NEVER);
+              const write = () => {
+                // Rewound meanwhile (a retry across the outage that found the loss): the job must not
+                // build on what the store lost (the alert counts read back); the new task writes these.
+                if (this.abandoned) throw new Abandoned();
+                return this.ctx.job.write(this.partition, decoded, this.ctx.signal ?? NEVER);
+              };
               return this.durable() ? write() : this.checkDurable().then(write);
             })
           : undefined,
         bad.length > 0 ? this.ctx.withRetry(() => this.ctx.quarantine.write(bad)) : undefined,
       ]);
     } catch (e) {
+      if (e instanceof Abandoned) return;
       if (!(e instanceof LostWritesFound)) throw e;
       void this.ctx.lostWrites?.rewind(this, e.stored, e.acked);
       return;

@@ -2,7 +2,8 @@
 // timestamps (epoch·2^44 + offset), so a reset (a higher epoch, any offset) never looks like a loss.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { isLost } from '../../src/engine/lost-writes.js';
+import { isLost, LostWrites } from '../../src/engine/lost-writes.js';
+import { fakeEngine, series } from './engine-fakes.js';
 
 test('nothing acknowledged yet: nothing can be lost', () => {
   assert.equal(isLost(null, 0, null), false);
@@ -23,4 +24,39 @@ test('at or above the acknowledged one (a later write landed, another owner went
 test('a reset (a higher epoch) is never a loss, whatever its offset; a lost reset (a lower epoch) is', () => {
   assert.equal(isLost({ next: 0n, epoch: 1 }, 0, 848n), false);
   assert.equal(isLost({ next: 5000n, epoch: 1 }, 2, 10n), true);
+});
+
+test('a rewind moves the partition once: a task already rewound that finds the loss again (its batches still retrying) neither pauses nor resets the new owner', async () => {
+  const { tasks, planner, metrics, log } = fakeEngine({ stored: new Map([[0, { next: 500n, epoch: 0 }]]), marks: [{ partition: 0, low: 0n, high: 900n, stable: 900n }] });
+  await tasks.assign([0]);
+  const old = tasks.tasks.get(0)!;
+  const calls: string[] = [];
+  const lostWrites = new LostWrites();
+  lostWrites.wire({
+    checkpoints: {
+      reset: async (p, to, fromEpoch) => {
+        calls.push(`reset ${p}:${to}@${fromEpoch + 1}`);
+        return { next: to, epoch: fromEpoch + 1 };
+      },
+    },
+    planner,
+    tasks: () => tasks,
+    consumer: { pause: (ps) => void calls.push(`pause ${ps.join(',')}`), restartAt: (p, o) => void calls.push(`restartAt ${p}:${o}`) },
+    logStart: async () => 0n,
+    onRewind: (p, from) => void calls.push(`onRewind ${p}:${from}`),
+    retrying: (_server, fn) => fn(),
+    metrics,
+    log,
+  });
+  // The checkpoint went back from 700 (acknowledged) to 500: the partition is read again from 500.
+  await lostWrites.rewind(old, { next: 500n, epoch: 0 }, 700n);
+  assert.deepEqual(calls, ['pause 0', 'reset 0:500@1', 'onRewind 0:500', 'restartAt 0:500']);
+  const owner = tasks.tasks.get(0)!;
+  assert.notEqual(owner, old);
+  assert.deepEqual([owner.status.next, owner.epoch], [500n, 1]);
+  // The old task's write, retried across the outage, finds the loss again once Cassandra is back.
+  await lostWrites.rewind(old, { next: 500n, epoch: 0 }, 700n);
+  assert.deepEqual(calls, ['pause 0', 'reset 0:500@1', 'onRewind 0:500', 'restartAt 0:500'], 'nothing more: the new owner is not paused');
+  assert.equal(tasks.tasks.get(0), owner);
+  assert.deepEqual(await series(metrics, 'lost_writes_total'), ['exactlyonce_lost_writes_total{partition="0"} 1']);
 });

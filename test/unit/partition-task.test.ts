@@ -213,6 +213,50 @@ test('rows acknowledged before a Cassandra outage are written again before their
   assert.deepEqual(h.checkpoints, [3n, 5n]);
 });
 
+test('a batch whose write is retried across an outage writes nothing once its partition was rewound meanwhile (the new task writes it)', async () => {
+  const h = harness();
+  const lostWrites = new LostWrites();
+  let failRows = false;
+  const stops: string[] = [];
+  let task: PartitionTask | undefined;
+  h.ctx.withRetry = async <T>(fn: () => Promise<T>) => {
+    for (;;) {
+      try {
+        return await fn();
+      } catch (e) {
+        if (!(e instanceof Error) || e.message !== 'connection lost') throw e;
+        lostWrites.outage();
+        // Meanwhile the partition was rewound (another of its writes found the loss): a new task reads
+        // it from the reset checkpoint, one epoch up.
+        task!.abandon();
+      }
+    }
+  };
+  h.ctx.job = {
+    ...h.ctx.job,
+    write: async (_p: number, records: ReadonlyArray<{ record: SourceRecord }>) => {
+      if (failRows) {
+        failRows = false;
+        throw new Error('connection lost');
+      }
+      h.written.push(...records.map((r) => r.record.offset));
+    },
+  } as Job<unknown>;
+  h.ctx.checkpoints = {
+    write: async (_p: number, next: bigint) => void h.checkpoints.push(next),
+    readOne: async () => ({ next: 0n, epoch: 1 }),
+  } as unknown as CheckpointStore;
+  task = new PartitionTask(0, null, { ...h.ctx, lostWrites, onStop: (_p, _e, err) => void stops.push(err.code) }, 0);
+  await task.process([rec(0n), rec(1n)]);
+  await task.flush();
+  failRows = true;
+  await task.process([rec(2n), rec(3n)]);
+  await task.flush();
+  assert.deepEqual(h.written, [0n, 1n], 'nothing of the second batch is written by the old task');
+  assert.deepEqual(h.checkpoints, [2n]);
+  assert.deepEqual([task.status.state, stops], ['revoked', []]);
+});
+
 test('skipTo: a checkpoint at the start of an unreadable range (aborted records, markers) moves to its end; from anywhere else it does not move', async () => {
   const h = harness();
   const task = new PartitionTask(0, null, h.ctx);
