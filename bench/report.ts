@@ -14,6 +14,18 @@ function rss(c: CaseResult): string {
   return values.length === 0 ? '-' : values.map((v) => Math.round(v)).join(' / ');
 }
 
+/**
+ * The cores the case kept busy: the CPU per event of its processes, the servers and (latency cases)
+ * the bench's own, times its rate. Near the machine's count, the case was bound by the machine's CPU,
+ * shared by all of them, and not by any one of them waiting.
+ */
+export function coresBusy(c: CaseResult): string {
+  const parts = [c.cpuMsPer1000Events, c.serverCpuMsPer1000Events?.cassandra, c.serverCpuMsPer1000Events?.kafka, c.benchCpuMsPer1000Events];
+  const known = parts.filter((v): v is number => typeof v === 'number' && Number.isFinite(v));
+  if (known.length === 0) return '-';
+  return ((known.reduce((a, v) => a + v, 0) * c.eventsPerSec) / 1e6).toFixed(2);
+}
+
 /** Cases that store the same kind of rows as the baseline and the ceiling (the alerts case does more). */
 function sameRows(name: string, c: CaseResult): boolean {
   return c.latency === undefined && name !== 'exactlyOnce1Alerts' && !name.startsWith('client');
@@ -38,9 +50,10 @@ export function formatResults(r: BenchResults): string {
     ms(c.latency?.p99Ms),
     rss(c),
     [c.cpuMsPer1000Events, c.serverCpuMsPer1000Events?.cassandra, c.serverCpuMsPer1000Events?.kafka].map(ms).join(' / '),
+    coresBusy(c),
   ]);
   const table = formatTable(
-    ['case', 'events', 'events/s', 'vs baseline', 'vs ceiling', 'p50 ms', 'p95 ms', 'p99 ms', 'peak RSS MiB', 'CPU ms/1k ev: client / C* / Kafka'],
+    ['case', 'events', 'events/s', 'vs baseline', 'vs ceiling', 'p50 ms', 'p95 ms', 'p99 ms', 'peak RSS MiB', 'CPU ms/1k ev: client / C* / Kafka', `cores busy (of ${r.machine.cpus})`],
     rows,
   );
   const lines = [
@@ -53,10 +66,13 @@ export function formatResults(r: BenchResults): string {
       ? []
       : [`worker CPU per event / the Kafka client's alone = ${ratio(r.ratios.workerCpuToClientConsume ?? null)} (lower-level consume, the worker's path), ${ratio(r.ratios.workerCpuToClient)} (KafkaJS layer)`]),
     `latency: produce → row readable (1 row in ${latencyOf(r)?.sampleEvery ?? '-'} read back every ${latencyOf(r)?.pollMs ?? '-'} ms); peak RSS: VmHWM of each process;`,
-    `CPU: user+system while measured, of the case's own processes (client), Cassandra (C*) and Kafka`,
+    `CPU: user+system while measured, of the case's own processes (client), Cassandra (C*) and Kafka; cores busy: all of them and the bench's own (latency cases: producing, reading back), per second`,
   ];
   return lines.join('\n');
 }
+
+/** A stage's p99: whole ms from 10 ms on. */
+const fmtMs = (ms: number): string => (ms >= 10 ? String(Math.round(ms)) : ms.toFixed(1));
 
 const STAGE_ORDER = ['idle', 'queued', 'identity', 'decode', 'rows', 'checkpoint_wait', 'checkpoint'];
 
@@ -70,13 +86,13 @@ export function stageLines(r: BenchResults): string[] {
     const st = c.stages;
     if (st === undefined) continue;
     const known = STAGE_ORDER.filter((s) => st[s] !== undefined);
-    const parts = [...known, ...Object.keys(st).filter((s) => !STAGE_ORDER.includes(s))].map((s) => `${s} ${st[s]!.meanMs.toFixed(1)}`);
+    const parts = [...known, ...Object.keys(st).filter((s) => !STAGE_ORDER.includes(s))].map((s) => `${s} ${st[s]!.meanMs.toFixed(1)}${st[s]!.p99Ms === undefined ? '' : ` (p99 ${fmtMs(st[s]!.p99Ms!)})`}`);
     let line = `  ${name}: ${parts.join(', ')} (${int(st['rows']?.batches)} batches)`;
     const share = stageShareOfP50(c);
     if (share !== undefined) line += `; queued + identity + decode + rows + half the read-back interval: ${Math.round(share * 100)} % of p50 ${Math.round(c.latency!.p50Ms)} ms`;
     lines.push(line);
   }
-  return lines.length === 0 ? [] : ['', "where a batch's wall time goes (mean ms per batch, by stage; /metrics exactlyonce_batch_stage_seconds):", ...lines];
+  return lines.length === 0 ? [] : ['', "where a batch's wall time goes (mean ms per batch by stage, and its p99 from the histogram's buckets; /metrics exactlyonce_batch_stage_seconds):", ...lines];
 }
 
 /** The issue's goals (bench/README.md, "Goals"), one column per commit log the run measured. */
