@@ -4,6 +4,7 @@
  * 1,000,000 events behind), sized so that the whole run stays under ~15 minutes on 2 cores.
  */
 import { defaultRunnerOptions } from '../src/engine/runner.js';
+import { ROWS_PER_BATCH } from '../src/app/event-job.js';
 
 /** The groups of cases `--cases` can select; each group yields one or more result cases. */
 export const CASE_GROUPS = ['ceiling', 'client', 'baseline', 'eo1', 'eoN', 'alerts', 'latency', 'memory'] as const;
@@ -40,7 +41,7 @@ export interface BenchOptions {
   ceilingConcurrency: number[];
   /** Rows written per level of the ceiling's concurrency sweep. */
   ceilingSweepEvents: number;
-  /** Rows per unlogged batch in the ceiling (EventJob's ROWS_PER_BATCH is 100). */
+  /** Rows per unlogged batch in the ceiling (default EventJob's ROWS_PER_BATCH, so that the two stay comparable). */
   ceilingBatchRows: number;
   /** Rates of the latency cases, in percent of the measured 1-worker exactly-once throughput. */
   latencyPercents: number[];
@@ -85,7 +86,7 @@ export const defaultBenchOptions: BenchOptions = {
   maxBufferMb: defaultRunnerOptions.maxBufferKb / 1024,
   ceilingConcurrency: [16, 64, 128, 256, 512],
   ceilingSweepEvents: 60_000,
-  ceilingBatchRows: 100,
+  ceilingBatchRows: ROWS_PER_BATCH,
   latencyPercents: [25, 50, 75],
   latencySeconds: 30,
   latencyWarmupSeconds: 5,

@@ -136,8 +136,13 @@ export async function readJob(session: Client, keyspace: string): Promise<BoundJ
   }
 }
 
-/** Rows per Cassandra batch. All rows of a batch share the partition key, so the batch is one mutation. */
-const ROWS_PER_BATCH = 100;
+/**
+ * Rows per Cassandra batch. All rows of a batch share the partition key, so the batch is one mutation,
+ * which Cassandra's batch size thresholds do not limit (they apply to batches of several partitions).
+ * Measured (bench/README.md): 1,000 against 100 cut Cassandra's CPU per row by about a third and the
+ * worker's by ~10 %; 500 and 2,000 did as well within the noise. A mutation of 1,000 rows is ~80 KB.
+ */
+export const ROWS_PER_BATCH = 1000;
 
 /** The encoded values that repeat from row to row: sources and clients. */
 const texts = new ValueCache<string>(utf8);

@@ -90,7 +90,7 @@ export function benchCommand(): Command {
           .argParser(intList('--ceiling-concurrency', 1, 4096)),
       )
       .addOption(new Option('--ceiling-sweep-events <n>', 'rows written per level of the ceiling sweep').default(d.ceilingSweepEvents).argParser(int('--ceiling-sweep-events', 100, 1e9)))
-      .addOption(new Option('--ceiling-batch-rows <n>', "rows per unlogged batch in the ceiling (EventJob's is 100)").default(d.ceilingBatchRows).argParser(int('--ceiling-batch-rows', 1, 10000)))
+      .addOption(new Option('--ceiling-batch-rows <n>', "rows per unlogged batch in the ceiling (default: EventJob's)").default(d.ceilingBatchRows).argParser(int('--ceiling-batch-rows', 1, 10000)))
       .addOption(
         new Option('--latency-rates <list>', 'latency case rates, in % of the 1-worker exactly-once events/s')
           .default(d.latencyPercents, d.latencyPercents.join(','))
