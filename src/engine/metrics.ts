@@ -45,6 +45,7 @@ export class EngineMetrics {
   readonly stops: Counter<'code'>;
   /** Rewinds after Cassandra lost acknowledged writes (src/engine/lost-writes.ts). */
   readonly lostWrites: Counter<'partition'>;
+  readonly rowsRewritten: Counter<'partition'>;
   readonly stalledPartitions: Gauge<'partition'>;
   readonly info: Gauge<'worker_id' | 'host' | 'pid'>;
   /** What server_up and /readyz report; each failure it is told of counts in errors_total. */
@@ -135,6 +136,12 @@ export class EngineMetrics {
     this.lostWrites = new Counter({
       name: `${p}lost_writes_total`,
       help: 'Times a partition was read again because Cassandra lost writes it had acknowledged (its checkpoint went back)',
+      labelNames: partition,
+      registers,
+    });
+    this.rowsRewritten = new Counter({
+      name: `${p}rows_rewritten_total`,
+      help: 'Batches whose rows were written again before their checkpoint: acknowledged before a Cassandra outage, they may have been lost with it',
       labelNames: partition,
       registers,
     });

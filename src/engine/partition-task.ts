@@ -264,9 +264,10 @@ export class PartitionTask {
         if (this.abandoned) return false;
         if (rows !== undefined && guard !== undefined && rows.at !== guard.generation) {
           const at = guard.generation;
-          this.ctx.log.debug({ partition: this.partition, next: String(next) }, 'a Cassandra outage since the rows were acknowledged: they are written again before their checkpoint');
+          this.ctx.log.info({ partition: this.partition, next: String(next) }, `partition ${this.partition}: a Cassandra outage since the rows before ${next} were acknowledged; they are written again before their checkpoint`);
           await rows.write();
           rows.at = at;
+          this.ctx.metrics.rowsRewritten.inc({ partition: String(this.partition) });
         }
         const sent = performance.now();
         await this.ctx.checkpoints.write(this.partition, next, this.epoch ?? 0);

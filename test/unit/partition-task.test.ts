@@ -204,6 +204,8 @@ test('rows acknowledged before a Cassandra outage are written again before their
   assert.deepEqual(failures, ['checkpoint 3: connection lost']);
   assert.deepEqual(h.written, [0n, 1n, 2n, 0n, 1n, 2n], 'written again before the checkpoint');
   assert.deepEqual(h.checkpoints, [3n]);
+  const rewritten = async () => (await h.ctx.metrics.rowsRewritten.get()).values.map((v) => [v.labels['partition'], v.value]);
+  assert.deepEqual(await rewritten(), [['0', 1]], 'counted in exactlyonce_rows_rewritten_total');
   // The outage comes while the rows are written: they are acknowledged after it, and written once.
   failNext = { on: 'rows', message: 'rows 3: connection lost' };
   await task.process([rec(3n), rec(4n)]);
@@ -211,6 +213,7 @@ test('rows acknowledged before a Cassandra outage are written again before their
   assert.deepEqual(failures, ['checkpoint 3: connection lost', 'rows 3: connection lost']);
   assert.deepEqual(h.written, [0n, 1n, 2n, 0n, 1n, 2n, 3n, 4n]);
   assert.deepEqual(h.checkpoints, [3n, 5n]);
+  assert.deepEqual(await rewritten(), [['0', 1]]);
 });
 
 test('a batch whose write is retried across an outage writes nothing once its partition was rewound meanwhile (the new task writes it)', async () => {
