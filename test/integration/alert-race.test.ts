@@ -141,3 +141,33 @@ test("a partition's count never counts an offset twice nor goes down: replays, a
   assert.deepEqual(await alertsTable(session, config), [{ source: 'router', ts: WINDOW_END, eventCount: 24 }]);
   assert.deepEqual((await alertsTopicLatest(config)).alerts, [{ source: 'router', ts: WINDOW_END, eventCount: 24 }]);
 });
+
+test('concurrent writers whose batches span several windows and sources converge on the exact count of each, in the table and on the topic', async (t) => {
+  const { config, session, ctx } = await jobContext(t);
+  const sources = ['router', 'switch'];
+  // Each batch of partition p: 12 events per source in each of three 5 s windows (ends WINDOW_END + 0, 5000, 10000).
+  const batch = (p: number, round: number): DecodedRecord<Event>[] => {
+    const out: DecodedRecord<Event>[] = [];
+    for (let k = 0; k < 3 * sources.length * 12; k++) {
+      const offset = round * 72 + k;
+      const window = k % 3;
+      out.push({
+        record: { topic: 't', partition: p, offset: BigInt(offset), key: null, value: null, timestampMs: 0 },
+        value: { id: BigInt(p * 1e6 + offset), ts: WINDOW_END - 4000 + window * 5000 + (k % 1000), source: sources[Math.floor(k / 3) % 2]!, client: 'c', health: 2 as const },
+      });
+    }
+    return out;
+  };
+  const writers = Array.from({ length: 6 }, () => {
+    const w = new AlertWriter(DEFAULT_ALERT_RULE, config.alertsTopic);
+    w.open(ctx);
+    return w;
+  });
+  for (let round = 0; round < 4; round++) {
+    await Promise.all(writers.map(async (w, p) => w.update(await w.index(p, batch(p, round)))));
+  }
+  // 6 partitions × 4 rounds × 12 events of each source in each window.
+  const expected = [0, 5000, 10000].flatMap((d) => sources.map((source) => ({ source, ts: WINDOW_END + d, eventCount: 6 * 4 * 12 })));
+  assert.deepEqual(await alertsTable(session, config), expected);
+  assert.deepEqual((await alertsTopicLatest(config)).alerts, expected);
+});
