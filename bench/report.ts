@@ -90,6 +90,8 @@ export function stageLines(r: BenchResults): string[] {
     let line = `  ${name}: ${parts.join(', ')} (${int(st['rows']?.batches)} batches)`;
     const share = stageShareOfP50(c);
     if (share !== undefined) line += `; queued + identity + decode + rows + half the read-back interval: ${Math.round(share * 100)} % of p50 ${Math.round(c.latency!.p50Ms)} ms`;
+    const loop = c.latency?.benchLoopDelayP99Ms;
+    if (loop !== undefined) line += `; the bench's own event loop (producer, read-back) p99 delay ${fmtMs(loop)} ms`;
     lines.push(line);
   }
   return lines.length === 0 ? [] : ['', "where a batch's wall time goes (mean ms per batch by stage, and its p99 from the histogram's buckets; /metrics exactlyonce_batch_stage_seconds):", ...lines];

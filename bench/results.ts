@@ -25,7 +25,19 @@ export interface CaseResult {
   /** Latency cases: CPU ms per 1,000 events of the bench process itself (producing and watching). */
   benchCpuMsPer1000Events?: number;
   /** Latency cases: produce time → row readable, in ms. */
-  latency?: { targetRate: number; percentOfMax: number; p50Ms: number; p95Ms: number; p99Ms: number; maxMs: number; samples: number; pollMs: number; sampleEvery: number };
+  latency?: {
+    targetRate: number;
+    percentOfMax: number;
+    p50Ms: number;
+    p95Ms: number;
+    p99Ms: number;
+    maxMs: number;
+    samples: number;
+    pollMs: number;
+    sampleEvery: number;
+    /** p99 of the bench process's own event-loop delay while measured (its producer and row watcher share that loop): how late a read-back can start. */
+    benchLoopDelayP99Ms?: number;
+  };
   /** Exactly-once cases: where the workers' batches spent their wall time while measured (bench/stages.ts). */
   stages?: StageBreakdown;
   /** The ceiling's concurrency sweep. */
