@@ -144,6 +144,13 @@ export async function readJob(session: Client, keyspace: string): Promise<BoundJ
  */
 export const ROWS_PER_BATCH = 1000;
 
+/**
+ * Bytes of rows after which a batch is cut even before ROWS_PER_BATCH: rows of long sources and clients
+ * (up to 5 KiB each) would otherwise make a mutation of ~5 MiB, beyond what a Cassandra with a small
+ * commit log segment accepts (a mutation may take half a segment).
+ */
+export const BATCH_BYTES = 1 << 20;
+
 /** The encoded values that repeat from row to row: sources and clients. */
 const texts = new ValueCache<string>(utf8);
 
@@ -155,10 +162,12 @@ const FIXED_ROW_BYTES = 8 + 8 + 4 + 8 + 4 + 8;
  * of the prepared insert (src/cassandra/prepared-batch.ts): values in the statement's order, already
  * encoded — no statement object, parameter array or value buffer per row (the hot path: measured in
  * bench/micro.ts). `bucket`: the rows' bucket in the bucketed layout (one per batch: a batch never
- * spans two buckets).
+ * spans two buckets). Stops after the row that brings `rows` to `maxBytes`; returns the index of the
+ * first record not written (`to` when all were).
  */
-export function insertRows(rows: BatchRows, partition: number, records: readonly DecodedRecord<Event>[], from: number, to: number, bucket?: bigint): void {
+export function insertRows(rows: BatchRows, partition: number, records: readonly DecodedRecord<Event>[], from: number, to: number, bucket?: bigint, maxBytes = Infinity): number {
   for (let i = from; i < to; i++) {
+    if (rows.at >= maxBytes) return i;
     const r = records[i]!;
     const e = r.value;
     const offset = r.record.offset;
@@ -173,6 +182,7 @@ export function insertRows(rows: BatchRows, partition: number, records: readonly
     rows.int32(e.health);
     if (bucket !== undefined) rows.int64(bucket);
   }
+  return to;
 }
 
 /** The parameters of the insert that make the partition key (partition; and bucket), for routing the batch. */
@@ -260,10 +270,10 @@ export class EventJob implements Job<Event> {
     for (const run of sameCassandraPartition(layout, records, (r) => r.record.offset)) {
       const bucket = layout.kind === 'original' ? undefined : bucketOf(layout, run[0]!.record.offset);
       const routing = insertRouting(partition, bucket);
-      for (let i = 0; i < run.length; i += ROWS_PER_BATCH) {
+      for (let i = 0; i < run.length; ) {
         const to = Math.min(run.length, i + ROWS_PER_BATCH);
         const rows = new BatchRows(prepared.queryId, insert.values, FIXED_ROW_BYTES + 40, to - i);
-        insertRows(rows, partition, run, i, to, bucket);
+        i = insertRows(rows, partition, run, i, to, bucket, BATCH_BYTES);
         chunks.push(insert.batch.send(prepared, rows, routing));
       }
     }

@@ -9,7 +9,8 @@ import { once } from 'node:events';
 import { test, type TestContext } from 'node:test';
 import { DEFAULT_ALERT_RULE } from '../../src/app/alert-rule.js';
 import { Auditor } from '../../src/app/audit/auditor.js';
-import { MAX_SOURCE_BYTES } from '../../src/app/event.js';
+import { MAX_CLIENT_BYTES, MAX_SOURCE_BYTES } from '../../src/app/event.js';
+import { BATCH_BYTES } from '../../src/app/event-job.js';
 import type { ConnectionConfig } from '../../src/config.js';
 import { Producer } from '../../src/kafka/producer.js';
 import { alertsTable, alertsTopicLatest } from '../alerts-check.js';
@@ -128,4 +129,31 @@ test('a source beyond Cassandra\'s 65,535-byte key limit is quarantined even whe
   const reasons = await session.execute(`SELECT reason, detail FROM ${config.keyspace}.quarantine`);
   assert.deepEqual([...new Set(reasons.rows.map((r) => `${r['reason']}: ${r['detail']}`))], [`field_too_long: source: 70000 bytes in UTF-8, limit ${MAX_SOURCE_BYTES}`]);
   await assertOnlyValidAlert(session, config);
+});
+
+test('events at the field limits (1 KiB sources, 4 KiB clients) are stored whole, every field: their batches are cut by bytes, not only by rows', async (t) => {
+  const config = testConfig();
+  const session = await freshKeyspace(t, config);
+  await freshTopic(t, config, 3);
+  const PER_PARTITION = 1200;
+  const producer = new Producer(config);
+  t.after(() => producer.close());
+  await producer.connect();
+  for (let p = 0; p < 3; p++) {
+    const records = Array.from({ length: PER_PARTITION }, (_, i) => {
+      // Distinct at the end, so a row written from the wrong record would differ.
+      const source = `s${String(i).padStart(6, '0')}`.padEnd(MAX_SOURCE_BYTES, 'S');
+      const client = `c${p}-${i}-`.padEnd(MAX_CLIENT_BYTES, 'C');
+      return { key: null, value: `{"id":${p * 1e6 + i},"ts":${WINDOW_START + i},"source":"${source}","client":"${client}","health":0}`, partition: p };
+    });
+    for (let i = 0; i < records.length; i += 200) await producer.send(config.topic, records.slice(i, i + 200));
+  }
+  // One partition's records in one batch (--max-batch 2000 and more) hold far more than a batch's bytes.
+  assert.ok(PER_PARTITION * (MAX_SOURCE_BYTES + MAX_CLIENT_BYTES) > 4 * BATCH_BYTES);
+
+  const worker = startWorker(t, config);
+  await waitDrained(session, config, 180_000);
+  await stop(worker);
+  // Every record at its offset, every field equal to the record's (the auditor decodes each again).
+  assert.deepEqual(await assertExactlyOnce(session, config), { records: 3 * PER_PARTITION, stored: 3 * PER_PARTITION, quarantined: 0, reasons: {} });
 });

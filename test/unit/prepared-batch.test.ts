@@ -110,3 +110,23 @@ for (const [name, layout] of [['original', ORIGINAL_LAYOUT], ['bucketed', parseL
     });
   }
 }
+
+test('insertRows stops after the row that brings the batch to its byte bound, and says where it stopped', () => {
+  const queryId = Buffer.from('0123456789abcdef');
+  const { values: n } = insertStatement('ks', ORIGINAL_LAYOUT);
+  const all = new BatchRows(queryId, n, 8, 1);
+  assert.equal(insertRows(all, 4, records, 0, 4), 4, 'no bound: every row');
+  assert.equal(all.count, 4);
+  // One entry's bytes (they differ by row: the sources' lengths differ).
+  const one = new BatchRows(queryId, n, 8, 1);
+  insertRows(one, 4, records, 0, 1);
+  const bounded = new BatchRows(queryId, n, 8, 1);
+  // A bound inside the second row: the second row is written, the third is not.
+  assert.equal(insertRows(bounded, 4, records, 0, 4, undefined, one.at + 1), 2);
+  assert.equal(bounded.count, 2);
+  assert.deepEqual(bounded.buf.subarray(0, bounded.at), all.buf.subarray(0, bounded.at), 'the same entries as the unbounded batch');
+  // The next batch goes on from there.
+  const rest = new BatchRows(queryId, n, 8, 1);
+  assert.equal(insertRows(rest, 4, records, 2, 4, undefined, one.at + 1), 4);
+  assert.deepEqual(Buffer.concat([bounded.buf.subarray(0, bounded.at), rest.buf.subarray(0, rest.at)]), all.buf.subarray(0, all.at));
+});
