@@ -17,13 +17,14 @@ function rss(c: CaseResult): string {
 /**
  * The cores the case kept busy: the CPU per event of its processes, the servers and (latency cases)
  * the bench's own, times its rate. Near the machine's count, the case was bound by the machine's CPU,
- * shared by all of them, and not by any one of them waiting.
+ * shared by all of them, and not by any one of them waiting. '-' when the servers' CPU was not
+ * measured (the Kafka client cases): a sum without them would understate it.
  */
 export function coresBusy(c: CaseResult): string {
-  const parts = [c.cpuMsPer1000Events, c.serverCpuMsPer1000Events?.cassandra, c.serverCpuMsPer1000Events?.kafka, c.benchCpuMsPer1000Events];
-  const known = parts.filter((v): v is number => typeof v === 'number' && Number.isFinite(v));
-  if (known.length === 0) return '-';
-  return ((known.reduce((a, v) => a + v, 0) * c.eventsPerSec) / 1e6).toFixed(2);
+  const own = [c.cpuMsPer1000Events, c.serverCpuMsPer1000Events?.cassandra, c.serverCpuMsPer1000Events?.kafka];
+  if (!own.every((v): v is number => typeof v === 'number' && Number.isFinite(v))) return '-';
+  const ms = own.reduce((a, v) => a + v, 0) + (c.benchCpuMsPer1000Events ?? 0);
+  return ((ms * c.eventsPerSec) / 1e6).toFixed(2);
 }
 
 /** Cases that store the same kind of rows as the baseline and the ceiling (the alerts case does more). */
