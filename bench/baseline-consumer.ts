@@ -65,6 +65,11 @@ await consumer.start(
   {
     onAssign: async (partitions) => new Map(partitions.map((p) => [p, 'beginning' as const])),
     onRevoke: () => undefined,
+    // A bench process cannot go on without its partitions: it ends, and the bench says so.
+    onAssignFailed: (ps, e) => {
+      process.stderr.write(`the client could not assign partitions ${ps.join(',')}: ${e.message}\n`);
+      process.exit(1);
+    },
   },
   async (partition, records) => {
     const decoded: DecodedRecord<Event>[] = [];

@@ -31,7 +31,7 @@ export const ErrorCodes = {
   EO_JOB_CONFIG_MISMATCH: { retriable: false, exitCode: 5 },
   /** A server refused an operation for good (invalid request, unauthorized, write failure, record too large). */
   EO_PERMANENT_ERROR: { retriable: false, exitCode: 10 },
-  /** Planning where assigned partitions resume failed; they are stopped instead of read from a default position. */
+  /** Planning where assigned partitions resume failed, or the Kafka client refused to assign them; they are stopped instead of read from a default position. */
   EO_ASSIGNMENT_FAILED: { retriable: false, exitCode: 6 },
   EO_PRODUCE_FAILED: { retriable: true, exitCode: 7 },
   EO_FENCED: { retriable: false, exitCode: 8 },

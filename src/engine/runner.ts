@@ -259,6 +259,7 @@ export class Runner {
           tasks.revoke(revoked, lost);
           if (revoked.length > 0) void this.jobHook('onRevoke', () => this.job.onRevoke?.(revoked, lost));
         },
+        onAssignFailed: (failed, e) => tasks.assignFailed(failed, e),
       },
       async (partition, records) => {
         if (this.kafkaDownSince !== undefined) {

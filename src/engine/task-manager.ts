@@ -4,7 +4,7 @@
  * them; it hands each batch the poll loop receives to its partition's task. It knows no consumer: what
  * to fetch from where is returned to the poll loop (the Runner).
  */
-import type { ExactlyOnceError } from '../errors.js';
+import { ExactlyOnceError } from '../errors.js';
 import type { StartOffset } from '../kafka/consumer.js';
 import type { Logger } from '../log.js';
 import type { AssignmentPlanner, PartitionPlan } from './assignment-planner.js';
@@ -73,6 +73,22 @@ export class TaskManager {
       `assigned partitions ${assigned.join(',')}; resuming from the stored checkpoints`,
     );
     return starts;
+  }
+
+  /**
+   * The Kafka client refused to assign partitions just planned (nothing of them is read): each stops
+   * with EO_ASSIGNMENT_FAILED, visibly, instead of staying owned in the group and silently idle.
+   */
+  assignFailed(partitions: readonly number[], cause: Error): void {
+    const error = new ExactlyOnceError(
+      'EO_ASSIGNMENT_FAILED',
+      `partitions ${partitions.join(',')}: the Kafka client could not assign them (${cause.message.split('\n')[0]}); they are stopped, not read. Restart the worker once the cause is fixed`,
+      { cause },
+    );
+    for (const p of partitions) {
+      const task = this.byPartition.get(p);
+      if (task !== undefined && task.status.state !== 'stopped') task.stop(error);
+    }
   }
 
   /** Partitions were revoked (or lost): their tasks finish what is in flight, but start nothing new. */

@@ -44,6 +44,11 @@ export interface AssignmentHandler {
   onAssign(partitions: number[]): Promise<Map<number, StartOffset>>;
   /** Partitions taken away (`lost` when the session expired, e.g. after a pause). */
   onRevoke(partitions: number[], lost: boolean): void;
+  /**
+   * The client refused to assign partitions that onAssign planned (its incrementalAssign threw): they
+   * are not read until the next rebalance gives them again. Not called for a rebalance that succeeded.
+   */
+  onAssignFailed(partitions: number[], error: Error): void;
 }
 
 export interface ConsumerOptions {
@@ -97,6 +102,8 @@ export class GroupConsumer {
   private readonly inFlight = new Map<number, Promise<void>>();
   /** Assigned partitions that hand over nothing: paused, or waiting for their restart. */
   private readonly held = new Set<number>();
+  /** Partitions (`topic:partition`) the group gave this member but the client refused to assign. */
+  private readonly unassigned = new Set<string>();
   /** Changes to the client's assignment made between two `consume` calls (restartAt). */
   private readonly betweenFetches: Array<() => void> = [];
   /** The rebalance being handled: no fetch until it is done. */
@@ -185,12 +192,25 @@ export class GroupConsumer {
     }
     // Offsets handed to assign must be JS numbers (the client rejects strings); offsets stay far
     // below 2^53 in practice, and the planner stops a partition whose checkpoint exceeds it.
-    this.consumer.incrementalAssign(
-      assignment.map((tp) => {
-        const start = starts.get(tp.partition) ?? 'beginning';
-        return { topic: tp.topic, partition: tp.partition, offset: typeof start === 'bigint' ? Number(start) : OFFSET_BEGINNING };
-      }),
-    );
+    try {
+      this.consumer.incrementalAssign(
+        assignment.map((tp) => {
+          const start = starts.get(tp.partition) ?? 'beginning';
+          return { topic: tp.topic, partition: tp.partition, offset: typeof start === 'bigint' ? Number(start) : OFFSET_BEGINNING };
+        }),
+      );
+    } catch (e) {
+      // librdkafka stays in its rebalance (join state wait-assign-call: no more rebalances, and a
+      // close that never ends) until an incremental assign succeeds: an empty one ends it without
+      // taking these partitions. Nothing of them is read; the handler stops them, visibly, rather than
+      // leave them owned in the group and silently idle. Their later revocation unassigns nothing in
+      // the client (unassigning what it never took would fail the whole call, and stall it likewise).
+      this.native(() => this.consumer.incrementalAssign([]));
+      for (const tp of assignment) this.unassigned.add(`${tp.topic}:${tp.partition}`);
+      this.handler!.onAssignFailed(partitions, e instanceof Error ? e : new Error(String(e)));
+      return;
+    }
+    for (const tp of assignment) this.unassigned.delete(`${tp.topic}:${tp.partition}`);
     const stopped: number[] = [];
     for (const p of partitions) {
       this.dropQueued(p);
@@ -216,7 +236,8 @@ export class GroupConsumer {
     // Their batches in flight finish (or give up: the handler revoked their tasks) before the
     // partitions go to another member.
     if (!this.closing) await Promise.all(partitions.map((p) => this.inFlight.get(p)));
-    this.consumer.incrementalUnassign(assignment);
+    // Called even when empty: librdkafka waits for the call (join state wait-unassign-call).
+    this.consumer.incrementalUnassign(assignment.filter((tp) => !this.unassigned.delete(`${tp.topic}:${tp.partition}`)));
   }
 
   async start(handler: AssignmentHandler, eachBatch: (partition: number, records: SourceRecord[]) => Promise<void>): Promise<void> {

@@ -44,7 +44,7 @@ test('GroupConsumer: after restartAt (backwards) or pause returns, nothing of th
   let restarted0 = false;
   let paused1 = false;
   await consumer.start(
-    { onAssign: async (ps) => new Map(ps.map((p) => [p, 'beginning' as const])), onRevoke: () => undefined },
+    { onAssign: async (ps) => new Map(ps.map((p) => [p, 'beginning' as const])), onRevoke: () => undefined, onAssignFailed: () => assert.fail('assignment refused') },
     async (partition, records) => {
       assert.ok(!busy.has(partition), `partition ${partition}: one batch at a time`);
       busy.add(partition);
@@ -93,4 +93,59 @@ test('GroupConsumer: after restartAt (backwards) or pause returns, nothing of th
   assert.deepEqual(after1, range(1500, perPartition), 'partition 1 after restartAt(1500): exactly 1500..1999');
   assert.ok(maxInFlight >= 1 && maxInFlight <= 2, `at most two batches at once (concurrency 2): ${maxInFlight}`);
   assert.equal(maxBatch, 100, 'batches of at most maxBatchSize, and full ones while behind');
+});
+
+test('GroupConsumer: the client refuses an assignment: the handler is told, nothing is handed over, and the partitions move on cleanly to another member', async (t) => {
+  const config = testConfig();
+  await freshTopic(t, config, 2);
+  const producer = new Producer(config);
+  t.after(() => producer.close());
+  await producer.connect();
+  const perPartition = 300;
+  await producer.send(config.topic, range(0, 2 * perPartition).map((i) => ({ key: `k${i}`, value: `v${i}`, partition: i % 2 })));
+
+  const options = { groupId: config.group, topic: config.topic, maxBatchSize: 100, concurrency: 2, maxBufferKb: 64, sessionTimeoutMs: 6000, metadataRefreshMs: 300_000 };
+  const clientErrors: string[] = [];
+  const a = new GroupConsumer(config, { ...options, onClientLog: (level, m) => void (level === 'error' && clientErrors.push(m)) });
+  // Bounded: a client left in its rebalance never finishes closing, and the test must fail, not hang.
+  t.after(() => Promise.race([a.stop(), sleep(30_000)]));
+  // The fault: the native client refuses the first assignment it is asked for (as librdkafka does in
+  // an erroneous state); everything else is the real client against the real broker.
+  const native = (a as unknown as { consumer: { incrementalAssign(x: unknown): void } }).consumer;
+  const realAssign = native.incrementalAssign.bind(native);
+  let refused = 0;
+  native.incrementalAssign = (x) => {
+    if (refused++ === 0) throw new Error('Local: Erroneous state');
+    realAssign(x);
+  };
+  const failed: Array<{ partitions: number[]; message: string }> = [];
+  const handedToA: number[] = [];
+  await a.start(
+    {
+      onAssign: async (ps) => new Map(ps.map((p) => [p, 'beginning' as const])),
+      onRevoke: () => undefined,
+      onAssignFailed: (partitions, e) => void failed.push({ partitions, message: e.message }),
+    },
+    async (_p, records) => void handedToA.push(...records.map((r) => Number(r.offset))),
+  );
+  await waitFor(() => (failed.length > 0 ? true : undefined), { timeoutMs: 60_000, message: 'the refused assignment is reported' });
+  assert.deepEqual(failed, [{ partitions: [0, 1], message: 'Local: Erroneous state' }]);
+  await sleep(2000);
+  assert.deepEqual(handedToA, [], 'nothing of a partition the client did not take is handed over');
+
+  // Another member joins, then the first leaves: each partition reaches it whole, in order.
+  const seenByB = new Map<number, number[]>([[0, []], [1, []]]);
+  const b = new GroupConsumer(config, options);
+  t.after(() => Promise.race([b.stop(), sleep(30_000)]));
+  await b.start(
+    { onAssign: async (ps) => new Map(ps.map((p) => [p, 'beginning' as const])), onRevoke: () => undefined, onAssignFailed: () => assert.fail('b refused') },
+    async (p, records) => void seenByB.get(p)!.push(...records.map((r) => Number(r.offset))),
+  );
+  await waitFor(() => ([...seenByB.values()].some((s) => s.length === perPartition) ? true : undefined), { timeoutMs: 120_000, message: 'the joining member reads a partition' });
+  await Promise.race([a.stop(), sleep(30_000).then(() => assert.fail('the first member never finished leaving'))]);
+  await waitFor(() => ([...seenByB.values()].every((s) => s.length >= perPartition) ? true : undefined), { timeoutMs: 120_000, message: 'the joining member reads both partitions after the first leaves' });
+  await b.stop();
+  assert.deepEqual([...seenByB.values()], [range(0, perPartition), range(0, perPartition)]);
+  assert.deepEqual(handedToA, []);
+  assert.deepEqual(clientErrors, [], 'no rebalance failed: what the client never took is not unassigned');
 });

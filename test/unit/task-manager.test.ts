@@ -86,3 +86,33 @@ test('an error no retry can fix stops the partition at its checkpoint (EO_PERMAN
   assert.match(error!.message, /^partition 0: a write failed for good \(ResponseError: Undefined column name x\); retrying cannot fix it/);
   assert.deepEqual(world.events, ['stop 0:EO_PERMANENT_ERROR']);
 });
+
+test('the Kafka client refuses to assign planned partitions: each stops with EO_ASSIGNMENT_FAILED (metric, stop record), a partition already stopped keeps its own error', async () => {
+  const { tasks, world, metrics } = fakeEngine({
+    // Partition 1's checkpoint is beyond its log end: its plan stops it before the client is asked.
+    stored: new Map([
+      [0, { next: 3n, epoch: 0 }],
+      [1, { next: 50n, epoch: 0 }],
+    ]),
+    marks: [
+      { partition: 0, low: 0n, high: 10n, stable: 10n },
+      { partition: 1, low: 0n, high: 10n, stable: 10n },
+    ],
+  });
+  assert.deepEqual(await tasks.assign([0, 1]), new Map<number, unknown>([[0, 3n], [1, 'stopped']]));
+  assert.deepEqual(world.events, ['stop 1:EO_CHECKPOINT_OUT_OF_RANGE']);
+
+  tasks.assignFailed([0, 1], new Error('Local: Erroneous state\nmore'));
+  const s0 = tasks.tasks.get(0)!.status;
+  assert.deepEqual([s0.state, s0.next, s0.error?.code], ['stopped', 3n, 'EO_ASSIGNMENT_FAILED']);
+  assert.equal(s0.error!.message, 'partitions 0,1: the Kafka client could not assign them (Local: Erroneous state); they are stopped, not read. Restart the worker once the cause is fixed');
+  assert.equal(tasks.tasks.get(1)!.status.error?.code, 'EO_CHECKPOINT_OUT_OF_RANGE');
+  assert.deepEqual(world.events, ['stop 1:EO_CHECKPOINT_OUT_OF_RANGE', 'stop 0:EO_ASSIGNMENT_FAILED']);
+  assert.deepEqual(await series(metrics, 'partition_stops_total'), [
+    'exactlyonce_partition_stops_total{code="EO_CHECKPOINT_OUT_OF_RANGE"} 1',
+    'exactlyonce_partition_stops_total{code="EO_ASSIGNMENT_FAILED"} 1',
+  ]);
+  // A batch the client still hands over (it cannot, it holds nothing of them) would write nothing.
+  assert.equal(await tasks.process(0, [rec(3n)]), true);
+  assert.deepEqual(world.events.filter((e) => e.startsWith('rows')), []);
+});
