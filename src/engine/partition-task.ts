@@ -115,14 +115,14 @@ export class PartitionTask {
     // What the batch waited for between its arrival and now (the topic's identity check: TaskManager).
     if (arrived !== undefined) stages.observe({ stage: 'identity' }, (started - arrived) / 1000);
     try {
-      await this.store(records, started);
+      await this.store(records, started, arrived ?? started);
     } finally {
       this.idleSince = performance.now();
     }
   }
 
   /** process, timed stage by stage into exactlyonce_batch_stage_seconds (the idle stage is process's). */
-  private async store(records: readonly SourceRecord[], started: number): Promise<void> {
+  private async store(records: readonly SourceRecord[], started: number, arrived: number): Promise<void> {
     const stages = this.ctx.metrics.batchStages;
     const p = String(this.partition);
     // Records before the checkpoint are already stored (a re-delivery after a seek): skip them.
@@ -140,8 +140,9 @@ export class PartitionTask {
       }
     }
     this.ctx.metrics.consumed.inc({ partition: p }, fresh.length);
-    // The middle record's age when handed over (producer and worker clocks; CreateTime topics): its time in Kafka and the client.
-    const queued = Date.now() - fresh[fresh.length >> 1]!.timestampMs;
+    // The middle record's age when handed over (producer and worker clocks; CreateTime topics): its
+    // time in Kafka and the client. Up to the hand-over, not to now: the identity wait since is its own stage.
+    const queued = Date.now() - (performance.now() - arrived) - fresh[fresh.length >> 1]!.timestampMs;
     if (queued >= 0) stages.observe({ stage: 'queued' }, queued / 1000);
     const decodeFrom = performance.now();
 
