@@ -32,8 +32,8 @@ export class BenchContext {
   private readonly keyspaces = new Set<string>();
   private readonly processes = new Set<BenchProcess>();
   private lastLine = '';
-  /** Pids of the local stack's servers (for their CPU time), when the run uses the local stack. */
-  servers: Array<{ name: string; pid: number }> = [];
+  /** Pids of the local stack's servers (for their CPU time) and their logs, when the run uses the local stack. */
+  servers: Array<{ name: string; pid: number; logFile: string }> = [];
 
   private constructor(
     readonly base: ConnectionConfig,

@@ -19,6 +19,9 @@ import { cpuPer1000, processFacts, serverCpuPer1000, type CaseResult } from './r
 import { quantile, RowWatcher } from './row-watcher.js';
 import { parseLayout } from '../src/app/events-layout.js';
 import { readStages, stagesBetween, type StageTotals } from './stages.js';
+import { parseGcPauses, pauseShare, readFrom, type PauseShare } from './gc-pauses.js';
+import { gcLogFile } from '../src/stack/cassandra-server.js';
+import { stat } from 'node:fs/promises';
 
 /** How often, in ms, the worker and the watcher are checked while producing. */
 const CHECK_EVERY_MS = 10;
@@ -49,6 +52,10 @@ export async function runLatency(ctx: BenchContext, percent: number, maxRate: nu
       const h = rand() * (w0 + w1 + w2);
       return h < w0 ? 0 : h < w0 + w1 ? 1 : 2;
     };
+    // Where the local Cassandra's GC log stands: what it gains during the case tells its pauses.
+    const cassandraLog = ctx.servers.find((s) => s.name === 'cassandra')?.logFile;
+    const gcLog = cassandraLog === undefined ? undefined : gcLogFile(cassandraLog);
+    const gcFrom = gcLog === undefined ? undefined : await stat(gcLog).then((st) => st.size, () => undefined);
     const cpuAtStart = worker.cpuSeconds();
     const serversAtStart = ctx.serverCpu();
     const benchCpuAtStart = process.cpuUsage();
@@ -113,6 +120,11 @@ export async function runLatency(ctx: BenchContext, percent: number, maxRate: nu
     const counted: number[] = [];
     for (let i = 0; i < watcher.ts.length; i++) if (watcher.ts[i]! >= measureFrom && watcher.ts[i]! < end) counted.push(watcher.latencyMs[i]!);
     counted.sort((a, b) => a - b);
+    let gcPauses: PauseShare | undefined;
+    if (gcLog !== undefined && gcFrom !== undefined) {
+      const log = await readFrom(gcLog, gcFrom).catch(() => undefined);
+      if (log !== undefined) gcPauses = pauseShare(watcher.ts, watcher.latencyMs, parseGcPauses(log), { from: measureFrom, to: end });
+    }
     const processes = [processFacts('worker', worker, cpuAtStart)];
     return {
       title: `latency at ${percent} % of the 1-worker maximum (${rate}/s target)`,
@@ -136,6 +148,7 @@ export async function runLatency(ctx: BenchContext, percent: number, maxRate: nu
         pollMs: o.latencyPollMs,
         sampleEvery: SAMPLE_EVERY,
         ...(loopDelay === undefined ? {} : { benchLoopDelayP99Ms: Math.round(loopDelay.percentile(99) / 1e5) / 10 }),
+        ...(gcPauses === undefined ? {} : { cassandraGcPauses: gcPauses }),
       },
     };
   } finally {

@@ -49,7 +49,7 @@ export async function versions(ctx: BenchContext): Promise<Record<string, string
   const kafka = local.find((s) => s.name === 'kafka' && s.running && ctx.base.brokers.some((b) => b.endsWith(`:${s.port}`)));
   v['kafka'] = kafka?.version ?? 'unknown (not the local stack)';
   const cassandra = local.find((s) => s.name === 'cassandra' && s.running && ctx.base.cassandra.some((c) => isLocalCassandra(c, s.port)));
-  ctx.servers = [kafka, cassandra].filter((s) => s?.pid != null).map((s) => ({ name: s!.name, pid: s!.pid! }));
+  ctx.servers = [kafka, cassandra].filter((s) => s?.pid != null).map((s) => ({ name: s!.name, pid: s!.pid!, logFile: s!.logFile }));
   return v;
 }
 

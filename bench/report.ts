@@ -3,6 +3,7 @@ import { mkdirSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { formatTable } from '../src/format/table.js';
 import { renderChart } from './chart.js';
+import type { PauseShare } from './gc-pauses.js';
 import type { BenchResults, CaseResult } from './results.js';
 
 const int = (n: number | undefined | null) => (n === undefined || n === null || !Number.isFinite(n) ? '-' : Math.round(n).toLocaleString('en-US'));
@@ -77,6 +78,14 @@ const fmtMs = (ms: number): string => (ms >= 10 ? String(Math.round(ms)) : ms.to
 
 const STAGE_ORDER = ['idle', 'queued', 'identity', 'decode', 'rows', 'checkpoint_wait', 'checkpoint'];
 
+/** What Cassandra's GC pauses account for in a latency case's tail (bench/gc-pauses.ts). */
+export function pauseLine(g: PauseShare): string {
+  return (
+    `Cassandra's JVM paused ${g.pauses} time${g.pauses === 1 ? '' : 's'} (${g.pausedSeconds} s in all, the longest ${g.longestMs} ms); ` +
+    `${g.overDuringPause} of the ${g.over} sampled latencies over ${g.overMs} ms were in flight during a pause, and p99 outside them is ${Number.isNaN(g.p99OutsidePausesMs) ? '-' : Math.round(g.p99OutsidePausesMs)} ms`
+  );
+}
+
 /**
  * Where the workers' batches spent their time in each case (bench/stages.ts), and for a latency case
  * how much of its p50 the stages on a record's path account for (stageShareOfP50).
@@ -93,6 +102,8 @@ export function stageLines(r: BenchResults): string[] {
     if (share !== undefined) line += `; queued + identity + decode + rows + half the read-back interval: ${Math.round(share * 100)} % of p50 ${Math.round(c.latency!.p50Ms)} ms`;
     const loop = c.latency?.benchLoopDelayP99Ms;
     if (loop !== undefined) line += `; the bench's own event loop (producer, read-back) p99 delay ${fmtMs(loop)} ms`;
+    const g = c.latency?.cassandraGcPauses;
+    if (g !== undefined) line += `; ${pauseLine(g)}`;
     lines.push(line);
   }
   return lines.length === 0 ? [] : ['', "where a batch's wall time goes (mean ms per batch by stage, and its p99 from the histogram's buckets; /metrics exactlyonce_batch_stage_seconds):", ...lines];

@@ -1,4 +1,5 @@
 /** The shape of `bench/results/*.json`: what each case measured, plus the run's versions and machine. */
+import type { PauseShare } from './gc-pauses.js';
 import type { StageBreakdown } from './stages.js';
 
 /** One process of a case: its peak RSS (VmHWM) and the CPU it used while the case was measured. */
@@ -37,6 +38,8 @@ export interface CaseResult {
     sampleEvery: number;
     /** p99 of the bench process's own event-loop delay while measured (its producer and row watcher share that loop): how late a read-back can start. */
     benchLoopDelayP99Ms?: number;
+    /** The local Cassandra's GC pauses during the window (its GC log), and the samples they account for (bench/gc-pauses.ts). */
+    cassandraGcPauses?: PauseShare;
   };
   /** Exactly-once cases: where the workers' batches spent their wall time while measured (bench/stages.ts). */
   stages?: StageBreakdown;

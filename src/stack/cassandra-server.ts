@@ -14,11 +14,19 @@ import type { CassandraNode } from './cluster.js';
 import { serverPorts, stackTags, type ServerSpec } from './server.js';
 
 /**
- * Java 17 module access Cassandra needs, from Cassandra's conf/jvm17-server.options ("JPMS" and
- * "Netty" sections; its GC settings are left to the JVM defaults, fine for a 1 GiB heap).
+ * What Cassandra's conf/jvm17-server.options sets, as users run it: its G1 settings ("GC SETTINGS":
+ * a 300 ms pause target, objects tenured after one young collection, 16 MiB regions), the Java 17
+ * module access it needs ("JPMS") and Netty's allocator ("Netty").
  * https://github.com/apache/cassandra/blob/cassandra-5.0/conf/jvm17-server.options
  */
 const JVM17_OPTIONS = [
+  '-XX:+UseG1GC',
+  '-XX:+ParallelRefProcEnabled',
+  '-XX:MaxTenuringThreshold=1',
+  '-XX:G1HeapRegionSize=16m',
+  '-XX:G1RSetUpdatingPauseTimePercent=5',
+  '-XX:MaxGCPauseMillis=300',
+  '-XX:InitiatingHeapOccupancyPercent=70',
   '-Djdk.attach.allowAttachSelf=true',
   ...[
     'java.base/jdk.internal.misc',
@@ -171,6 +179,9 @@ auto_snapshot: false
         `-Xmx${o.cassandraHeapMb}m`,
         '-XX:+ExitOnOutOfMemoryError', // Cassandra's own advice: a node limping on after OOM can corrupt data
         ...JVM17_OPTIONS,
+        // Every collection, one line each with its wall-clock time, in logs/<node>-gc.log (the options'
+        // "GC logging" section, reduced to the pauses): the bench reads the pauses a latency case met.
+        `-Xlog:gc:file=${gcLogFile(p.logFile)}:time,uptime:filecount=5,filesize=10m`,
         ...(jamm === undefined ? [] : [`-javaagent:${path.join(lib, jamm)}`]),
         '-Dcassandra-foreground=yes', // otherwise it closes stdout/stderr, our log
         `-Dcassandra.config=${pathToFileURL(yamlFile).href}`,
@@ -195,4 +206,9 @@ auto_snapshot: false
     probe: () => (isSecure(o) && node === undefined ? secureCassandraReady(o) : cassandraReady(port, 5000, host)),
     afterReady: () => (isSecure(o) && node === undefined ? setupCassandraRoles(o) : Promise.resolve()),
   };
+}
+
+/** Where a Cassandra node of the stack logs its collections: beside its log, `<node>-gc.log`. */
+export function gcLogFile(logFile: string): string {
+  return logFile.replace(/\.log$/, '-gc.log');
 }
