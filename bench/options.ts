@@ -4,7 +4,7 @@
  * 1,000,000 events behind), sized so that the whole run stays under ~15 minutes on 2 cores.
  */
 import { defaultRunnerOptions } from '../src/engine/runner.js';
-import { ROWS_PER_BATCH } from '../src/app/event-job.js';
+import { ROWS_PER_BATCH } from '../src/cassandra/batches.js';
 
 /** The groups of cases `--cases` can select; each group yields one or more result cases. */
 export const CASE_GROUPS = ['ceiling', 'client', 'baseline', 'eo1', 'eoN', 'alerts', 'latency', 'memory'] as const;

@@ -11,6 +11,7 @@
  */
 import { int32, utf8, ValueCache } from '../cassandra/encode.js';
 import { BatchRows, PreparedBatch } from '../cassandra/prepared-batch.js';
+import { BATCH_BYTES, ROWS_PER_BATCH } from '../cassandra/batches.js';
 import { consistencies, type Client } from '../cassandra/session.js';
 import type { Decoded, DecodedRecord, Job, JobContext, SourceRecord } from '../engine/job.js';
 import { JobBinding, type BoundJob, type SettingValue, type Settings } from '../engine/job-binding.js';
@@ -136,20 +137,6 @@ export async function readJob(session: Client, keyspace: string): Promise<BoundJ
   }
 }
 
-/**
- * Rows per Cassandra batch. All rows of a batch share the partition key, so the batch is one mutation,
- * which Cassandra's batch size thresholds do not limit (they apply to batches of several partitions).
- * Measured (bench/README.md): 1,000 against 100 cut Cassandra's CPU per row by about a third and the
- * worker's by ~10 %; 500 and 2,000 did as well within the noise. A mutation of 1,000 rows is ~80 KB.
- */
-export const ROWS_PER_BATCH = 1000;
-
-/**
- * Bytes of rows after which a batch is cut even before ROWS_PER_BATCH: rows of long sources and clients
- * (up to 5 KiB each) would otherwise make a mutation of ~5 MiB, beyond what a Cassandra with a small
- * commit log segment accepts (a mutation may take half a segment).
- */
-export const BATCH_BYTES = 1 << 20;
 
 /** The encoded values that repeat from row to row: sources and clients. */
 const texts = new ValueCache<string>(utf8);

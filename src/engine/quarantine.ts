@@ -4,6 +4,7 @@
  * full length and a SHA-256 of the whole record are kept so a cut record can still be identified.
  */
 import { createHash } from 'node:crypto';
+import { cutBatches } from '../cassandra/batches.js';
 import { consistencies, fromLong, toLong, type Client, type Row } from '../cassandra/session.js';
 import { engineTables, type EngineTables } from './engine-tables.js';
 import type { SourceRecord } from './job.js';
@@ -54,19 +55,11 @@ export class Quarantine {
     // The rows of one Kafka partition share the Cassandra partition key: each UNLOGGED batch is one
     // mutation, applied atomically, like the `events` rows. Batches are cut by count and by bytes
     // (raw values are up to maxRawBytes each) to keep every mutation small.
-    const batches: Array<Array<{ query: string; params: unknown[] }>> = [[]];
-    let bytes = 0;
-    for (const { record, reason, detail } of entries) {
+    const rows = entries.map(({ record, reason, detail }) => {
       const value = record.value ?? Buffer.alloc(0);
       const raw = record.value === null ? null : value.subarray(0, this.maxRawBytes);
-      const size = (raw?.length ?? 0) + (record.key?.length ?? 0) + detail.length + 100;
-      let batch = batches[batches.length - 1]!;
-      if (batch.length > 0 && (batch.length >= QUARANTINE_ROWS_PER_BATCH || bytes + size > QUARANTINE_BATCH_BYTES)) {
-        batches.push((batch = []));
-        bytes = 0;
-      }
-      bytes += size;
-      batch.push({
+      return {
+        size: (raw?.length ?? 0) + (record.key?.length ?? 0) + detail.length + 100,
         query: statement,
         params: [
           ...this.t.jobParams,
@@ -81,8 +74,9 @@ export class Quarantine {
           createHash('sha256').update(value).digest('hex'),
           new Date(record.timestampMs),
         ],
-      });
-    }
+      };
+    });
+    const batches = cutBatches(rows, QUARANTINE_ROWS_PER_BATCH, QUARANTINE_BATCH_BYTES, (r) => r.size);
     await Promise.all(
       batches.map((queries) =>
         queries.length === 1

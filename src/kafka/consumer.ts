@@ -13,8 +13,9 @@
  *   handler has planned the starts and they are assigned. Revoked partitions are unassigned only after
  *   their batches in flight finish;
  * - at most `concurrency` partitions are processed at once, one batch at a time each, in offset order;
- *   what is fetched ahead is bounded (maxBatchSize x concurrency records here, plus librdkafka's own
- *   prefetch queue, queued.max.messages.kbytes);
+ *   a batch holds at most maxBatchSize records and MAX_BATCH_BYTES (one record at least); what is
+ *   fetched ahead is bounded (maxBatchSize x concurrency records and MAX_BATCH_BYTES x concurrency
+ *   bytes here, plus librdkafka's own prefetch queue, queued.max.messages.kbytes);
  * - a paused partition hands over nothing more, and one restarted at an offset (restartAt) nothing of
  *   its old position: its records still held here are dropped at once, and the client's assignment is
  *   changed only between two `consume` calls, so no call in flight can bring old records after it.
@@ -84,6 +85,13 @@ export const FETCH_QUEUE_BACKOFF_MS = 20;
 
 /** How long one `consume` call waits for a first record (it returns at once with what is there). */
 const CONSUME_WAIT_MS = 100;
+/**
+ * Most bytes (keys and values) in one batch: long records are handed over in fewer per batch than
+ * maxBatchSize. A job holds a batch decoded several times over (its text, its values, its rows), so
+ * `--max-batch` records of 30 KB each would not fit the worker's heap (`--max-heap-mb`).
+ */
+export const MAX_BATCH_BYTES = 2 * 2 ** 20;
+
 /** After a failed fetch, the next one waits this long (the client reconnects by itself). */
 const FETCH_ERROR_PAUSE_MS = 100;
 
@@ -97,7 +105,9 @@ export class GroupConsumer {
   private eachBatch: ((partition: number, records: SourceRecord[]) => Promise<void>) | undefined;
   /** Records fetched and not yet handed over, per assigned partition (in offset order). */
   private readonly queues = new Map<number, RawMessage[]>();
+  /** Records, and their bytes, held in `queues`. */
   private queued = 0;
+  private queuedBytes = 0;
   /** The batch each partition has in flight. */
   private readonly inFlight = new Map<number, Promise<void>>();
   /** Assigned partitions that hand over nothing: paused, or waiting for their restart. */
@@ -268,10 +278,12 @@ export class GroupConsumer {
   /** Fetches while running: never while a rebalance is handled, never more than the bound ahead. */
   private async fetchLoop(): Promise<void> {
     const bound = this.options.maxBatchSize * this.options.concurrency;
+    // In bytes too: a batch for each partition processed at once, and as much again ready.
+    const bytesBound = MAX_BATCH_BYTES * this.options.concurrency;
     while (!this.stopping) {
       while (this.rebalancing !== undefined) await this.rebalancing;
       for (const change of this.betweenFetches.splice(0)) change();
-      if (this.queued >= bound) {
+      if (this.queued >= bound || this.queuedBytes >= bytesBound) {
         await this.sleep(1_000); // woken when a batch finishes
         continue;
       }
@@ -291,6 +303,7 @@ export class GroupConsumer {
         if (queue === undefined || this.held.has(m.partition) || m.topic !== this.options.topic) continue;
         queue.push(m);
         this.queued++;
+        this.queuedBytes += bytesOf(m);
       }
       this.dispatch();
     }
@@ -302,8 +315,12 @@ export class GroupConsumer {
     for (const [p, queue] of this.queues) {
       if (this.inFlight.size >= this.options.concurrency) return;
       if (queue.length === 0 || this.inFlight.has(p) || this.held.has(p)) continue;
-      const batch = queue.splice(0, this.options.maxBatchSize);
+      let n = 0;
+      let bytes = 0;
+      while (n < queue.length && n < this.options.maxBatchSize && (n === 0 || bytes + bytesOf(queue[n]!) <= MAX_BATCH_BYTES)) bytes += bytesOf(queue[n++]!);
+      const batch = queue.splice(0, n);
       this.queued -= batch.length;
+      this.queuedBytes -= bytes;
       // Round robin: the partition goes to the back of the line.
       this.queues.delete(p);
       this.queues.set(p, queue);
@@ -329,6 +346,7 @@ export class GroupConsumer {
     const queue = this.queues.get(partition);
     if (queue === undefined) return;
     this.queued -= queue.length;
+    for (const m of queue) this.queuedBytes -= bytesOf(m);
     queue.length = 0;
   }
 
@@ -409,6 +427,11 @@ export class GroupConsumer {
 interface TopicPartition {
   topic: string;
   partition: number;
+}
+
+/** What a fetched record weighs, for the byte bounds: its key and value. */
+function bytesOf(m: RawMessage): number {
+  return (m.value?.length ?? 0) + (m.key?.length ?? 0);
 }
 
 interface RawMessage {

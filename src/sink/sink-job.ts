@@ -40,6 +40,7 @@ import type { DecodeLookup } from '../engine/job.js';
 import type { Expectation, JobAudit } from '../engine/job-audit.js';
 import type { Decoded, DecodedRecord, Job, JobContext, JobMigration, SourceRecord } from '../engine/job.js';
 import { ExactlyOnceError } from '../errors.js';
+import { BATCH_BYTES, cutBatches, ROWS_PER_BATCH } from '../cassandra/batches.js';
 import { canonical, convert, cqlColumnType, cqlTypeName } from './cql-types.js';
 import { sampleRecords } from './sample.js';
 import type { AvroSampleIds } from './sample-avro.js';
@@ -49,8 +50,6 @@ import { SchemaRegistry } from '../registry/schema-registry.js';
 /** What one record becomes. `values` follow `config.columns`; `key` follows `config.key`. */
 export type SinkRow = { kind: 'row'; key: unknown[]; values: unknown[] } | { kind: 'delete'; key: unknown[] };
 
-/** Rows per unlogged batch in log mode (all in one Cassandra partition: applied atomically). */
-const LOG_BATCH_ROWS = 100;
 /** Upsert statements in flight at once per batch. */
 const UPSERT_CONCURRENCY = 64;
 /** Write times at or above this are not offsets (2^44 µs is 1970-07-24: every wall clock is past it). */
@@ -368,12 +367,19 @@ export class SinkJob implements Job<SinkRow> {
   private async writeLog(partition: number, records: readonly DecodedRecord<SinkRow>[]): Promise<void> {
     const { config } = this;
     const query = `INSERT INTO ${this.keyspace}.${config.table} (partition, offset, ${config.columns.map((c) => c.name).join(', ')}) VALUES (?, ?, ${config.columns.map(() => '?').join(', ')})`;
-    const batches: Promise<unknown>[] = [];
-    for (let i = 0; i < records.length; i += LOG_BATCH_ROWS) {
-      const queries = records.slice(i, i + LOG_BATCH_ROWS).map(({ record, value }) => ({ query, params: [partition, toLong(record.offset), ...(value as { values: unknown[] }).values] }));
-      batches.push(this.session!.batch(queries, { prepare: true, logged: false, consistency: consistencies.localQuorum }));
-    }
-    await Promise.all(batches);
+    // Unlogged batches of one Cassandra partition each (applied atomically), cut by rows and by bytes.
+    // A row's size is taken as its record's: its columns come from the record's value, whose numbers
+    // widen to 4-8 bytes each (plus a length per value), so a batch cut at 1 MiB of records stays a
+    // few MiB at most, below the 16 MiB a mutation may take with Cassandra's default commit log.
+    const batches = cutBatches(records, ROWS_PER_BATCH, BATCH_BYTES, ({ record }) => (record.value?.length ?? 0) + (record.key?.length ?? 0) + 32);
+    await Promise.all(
+      batches.map((batch) =>
+        this.session!.batch(
+          batch.map(({ record, value }) => ({ query, params: [partition, toLong(record.offset), ...(value as { values: unknown[] }).values] })),
+          { prepare: true, logged: false, consistency: consistencies.localQuorum },
+        ),
+      ),
+    );
   }
 
   /**

@@ -10,7 +10,7 @@ import { test, type TestContext } from 'node:test';
 import { DEFAULT_ALERT_RULE } from '../../src/app/alert-rule.js';
 import { Auditor } from '../../src/app/audit/auditor.js';
 import { MAX_CLIENT_BYTES, MAX_SOURCE_BYTES } from '../../src/app/event.js';
-import { BATCH_BYTES } from '../../src/app/event-job.js';
+import { BATCH_BYTES } from '../../src/cassandra/batches.js';
 import type { ConnectionConfig } from '../../src/config.js';
 import { Producer } from '../../src/kafka/producer.js';
 import { alertsTable, alertsTopicLatest } from '../alerts-check.js';
