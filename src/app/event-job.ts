@@ -137,7 +137,6 @@ export async function readJob(session: Client, keyspace: string): Promise<BoundJ
   }
 }
 
-
 /** The encoded values that repeat from row to row: sources and clients. */
 const texts = new ValueCache<string>(utf8);
 
