@@ -180,7 +180,8 @@ auto_snapshot: false
         '-XX:+ExitOnOutOfMemoryError', // Cassandra's own advice: a node limping on after OOM can corrupt data
         ...JVM17_OPTIONS,
         // Every collection, one line each with its wall-clock time, in logs/<node>-gc.log (the options'
-        // "GC logging" section, reduced to the pauses): the bench reads the pauses a latency case met.
+        // "GC logging" section, which Cassandra ships commented out, reduced to a line per collection):
+        // the bench reads the pauses a latency case met.
         `-Xlog:gc:file=${gcLogFile(p.logFile)}:time,uptime:filecount=5,filesize=10m`,
         ...(jamm === undefined ? [] : [`-javaagent:${path.join(lib, jamm)}`]),
         '-Dcassandra-foreground=yes', // otherwise it closes stdout/stderr, our log
