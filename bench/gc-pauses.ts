@@ -5,7 +5,6 @@
  * with its wall-clock time (`-Xlog:gc`, src/stack/cassandra-server.ts): the bench reads what that log
  * gained during the case.
  */
-import { open } from 'node:fs/promises';
 import { quantile } from './row-watcher.js';
 
 export interface Pause {
@@ -27,21 +26,6 @@ export function parseGcPauses(log: string): Pause[] {
     pauses.push({ from: to - Number(m[4]), to });
   }
   return pauses;
-}
-
-/** What a file gained after `offset` (its size at the start of the case; all of it when it was rotated since), at most `max` bytes. */
-export async function readFrom(file: string, offset: number, max = 64 * 2 ** 20): Promise<string> {
-  const f = await open(file, 'r');
-  try {
-    const size = (await f.stat()).size;
-    const from = size < offset ? 0 : offset;
-    const length = Math.min(size - from, max);
-    const buf = Buffer.alloc(length);
-    await f.read(buf, 0, length, from);
-    return buf.toString('utf8');
-  } finally {
-    await f.close();
-  }
 }
 
 export interface PauseShare {

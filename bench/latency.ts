@@ -19,7 +19,8 @@ import { cpuPer1000, processFacts, serverCpuPer1000, type CaseResult } from './r
 import { quantile, RowWatcher } from './row-watcher.js';
 import { parseLayout } from '../src/app/events-layout.js';
 import { readStages, stagesBetween, type StageTotals } from './stages.js';
-import { parseGcPauses, pauseShare, readFrom, type PauseShare } from './gc-pauses.js';
+import { parseGcPauses, pauseShare, type PauseShare } from './gc-pauses.js';
+import { tailFile } from '../src/stack/process.js';
 import { gcLogFile } from '../src/stack/cassandra-server.js';
 import { stat } from 'node:fs/promises';
 
@@ -122,7 +123,8 @@ export async function runLatency(ctx: BenchContext, percent: number, maxRate: nu
     counted.sort((a, b) => a - b);
     let gcPauses: PauseShare | undefined;
     if (gcLog !== undefined && gcFrom !== undefined) {
-      const log = await readFrom(gcLog, gcFrom).catch(() => undefined);
+      // What the log gained since (a case logs a few hundred collections at most; none after a rotation).
+      const log = await tailFile(gcLog, 100_000, gcFrom).catch(() => undefined);
       if (log !== undefined) gcPauses = pauseShare(watcher.ts, watcher.latencyMs, parseGcPauses(log), { from: measureFrom, to: end });
     }
     const processes = [processFacts('worker', worker, cpuAtStart)];

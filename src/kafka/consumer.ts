@@ -317,7 +317,11 @@ export class GroupConsumer {
       if (queue.length === 0 || this.inFlight.has(p) || this.held.has(p)) continue;
       let n = 0;
       let bytes = 0;
-      while (n < queue.length && n < this.options.maxBatchSize && (n === 0 || bytes + bytesOf(queue[n]!) <= MAX_BATCH_BYTES)) bytes += bytesOf(queue[n++]!);
+      for (const limit = Math.min(queue.length, this.options.maxBatchSize); n < limit; n++) {
+        const b = bytesOf(queue[n]!);
+        if (n > 0 && bytes + b > MAX_BATCH_BYTES) break;
+        bytes += b;
+      }
       const batch = queue.splice(0, n);
       this.queued -= batch.length;
       this.queuedBytes -= bytes;
