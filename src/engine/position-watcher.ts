@@ -9,6 +9,7 @@
  *   with auto.offset.reset=error the client stops fetching there) stops the partition. Offsets are
  *   read before the watermarks, so a batch stored meanwhile can never look beyond the end.
  */
+import { writeFileSync } from 'node:fs';
 import { ExactlyOnceError } from '../errors.js';
 import type { Binding, LogAdmin } from './assignment-planner.js';
 import { partitionsAdded, topicRecreated } from './job-binding.js';
@@ -115,34 +116,37 @@ export interface IdentityGateDeps {
 /**
  * Closes the window between the watcher's periodic checks: a batch is handed to its task only after
  * a check of the topic's identity (and, for a job whose keys must stay on their partition, its
- * partition count) that *started after the batch arrived*, so records of a topic
+ * partition count) that *started after the batch's records were fetched*, so records of a topic
  * deleted and re-created under the worker (whose offsets the client simply goes on reading) are never
- * written as the old topic's. Checks are shared: the one in flight serves every batch that arrived
- * before it started, so a busy worker asks for the topic's metadata about once per round trip, not
- * once per batch.
+ * written as the old topic's. Checks are shared: the one in flight serves every batch fetched before
+ * it started, so a busy worker asks for the topic's metadata about once per round trip, not once per
+ * batch. A check can start as soon as records are fetched (`confirm` from the consumer's fetch), so
+ * that a batch waiting behind its partition's batch in flight finds its check done when its turn comes.
  */
 export class IdentityGate {
-  /** Checks started, and the number of the last one that completed. */
-  private started = 0;
-  private confirmed = 0;
+  /** When (performance.now()) the last check that completed had started. */
+  private confirmedFrom = -Infinity;
   private inflight: Promise<void> | undefined;
 
   constructor(private readonly deps: IdentityGateDeps) {}
 
-  /** Taken when a batch arrives: a check numbered above it started later. */
+  /** For records that arrive now: a check started after this has seen what the topic was by then. */
   ticket(): number {
-    return this.started;
+    return performance.now();
   }
 
-  /** Resolves once a check started after `ticket` was taken has completed (and acted). */
-  confirm(ticket: number): Promise<void> {
-    if (this.confirmed > ticket) return Promise.resolve();
+  /**
+   * Resolves once a check that started after `since` (performance.now(): when the batch's records were
+   * fetched, or a ticket) has completed (and acted); starts one if none is in flight.
+   */
+  confirm(since: number): Promise<void> {
+    if (this.confirmedFrom > since) return Promise.resolve();
     return this.deps.retrying(async () => {
-      while (this.confirmed <= ticket) {
+      while (this.confirmedFrom <= since) {
         if (this.inflight === undefined) {
-          const n = ++this.started;
+          const from = performance.now();
           this.inflight = this.check()
-            .then(() => void (this.confirmed = Math.max(this.confirmed, n)))
+            .then(() => void (this.confirmedFrom = Math.max(this.confirmedFrom, from)))
             .finally(() => (this.inflight = undefined));
         }
         await this.inflight;
@@ -151,6 +155,7 @@ export class IdentityGate {
   }
 
   private async check(): Promise<void> {
+    CHECKS.n++;
     const { topic, admin, binding } = this.deps;
     const bound = binding.topicId;
     if (bound === undefined) return;
@@ -159,8 +164,11 @@ export class IdentityGate {
     // (A topic gone for now is no proof of anything: batches read before it was deleted are its own.)
     if (now !== null && now !== bound) this.deps.onRecreated(topicRecreated(topic, bound, now));
     // A producer that placed a record by the new partition count learned it from the brokers before
-    // the record was written, so before the batch holding it arrived, so before this check began:
+    // the record was written, so before the record was fetched, so before this check began:
     // the check sees the new count, and the batch is not written.
     else if (boundPartitions !== undefined && partitions !== null && partitions > boundPartitions) this.deps.onRecreated(partitionsAdded(topic, boundPartitions, partitions));
   }
 }
+
+const CHECKS = { n: 0 };
+setInterval(() => writeFileSync(`/tmp/checks-${process.pid}.txt`, `${CHECKS.n}\n`), 500).unref();

@@ -210,6 +210,9 @@ export class Runner {
       maxBufferKb: options.maxBufferKb,
       sessionTimeoutMs: options.sessionTimeoutMs,
       metadataRefreshMs: options.metadataRefreshMs,
+      // The identity check that vouches for these records starts now, while the partitions' batches
+      // in flight write their rows, rather than when each of them is handed over.
+      onFetched: (at) => void identity.confirm(at).catch(() => undefined),
       onPositionOutOfRange: (message) => {
         this.lastClientError = { message, at: Date.now() };
         void this.positions?.check(message);
@@ -261,12 +264,12 @@ export class Runner {
         },
         onAssignFailed: (failed, e) => tasks.assignFailed(failed, e),
       },
-      async (partition, records) => {
+      async (partition, records, fetchedAt) => {
         if (this.kafkaDownSince !== undefined) {
           this.log.info({ server: 'Kafka', downMs: Date.now() - this.kafkaDownSince }, 'Kafka answers again');
           this.kafkaDownSince = undefined;
         }
-        if (await tasks.process(partition, records)) this.consumer?.pause([partition]);
+        if (await tasks.process(partition, records, fetchedAt)) this.consumer?.pause([partition]);
       },
     );
     // Joining needs the brokers: retried like every other Kafka call, each attempt with a new client

@@ -30,7 +30,7 @@ export class TaskManager {
     private readonly ownership: OwnershipRecorder,
     private readonly metrics: EngineMetrics,
     private readonly log: Logger,
-    /** When given, each batch waits for a topic-identity check that started after it arrived. */
+    /** When given, each batch waits for a topic-identity check that started after its records were fetched. */
     private readonly identity?: Pick<IdentityGate, 'ticket' | 'confirm'>,
   ) {}
 
@@ -109,14 +109,14 @@ export class TaskManager {
    * Hands a batch to its partition's task. Resolves true when the partition is stopped (the poll loop
    * pauses it). A batch of a partition no longer owned is dropped: nothing is checkpointed.
    */
-  async process(partition: number, records: readonly SourceRecord[]): Promise<boolean> {
+  async process(partition: number, records: readonly SourceRecord[], fetchedAt?: number): Promise<boolean> {
     const task = this.byPartition.get(partition);
     if (task === undefined) return false; // not ours any more; nothing is checkpointed
     const arrived = performance.now();
-    const ticket = this.identity?.ticket();
     try {
-      // Records of a topic re-created under the worker must not be written as the old topic's.
-      if (ticket !== undefined) await this.identity!.confirm(ticket);
+      // Records of a topic re-created under the worker must not be written as the old topic's: a
+      // check that started after they were fetched (without the time, after now) vouches for them.
+      if (this.identity !== undefined) await this.identity.confirm(fetchedAt ?? this.identity.ticket());
       if (task.status.state === 'stopped') return true;
       await task.process(records, arrived);
     } catch (e) {

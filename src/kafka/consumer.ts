@@ -18,7 +18,10 @@
  *   bytes here, plus librdkafka's own prefetch queue, queued.max.messages.kbytes);
  * - a paused partition hands over nothing more, and one restarted at an offset (restartAt) nothing of
  *   its old position: its records still held here are dropped at once, and the client's assignment is
- *   changed only between two `consume` calls, so no call in flight can bring old records after it.
+ *   changed only between two `consume` calls, so no call in flight can bring old records after it;
+ * - each batch carries when its last record was fetched (`onFetched` announces each fetch as it
+ *   returns), so a check that must follow the fetch (the engine's topic identity check) can run while
+ *   the batch waits for its turn.
  */
 import { createRequire } from 'node:module';
 import type { ConnectionConfig } from '../config.js';
@@ -77,6 +80,8 @@ export interface ConsumerOptions {
    * the log). Judge it by kafkaErrorKind(kafkaErrorCode(e)), never by its message.
    */
   onClientError?: (e: Error & { code?: number }) => void;
+  /** A `consume` call returned records at `at` (performance.now()), before they are queued for their batches. */
+  onFetched?: (at: number) => void;
 }
 
 
@@ -98,13 +103,26 @@ const FETCH_ERROR_PAUSE_MS = 100;
 const ERR_ASSIGN_PARTITIONS = -175;
 const OFFSET_BEGINNING = -2;
 
+/**
+ * Called with each batch, one at a time per partition; `fetchedAt` is when (performance.now()) the
+ * `consume` call that brought the batch's last record returned: every record of it was fetched from
+ * the brokers before then.
+ */
+export type EachBatch = (partition: number, records: SourceRecord[], fetchedAt: number) => Promise<void>;
+
+/** A partition's records not yet handed over, with when each was fetched. */
+interface Queue {
+  messages: RawMessage[];
+  fetchedAt: number[];
+}
+
 export class GroupConsumer {
   private readonly consumer: LowLevelConsumer;
   private readonly log: ReturnType<typeof quietLogger>;
   private handler: AssignmentHandler | undefined;
-  private eachBatch: ((partition: number, records: SourceRecord[]) => Promise<void>) | undefined;
+  private eachBatch: EachBatch | undefined;
   /** Records fetched and not yet handed over, per assigned partition (in offset order). */
-  private readonly queues = new Map<number, RawMessage[]>();
+  private readonly queues = new Map<number, Queue>();
   /** Records, and their bytes, held in `queues`. */
   private queued = 0;
   private queuedBytes = 0;
@@ -224,7 +242,7 @@ export class GroupConsumer {
     const stopped: number[] = [];
     for (const p of partitions) {
       this.dropQueued(p);
-      this.queues.set(p, []);
+      this.queues.set(p, { messages: [], fetchedAt: [] });
       if (starts.get(p) === 'stopped') {
         this.held.add(p);
         stopped.push(p);
@@ -250,7 +268,7 @@ export class GroupConsumer {
     this.consumer.incrementalUnassign(assignment.filter((tp) => !this.unassigned.delete(`${tp.topic}:${tp.partition}`)));
   }
 
-  async start(handler: AssignmentHandler, eachBatch: (partition: number, records: SourceRecord[]) => Promise<void>): Promise<void> {
+  async start(handler: AssignmentHandler, eachBatch: EachBatch): Promise<void> {
     this.handler = handler;
     this.eachBatch = eachBatch;
     // Errors reported while connecting are seen too; the first one is what connect fails with.
@@ -296,15 +314,18 @@ export class GroupConsumer {
         await this.sleep(FETCH_ERROR_PAUSE_MS);
         continue;
       }
+      const fetchedAt = performance.now();
       for (const m of messages) {
         const queue = this.queues.get(m.partition);
         // Not ours any more, paused, or waiting for its restart: dropped (a paused partition is
         // read again only from an explicit offset: reassigned, or restartAt).
         if (queue === undefined || this.held.has(m.partition) || m.topic !== this.options.topic) continue;
-        queue.push(m);
+        queue.messages.push(m);
+        queue.fetchedAt.push(fetchedAt);
         this.queued++;
         this.queuedBytes += bytesOf(m);
       }
+      if (messages.length > 0) this.options.onFetched?.(fetchedAt);
       this.dispatch();
     }
   }
@@ -314,15 +335,16 @@ export class GroupConsumer {
     if (this.stopping) return;
     for (const [p, queue] of this.queues) {
       if (this.inFlight.size >= this.options.concurrency) return;
-      if (queue.length === 0 || this.inFlight.has(p) || this.held.has(p)) continue;
+      if (queue.messages.length === 0 || this.inFlight.has(p) || this.held.has(p)) continue;
       let n = 0;
       let bytes = 0;
-      for (const limit = Math.min(queue.length, this.options.maxBatchSize); n < limit; n++) {
-        const b = bytesOf(queue[n]!);
+      for (const limit = Math.min(queue.messages.length, this.options.maxBatchSize); n < limit; n++) {
+        const b = bytesOf(queue.messages[n]!);
         if (n > 0 && bytes + b > MAX_BATCH_BYTES) break;
         bytes += b;
       }
-      const batch = queue.splice(0, n);
+      const batch = queue.messages.splice(0, n);
+      const fetchedAt = queue.fetchedAt.splice(0, n)[n - 1]!;
       this.queued -= batch.length;
       this.queuedBytes -= bytes;
       // Round robin: the partition goes to the back of the line.
@@ -330,7 +352,7 @@ export class GroupConsumer {
       this.queues.set(p, queue);
       const topic = this.options.topic;
       const records = batch.map((m) => sourceRecord(topic, p, m));
-      const done = this.eachBatch!(p, records)
+      const done = this.eachBatch!(p, records, fetchedAt)
         .catch((e: unknown) => {
           // The runner's batches do not throw (every failure stops the partition there); should one,
           // its partition hands over nothing more, visibly, instead of being redelivered in a loop.
@@ -349,9 +371,10 @@ export class GroupConsumer {
   private dropQueued(partition: number): void {
     const queue = this.queues.get(partition);
     if (queue === undefined) return;
-    this.queued -= queue.length;
-    for (const m of queue) this.queuedBytes -= bytesOf(m);
-    queue.length = 0;
+    this.queued -= queue.messages.length;
+    for (const m of queue.messages) this.queuedBytes -= bytesOf(m);
+    queue.messages.length = 0;
+    queue.fetchedAt.length = 0;
   }
 
   private sleep(ms: number): Promise<void> {

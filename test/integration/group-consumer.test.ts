@@ -149,3 +149,67 @@ test('GroupConsumer: the client refuses an assignment: the handler is told, noth
   assert.deepEqual(handedToA, []);
   assert.deepEqual(clientErrors, [], 'no rebalance failed: what the client never took is not unassigned');
 });
+
+test('GroupConsumer: each batch carries when its last record was fetched: after it was produced, announced by onFetched, and before the hand-over when the batch waited behind its partition', async (t) => {
+  const config = testConfig();
+  await freshTopic(t, config, 1);
+  const producer = new Producer(config);
+  t.after(() => producer.close());
+  await producer.connect();
+  const announced: number[] = [];
+  const consumer = new GroupConsumer(config, {
+    groupId: config.group,
+    topic: config.topic,
+    maxBatchSize: 100,
+    concurrency: 1,
+    maxBufferKb: 64,
+    sessionTimeoutMs: 6000,
+    metadataRefreshMs: 300_000,
+    onFetched: (at) => void announced.push(at),
+  });
+  t.after(() => consumer.stop());
+  const batches: Array<{ offsets: number[]; fetchedAt: number; handedOver: number; announced: boolean; finished: number }> = [];
+  let assigned = false;
+  await consumer.start(
+    {
+      onAssign: async (ps) => {
+        assigned = true;
+        return new Map(ps.map((p) => [p, 'beginning' as const]));
+      },
+      onRevoke: () => undefined,
+      onAssignFailed: () => assert.fail('assignment refused'),
+    },
+    async (_p, records, fetchedAt) => {
+      const batch = { offsets: records.map((r) => Number(r.offset)), fetchedAt, handedOver: performance.now(), announced: announced.includes(fetchedAt), finished: 0 };
+      batches.push(batch);
+      // The first batch is slow: what is produced meanwhile is fetched, and waits behind it.
+      if (batches.length === 1) await sleep(3000);
+      batch.finished = performance.now();
+    },
+  );
+  await waitFor(() => (assigned ? true : undefined), { timeoutMs: 60_000, message: 'the partition is assigned' });
+  // Two waves: nothing of a wave can be fetched before it is sent.
+  const sentAt: number[] = [];
+  sentAt.push(performance.now());
+  await producer.send(config.topic, range(0, 10).map((i) => ({ key: `k${i}`, value: `v${i}`, partition: 0 })));
+  await waitFor(() => (batches.length > 0 ? true : undefined), { timeoutMs: 60_000, message: 'the first wave is handed over' });
+  sentAt.push(performance.now());
+  await producer.send(config.topic, range(10, 20).map((i) => ({ key: `k${i}`, value: `v${i}`, partition: 0 })));
+  await waitFor(() => (batches.flatMap((b) => b.offsets).length === 20 && batches.every((b) => b.finished > 0) ? true : undefined), { timeoutMs: 60_000, message: 'both waves are handed over' });
+  await consumer.stop();
+
+  assert.deepEqual(batches.flatMap((b) => b.offsets), range(0, 20), 'each record once, in order');
+  for (const b of batches) {
+    const wave = b.offsets.at(-1)! < 10 ? 0 : 1;
+    assert.ok(b.fetchedAt > sentAt[wave]!, `batch ${b.offsets[0]}..${b.offsets.at(-1)}: fetched after its last record was sent`);
+    assert.ok(b.fetchedAt <= b.handedOver, 'fetched before it was handed over');
+    assert.ok(b.announced, 'its fetch was announced by onFetched');
+  }
+  // The second wave was fetched while the first batch was in flight: its stamp is its fetch, not its hand-over.
+  const waited = batches.filter((b) => b.offsets[0]! >= 10);
+  assert.ok(waited.length > 0);
+  for (const b of waited) {
+    assert.ok(b.handedOver >= batches[0]!.finished, 'handed over after the first batch finished');
+    assert.ok(b.fetchedAt < batches[0]!.finished, `fetched while the first batch was in flight (${(batches[0]!.finished - b.fetchedAt).toFixed(0)} ms before it finished)`);
+  }
+});

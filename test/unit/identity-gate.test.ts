@@ -67,3 +67,28 @@ test('an unchanged topic lets batches through; a topic gone for now stops nothin
   assert.deepEqual(stops, []);
   assert.equal(admin.calls, 2);
 });
+
+test('records fetched before a check started are vouched for by it: their batch, handed over later, needs no check of its own', async () => {
+  const admin = fakeAdmin('same');
+  const stops: ExactlyOnceError[] = [];
+  const gate = new IdentityGate({ topic: 't', admin, binding: { topicId: 'same', settingsChanged: undefined }, onRecreated: (e) => stops.push(e), retrying: (fn) => fn() });
+  const fetchedAt = gate.ticket(); // records fetched…
+  const early = gate.confirm(fetchedAt); // …and their check started at once (the consumer's onFetched)
+  await tick();
+  admin.answer();
+  await early;
+  // The batch waited behind its partition's batch in flight; handed over now, it goes on at once.
+  let handedOver = false;
+  const later = gate.confirm(fetchedAt).then(() => (handedOver = true));
+  await tick();
+  assert.equal(handedOver, true);
+  await later;
+  assert.equal(admin.calls, 1);
+  // Records fetched after that check started are not: they wait for a check of their own.
+  const next = gate.confirm(gate.ticket());
+  await tick();
+  assert.equal(admin.calls, 2);
+  admin.answer();
+  await next;
+  assert.deepEqual(stops, []);
+});
