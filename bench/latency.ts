@@ -18,7 +18,7 @@ import { checkpointProgress, drainTarget } from './drain.js';
 import { cpuPer1000, processFacts, serverCpuPer1000, type CaseResult } from './results.js';
 import { quantile, RowWatcher } from './row-watcher.js';
 import { parseLayout } from '../src/app/events-layout.js';
-import { readStages, stagesBetween, type StageTotals } from './stages.js';
+import { readWorkers, stagesBetween, workerLoopBetween, type WorkerReading } from './stages.js';
 import { parseGcPauses, pauseShare, type PauseShare } from './gc-pauses.js';
 import { tailFile } from '../src/stack/process.js';
 import { gcLogFile } from '../src/stack/cassandra-server.js';
@@ -66,16 +66,17 @@ export async function runLatency(ctx: BenchContext, percent: number, maxRate: nu
     let sent = 0;
     // Each record is made when the paced producer takes it, that is when it is due, and stamped then.
     let checkedAt = 0;
-    // The workers' stage totals when the measured window opens (bench/stages.ts).
-    let stagesAtStart: Promise<StageTotals> | undefined;
+    // The worker's stage and GC totals when the measured window opens (bench/stages.ts); reading them
+    // also starts its event-loop delay afresh.
+    let workerAtStart: Promise<WorkerReading> | undefined;
     // The bench's own event loop (producer and watcher share it): a late poll adds to every latency it reads.
     let loopDelay: IntervalHistogram | undefined;
     const records = function* (): Generator<OutgoingRecord> {
       for (let now = Date.now(); now < end; now = Date.now(), sent++) {
         if (now - checkedAt >= CHECK_EVERY_MS) {
           checkedAt = now;
-          if (now >= measureFrom && stagesAtStart === undefined) {
-            stagesAtStart = readStages([worker]);
+          if (now >= measureFrom && workerAtStart === undefined) {
+            workerAtStart = readWorkers([worker]);
             loopDelay = monitorEventLoopDelay({ resolution: 10 });
             loopDelay.enable();
           }
@@ -96,7 +97,10 @@ export async function runLatency(ctx: BenchContext, percent: number, maxRate: nu
     if (ctx.signal.aborted) throw new BenchAborted();
     const producedSeconds = (Date.now() - started) / 1000;
     loopDelay?.disable();
-    const stages = stagesBetween(await (stagesAtStart ?? {}), await readStages([worker]));
+    const workerAtEnd = await readWorkers([worker]);
+    const atStart = await workerAtStart;
+    const stages = stagesBetween(atStart?.stages ?? {}, workerAtEnd.stages);
+    const workerLoop = atStart === undefined ? undefined : workerLoopBetween(atStart, workerAtEnd);
 
     // Every sampled row must become readable and every event be checkpointed; the worker may still be catching up.
     const target = await drainTarget(ctx, config.topic);
@@ -151,6 +155,7 @@ export async function runLatency(ctx: BenchContext, percent: number, maxRate: nu
         sampleEvery: SAMPLE_EVERY,
         ...(loopDelay === undefined ? {} : { benchLoopDelayP99Ms: Math.round(loopDelay.percentile(99) / 1e5) / 10 }),
         ...(gcPauses === undefined ? {} : { cassandraGcPauses: gcPauses }),
+        ...(workerLoop === undefined ? {} : { workerLoop }),
       },
     };
   } finally {

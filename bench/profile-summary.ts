@@ -7,9 +7,10 @@
  *
  * --skip-seconds leaves out the first seconds of each profile (start-up: loading and compiling modules).
  */
-import { readFileSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { parseArgs } from 'node:util';
 import { packageRoot } from '../src/package-root.js';
 
 interface ProfileNode {
@@ -78,15 +79,28 @@ function table(title: string, m: Map<string, number>, total: number, busy: numbe
 
 const isMain = process.argv[1] !== undefined && path.resolve(process.argv[1]) === fileURLToPath(import.meta.url);
 if (isMain) {
-  const args = process.argv.slice(2);
-  const topAt = args.indexOf('--top');
-  const top = topAt >= 0 ? Number(args.splice(topAt, 2)[1]) : 25;
-  const skipAt = args.indexOf('--skip-seconds');
-  const skip = skipAt >= 0 ? Number(args.splice(skipAt, 2)[1]) : 0;
-  if (args.length === 0) {
-    process.stderr.write('usage: node --import tsx bench/profile-summary.ts FILE.cpuprofile… [--top N] [--skip-seconds S]\n');
+  const usage = 'usage: node --import tsx bench/profile-summary.ts FILE.cpuprofile… [--top N] [--skip-seconds S]';
+  const fail = (message: string): never => {
+    process.stderr.write(`profile-summary: ${message}\n${usage}\n`);
     process.exit(2);
+  };
+  let parsed: { values: { top?: string; 'skip-seconds'?: string; help?: boolean }; positionals: string[] } | undefined;
+  try {
+    parsed = parseArgs({ options: { top: { type: 'string' }, 'skip-seconds': { type: 'string' }, help: { type: 'boolean', short: 'h' } }, allowPositionals: true });
+  } catch (e) {
+    fail((e as Error).message);
   }
+  const { values, positionals: args } = parsed!;
+  if (values.help === true) {
+    process.stdout.write(`${usage}\n\nSelf time per module and per function of V8 CPU profiles (bench --cpu-prof DIR).\n  --top N            rows per table (25)\n  --skip-seconds S   leave out each profile's first S seconds (start-up)\n`);
+    process.exit(0);
+  }
+  const top = Number(values.top ?? 25);
+  if (!Number.isInteger(top) || top < 1) fail(`--top must be a whole number of rows, not ${values.top}`);
+  const skip = Number(values['skip-seconds'] ?? 0);
+  if (!Number.isFinite(skip) || skip < 0) fail(`--skip-seconds must be a number of seconds, not ${values['skip-seconds']}`);
+  if (args.length === 0) fail('no profile given');
+  for (const file of args) if (!existsSync(file)) fail(`no such file: ${file}`);
   const byFunction = new Map<string, number>();
   const byModule = new Map<string, number>();
   let total = 0;

@@ -5,6 +5,7 @@ import { formatTable } from '../src/format/table.js';
 import { renderChart } from './chart.js';
 import type { PauseShare } from './gc-pauses.js';
 import type { BenchResults, CaseResult } from './results.js';
+import type { WorkerLoop } from './stages.js';
 
 const int = (n: number | undefined | null) => (n === undefined || n === null || !Number.isFinite(n) ? '-' : Math.round(n).toLocaleString('en-US'));
 const ratio = (n: number | null) => (n === null || !Number.isFinite(n) ? '-' : `${n.toFixed(2)}×`);
@@ -78,6 +79,12 @@ const fmtMs = (ms: number): string => (ms >= 10 ? String(Math.round(ms)) : ms.to
 
 const STAGE_ORDER = ['idle', 'queued', 'identity', 'decode', 'rows', 'checkpoint_wait', 'checkpoint'];
 
+/** What held the worker's event loop up in a latency case (bench/stages.ts). */
+export function workerLoopLine(w: WorkerLoop): string {
+  const delay = w.delayP99Ms === undefined ? '' : `the worker's event loop p99 delay ${fmtMs(w.delayP99Ms)} ms (max ${fmtMs(w.delayMaxMs!)} ms), `;
+  return `${delay}its GC ${w.gcCount} collection${w.gcCount === 1 ? '' : 's'} (${w.gcSeconds} s in all, ${w.gcOver10Ms} over 10 ms)`;
+}
+
 /** What Cassandra's GC pauses account for in a latency case's tail (bench/gc-pauses.ts). */
 export function pauseLine(g: PauseShare): string {
   return (
@@ -102,6 +109,8 @@ export function stageLines(r: BenchResults): string[] {
     if (share !== undefined) line += `; queued + identity + decode + rows + half the read-back interval: ${Math.round(share * 100)} % of p50 ${Math.round(c.latency!.p50Ms)} ms`;
     const loop = c.latency?.benchLoopDelayP99Ms;
     if (loop !== undefined) line += `; the bench's own event loop (producer, read-back) p99 delay ${fmtMs(loop)} ms`;
+    const w = c.latency?.workerLoop;
+    if (w !== undefined) line += `; ${workerLoopLine(w)}`;
     const g = c.latency?.cassandraGcPauses;
     if (g !== undefined) line += `; ${pauseLine(g)}`;
     lines.push(line);

@@ -1,6 +1,6 @@
 /** The shape of `bench/results/*.json`: what each case measured, plus the run's versions and machine. */
 import type { PauseShare } from './gc-pauses.js';
-import type { StageBreakdown } from './stages.js';
+import type { StageBreakdown, WorkerLoop } from './stages.js';
 
 /** One process of a case: its peak RSS (VmHWM) and the CPU it used while the case was measured. */
 export interface ProcessFacts {
@@ -40,6 +40,8 @@ export interface CaseResult {
     benchLoopDelayP99Ms?: number;
     /** The local Cassandra's GC pauses during the window (its GC log), and the samples they account for (bench/gc-pauses.ts). */
     cassandraGcPauses?: PauseShare;
+    /** What held the worker's own event loop up while measured: its delay and its garbage collections (bench/stages.ts). */
+    workerLoop?: WorkerLoop;
   };
   /** Exactly-once cases: where the workers' batches spent their wall time while measured (bench/stages.ts). */
   stages?: StageBreakdown;

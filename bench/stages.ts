@@ -1,7 +1,9 @@
 /**
  * Where a worker's batches spend their wall time: its `exactlyonce_batch_stage_seconds` histogram
  * (src/engine/metrics.ts), read from the worker's /metrics at the start and at the end of a case's
- * measured window; per stage, the batches observed in between and their mean, in ms.
+ * measured window; per stage, the batches observed in between and their mean, in ms. The same two
+ * readings give what held the worker's own event loop up in the window: its delay (prom-client's
+ * `nodejs_eventloop_lag_*`, reset at each reading) and its garbage collections (`nodejs_gc_duration_seconds`).
  */
 import { byLabel, histogramQuantile, parsePrometheus, select, type Sample } from '../src/dashboard/prometheus.js';
 import type { BenchProcess } from './processes.js';
@@ -16,25 +18,87 @@ export type StageTotals = Record<string, { count: number; sum: number; buckets?:
 export type StageBreakdown = Record<string, { batches: number; meanMs: number; p99Ms?: number }>;
 
 const NAME = 'exactlyonce_batch_stage_seconds';
+const GC = 'exactlyonce_nodejs_gc_duration_seconds';
+const LOOP = 'exactlyonce_nodejs_eventloop_lag';
 
-/** The stage totals of every process served on a metrics port, added up; empty when none answers. */
-export async function readStages(procs: ReadonlyArray<BenchProcess>): Promise<StageTotals> {
+/** One reading of the workers' /metrics: their stage totals, GC totals (by kind), and event-loop delay since the previous reading. */
+export interface WorkerReading {
+  stages: StageTotals;
+  gc: StageTotals;
+  /** The highest p99 and maximum over the processes, in ms; absent when none serves them. */
+  loopDelay?: { p99Ms: number; maxMs: number };
+}
+
+/** What held a worker's event loop up in a window: its delay, and its garbage collections. */
+export interface WorkerLoop {
+  delayP99Ms?: number;
+  delayMaxMs?: number;
+  gcCount: number;
+  gcSeconds: number;
+  /** Collections that took longer than 10 ms (from the histogram's buckets). */
+  gcOver10Ms: number;
+}
+
+/** Reads every process served on a metrics port, and adds their totals up; empty when none answers. */
+export async function readWorkers(procs: ReadonlyArray<BenchProcess>): Promise<WorkerReading> {
   const texts = await Promise.all(
     procs
       .filter((p) => p.metricsPort !== undefined)
       .map((p) => fetch(`http://127.0.0.1:${p.metricsPort}/metrics`, { signal: AbortSignal.timeout(5000) }).then((r) => r.text()).catch(() => '')),
   );
   const samples = texts.flatMap(parsePrometheus);
-  const sums = byLabel(samples, `${NAME}_sum`, 'stage');
+  const p99 = select(samples, `${LOOP}_p99_seconds`);
+  const max = select(samples, `${LOOP}_max_seconds`);
+  return {
+    stages: histogramTotals(samples, NAME, 'stage'),
+    gc: histogramTotals(samples, GC, 'kind'),
+    ...(p99.length === 0 ? {} : { loopDelay: { p99Ms: Math.max(...p99.map((s) => s.value)) * 1000, maxMs: Math.max(...max.map((s) => s.value)) * 1000 } }),
+  };
+}
+
+/** The stage totals of every process served on a metrics port, added up; empty when none answers. */
+export async function readStages(procs: ReadonlyArray<BenchProcess>): Promise<StageTotals> {
+  return (await readWorkers(procs)).stages;
+}
+
+/** A histogram's cumulative count, sum and buckets per value of `label`, added up over the processes. */
+function histogramTotals(samples: Sample[], name: string, label: string): StageTotals {
+  const sums = byLabel(samples, `${name}_sum`, label);
   const buckets = new Map<string, Record<string, number>>();
-  for (const s of select(samples, `${NAME}_bucket`)) {
-    const { stage, le } = s.labels;
-    if (stage === undefined || le === undefined) continue;
-    const b = buckets.get(stage) ?? {};
+  for (const s of select(samples, `${name}_bucket`)) {
+    const key = s.labels[label];
+    const le = s.labels['le'];
+    if (key === undefined || le === undefined) continue;
+    const b = buckets.get(key) ?? {};
     b[le] = (b[le] ?? 0) + s.value;
-    buckets.set(stage, b);
+    buckets.set(key, b);
   }
-  return Object.fromEntries([...byLabel(samples, `${NAME}_count`, 'stage')].map(([stage, count]) => [stage, { count, sum: sums.get(stage) ?? 0, buckets: buckets.get(stage) }]));
+  return Object.fromEntries([...byLabel(samples, `${name}_count`, label)].map(([key, count]) => [key, { count, sum: sums.get(key) ?? 0, buckets: buckets.get(key) }]));
+}
+
+/**
+ * The worker's event loop in the window between two readings: the delay the second reading reports
+ * (prom-client resets it at each reading, so it covers exactly the window), and the collections
+ * between them, of every kind.
+ */
+export function workerLoopBetween(from: WorkerReading, to: WorkerReading): WorkerLoop {
+  let gcCount = 0;
+  let gcSeconds = 0;
+  let gcOver10Ms = 0;
+  for (const [kind, t] of Object.entries(to.gc)) {
+    const before = from.gc[kind];
+    const n = t.count - (before?.count ?? 0);
+    gcCount += n;
+    gcSeconds += t.sum - (before?.sum ?? 0);
+    const under = (t.buckets?.['0.01'] ?? 0) - (before?.buckets?.['0.01'] ?? 0);
+    gcOver10Ms += n - under;
+  }
+  return {
+    ...(to.loopDelay === undefined ? {} : { delayP99Ms: Math.round(to.loopDelay.p99Ms * 10) / 10, delayMaxMs: Math.round(to.loopDelay.maxMs * 10) / 10 }),
+    gcCount,
+    gcSeconds: Math.round(gcSeconds * 1000) / 1000,
+    gcOver10Ms,
+  };
 }
 
 /** What happened between two readings. */
