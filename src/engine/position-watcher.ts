@@ -9,7 +9,6 @@
  *   with auto.offset.reset=error the client stops fetching there) stops the partition. Offsets are
  *   read before the watermarks, so a batch stored meanwhile can never look beyond the end.
  */
-import { writeFileSync } from 'node:fs';
 import { ExactlyOnceError } from '../errors.js';
 import type { Binding, LogAdmin } from './assignment-planner.js';
 import { partitionsAdded, topicRecreated } from './job-binding.js';
@@ -155,7 +154,6 @@ export class IdentityGate {
   }
 
   private async check(): Promise<void> {
-    CHECKS.n++;
     const { topic, admin, binding } = this.deps;
     const bound = binding.topicId;
     if (bound === undefined) return;
@@ -169,6 +167,3 @@ export class IdentityGate {
     else if (boundPartitions !== undefined && partitions !== null && partitions > boundPartitions) this.deps.onRecreated(partitionsAdded(topic, boundPartitions, partitions));
   }
 }
-
-const CHECKS = { n: 0 };
-setInterval(() => writeFileSync(`/tmp/checks-${process.pid}.txt`, `${CHECKS.n}\n`), 500).unref();
