@@ -3,7 +3,7 @@
  * total, and the rate is taken from the first poll that saw progress to the one that saw the end, so
  * that process start-up and joining the group (the same for every case) are not counted.
  */
-import { readStages, stagesBetween, type StageTotals } from './stages.js';
+import { readWorkers, stagesBetween, type WorkerReading } from './stages.js';
 import { fromLong } from '../src/cassandra/session.js';
 import { describe, ExactlyOnceError } from '../src/errors.js';
 import { pause, type BenchContext } from './context.js';
@@ -112,7 +112,7 @@ export async function measureProcessDrain(
   let cpuAtStart: Array<number | undefined> = [];
   let serversAtStart: ServerCpu = {};
   const procs = o.processes.map((p) => p.proc);
-  let stagesAtStart: Promise<StageTotals> = Promise.resolve({});
+  let atStart: Promise<WorkerReading | undefined> = Promise.resolve(undefined);
   const drain = await measureDrain(ctx, {
     label: o.label,
     total: o.total,
@@ -121,14 +121,17 @@ export async function measureProcessDrain(
     onFirstProgress: () => {
       cpuAtStart = o.processes.map((p) => p.proc.cpuSeconds());
       serversAtStart = ctx.serverCpu();
-      stagesAtStart = readStages(procs);
+      atStart = readWorkers(procs);
     },
   });
   const serversAtEnd = ctx.serverCpu();
   // A drain over before the window's first reading (a small topic) counts every batch of the processes.
-  const stagesAtEnd = await readStages(procs);
-  const windowed = stagesBetween(await stagesAtStart, stagesAtEnd);
-  const stages = Object.keys(windowed).length > 0 ? windowed : stagesBetween({}, stagesAtEnd);
+  const atEnd = await readWorkers(procs);
+  const from = await atStart;
+  const windowed = stagesBetween(from?.stages ?? {}, atEnd.stages);
+  const whole = Object.keys(windowed).length === 0;
+  const stages = whole ? stagesBetween({}, atEnd.stages) : windowed;
+  const identityChecks = atEnd.identityChecks - (whole ? 0 : (from?.identityChecks ?? 0));
   const processes = o.processes.map((p, i) => processFacts(p.role, p.proc, cpuAtStart[i]));
   return {
     title: o.title,
@@ -138,6 +141,6 @@ export async function measureProcessDrain(
     processes,
     cpuMsPer1000Events: cpuPer1000(processes, o.total - drain.countedFrom),
     serverCpuMsPer1000Events: serverCpuPer1000(serversAtStart, serversAtEnd, o.total - drain.countedFrom),
-    ...(Object.keys(stages).length > 0 ? { stages } : {}),
+    ...(Object.keys(stages).length > 0 ? { stages, identityChecks } : {}),
   };
 }

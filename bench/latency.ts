@@ -100,6 +100,7 @@ export async function runLatency(ctx: BenchContext, percent: number, maxRate: nu
     const workerAtEnd = await readWorkers([worker]);
     const atStart = await workerAtStart;
     const stages = stagesBetween(atStart?.stages ?? {}, workerAtEnd.stages);
+    const identityChecks = workerAtEnd.identityChecks - (atStart?.identityChecks ?? 0);
     const workerLoop = atStart === undefined ? undefined : workerLoopBetween(atStart, workerAtEnd);
 
     // Every sampled row must become readable and every event be checkpointed; the worker may still be catching up.
@@ -142,7 +143,7 @@ export async function runLatency(ctx: BenchContext, percent: number, maxRate: nu
       // Include the watcher's reads, and the fixed costs of a live rate (small batches): not comparable with the drains.
       serverCpuMsPer1000Events: serverCpuPer1000(serversAtStart, serversAtEnd, sent),
       benchCpuMsPer1000Events: Math.round((((benchCpu.user + benchCpu.system) / 1000) * 1000 / sent) * 10) / 10,
-      ...(Object.keys(stages).length > 0 ? { stages } : {}),
+      ...(Object.keys(stages).length > 0 ? { stages, identityChecks } : {}),
       latency: {
         targetRate: rate,
         percentOfMax: percent,

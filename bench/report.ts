@@ -104,7 +104,7 @@ export function stageLines(r: BenchResults): string[] {
     if (st === undefined) continue;
     const known = STAGE_ORDER.filter((s) => st[s] !== undefined);
     const parts = [...known, ...Object.keys(st).filter((s) => !STAGE_ORDER.includes(s))].map((s) => `${s} ${st[s]!.meanMs.toFixed(1)}${st[s]!.p99Ms === undefined ? '' : ` (p99 ${fmtMs(st[s]!.p99Ms!)})`}`);
-    let line = `  ${name}: ${parts.join(', ')} (${int(st['rows']?.batches)} batches)`;
+    let line = `  ${name}: ${parts.join(', ')} (${int(st['rows']?.batches)} batches${c.identityChecks === undefined ? '' : `, ${int(c.identityChecks)} identity checks`})`;
     const share = stageShareOfP50(c);
     if (share !== undefined) line += `; queued + identity + decode + rows + half the read-back interval: ${Math.round(share * 100)} % of p50 ${Math.round(c.latency!.p50Ms)} ms`;
     const loop = c.latency?.benchLoopDelayP99Ms;

@@ -45,6 +45,8 @@ export interface CaseResult {
   };
   /** Exactly-once cases: where the workers' batches spent their wall time while measured (bench/stages.ts). */
   stages?: StageBreakdown;
+  /** Exactly-once cases: topic identity checks the workers started while measured (exactlyonce_identity_checks_total). */
+  identityChecks?: number;
   /** The ceiling's concurrency sweep. */
   sweep?: Array<{ concurrency: number; eventsPerSec: number }>;
   /** The ceiling: the concurrency used for the measured run. */

@@ -20,11 +20,14 @@ export type StageBreakdown = Record<string, { batches: number; meanMs: number; p
 const NAME = 'exactlyonce_batch_stage_seconds';
 const GC = 'exactlyonce_nodejs_gc_duration_seconds';
 const LOOP = 'exactlyonce_nodejs_eventloop_lag';
+const CHECKS = 'exactlyonce_identity_checks_total';
 
 /** One reading of the workers' /metrics: their stage totals, GC totals (by kind), and event-loop delay since the previous reading. */
 export interface WorkerReading {
   stages: StageTotals;
   gc: StageTotals;
+  /** Topic identity checks started (src/engine/position-watcher.ts), added up. */
+  identityChecks: number;
   /** The highest p99 and maximum over the processes, in ms; absent when none serves them. */
   loopDelay?: { p99Ms: number; maxMs: number };
 }
@@ -52,13 +55,9 @@ export async function readWorkers(procs: ReadonlyArray<BenchProcess>): Promise<W
   return {
     stages: histogramTotals(samples, NAME, 'stage'),
     gc: histogramTotals(samples, GC, 'kind'),
+    identityChecks: select(samples, CHECKS).reduce((sum, s) => sum + s.value, 0),
     ...(p99.length === 0 ? {} : { loopDelay: { p99Ms: Math.max(...p99.map((s) => s.value)) * 1000, maxMs: Math.max(...max.map((s) => s.value)) * 1000 } }),
   };
-}
-
-/** The stage totals of every process served on a metrics port, added up; empty when none answers. */
-export async function readStages(procs: ReadonlyArray<BenchProcess>): Promise<StageTotals> {
-  return (await readWorkers(procs)).stages;
 }
 
 /** A histogram's cumulative count, sum and buckets per value of `label`, added up over the processes. */

@@ -38,6 +38,7 @@ export class EngineMetrics {
   readonly revocations: Counter;
   readonly rebalances: Counter<'kind'>;
   readonly retries: Counter<'server'>;
+  readonly identityChecks: Counter;
   readonly errors: Counter<'server' | 'error'>;
   readonly serverUp: Gauge<'server'>;
   readonly stoppedPartitions: Gauge<'partition'>;
@@ -117,6 +118,11 @@ export class EngineMetrics {
       registers,
     });
     this.retries = new Counter({ name: `${p}retries_total`, help: 'Failed attempts retried, by server', labelNames: ['server'], registers });
+    this.identityChecks = new Counter({
+      name: `${p}identity_checks_total`,
+      help: "Checks of the input topic's ID (and bound partition count) started, each vouching for the batches fetched before it began",
+      registers,
+    });
     this.errors = new Counter({
       name: `${p}errors_total`,
       help: 'Errors from a server, by server and error (driver error name, our code, or "client" for the Kafka client\'s own error log)',

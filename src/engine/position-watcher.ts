@@ -110,6 +110,8 @@ export interface IdentityGateDeps {
   onRecreated: (error: ExactlyOnceError) => void;
   /** Runs a check until Kafka answers (rejects with AbortedError on shutdown). */
   retrying: (fn: () => Promise<void>) => Promise<void>;
+  /** A check started (exactlyonce_identity_checks_total). */
+  onCheck?: () => void;
 }
 
 /**
@@ -144,6 +146,7 @@ export class IdentityGate {
       while (this.confirmedFrom <= since) {
         if (this.inflight === undefined) {
           const from = performance.now();
+          this.deps.onCheck?.();
           this.inflight = this.check()
             .then(() => void (this.confirmedFrom = Math.max(this.confirmedFrom, from)))
             .finally(() => (this.inflight = undefined));

@@ -248,6 +248,7 @@ export class Runner {
       binding: this.binding,
       onRecreated: (error) => this.consumer?.pause(tasks.stopAll(error)),
       retrying: (fn) => this.retrying('Kafka', fn),
+      onCheck: () => this.metrics.identityChecks.inc(),
     });
     const tasks: TaskManager = new TaskManager(ctx, planner, checkpoints, this.metrics, this.log, identity);
     this.taskManager = tasks;

@@ -3,12 +3,24 @@
 // in flight and records fetched ahead.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { GroupConsumer } from '../../src/kafka/consumer.js';
+import type { ConnectionConfig } from '../../src/config.js';
+import { GroupConsumer, type ConsumerOptions } from '../../src/kafka/consumer.js';
 import { Producer } from '../../src/kafka/producer.js';
 import { freshTopic, testConfig, waitFor } from '../helpers.js';
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 const range = (from: number, to: number) => Array.from({ length: to - from }, (_, i) => from + i);
+/** The consumer's options in these tests: small batches and prefetch, so that records wait in its queues. */
+const optionsFor = (config: ConnectionConfig, more: Partial<ConsumerOptions> = {}): ConsumerOptions => ({
+  groupId: config.group,
+  topic: config.topic,
+  maxBatchSize: 100,
+  concurrency: 2,
+  maxBufferKb: 64,
+  sessionTimeoutMs: 6000,
+  metadataRefreshMs: 300_000,
+  ...more,
+});
 
 test('GroupConsumer: after restartAt (backwards) or pause returns, nothing of the old position is handed over; batches in offset order, within maxBatch and the concurrency', async (t) => {
   const config = testConfig();
@@ -22,15 +34,7 @@ test('GroupConsumer: after restartAt (backwards) or pause returns, nothing of th
     range(0, 2 * perPartition).map((i) => ({ key: `k${i}`, value: `v${i}`, partition: i % 2 })),
   );
 
-  const consumer = new GroupConsumer(config, {
-    groupId: config.group,
-    topic: config.topic,
-    maxBatchSize: 100,
-    concurrency: 2,
-    maxBufferKb: 64,
-    sessionTimeoutMs: 6000,
-    metadataRefreshMs: 300_000,
-  });
+  const consumer = new GroupConsumer(config, optionsFor(config));
   t.after(() => consumer.stop());
   // Per partition, the offsets handed over, in order; a phase marks each restart or pause.
   const seen = new Map<number, number[][]>([[0, [[]]], [1, [[]]]]);
@@ -104,7 +108,7 @@ test('GroupConsumer: the client refuses an assignment: the handler is told, noth
   const perPartition = 300;
   await producer.send(config.topic, range(0, 2 * perPartition).map((i) => ({ key: `k${i}`, value: `v${i}`, partition: i % 2 })));
 
-  const options = { groupId: config.group, topic: config.topic, maxBatchSize: 100, concurrency: 2, maxBufferKb: 64, sessionTimeoutMs: 6000, metadataRefreshMs: 300_000 };
+  const options = optionsFor(config);
   const clientErrors: string[] = [];
   const a = new GroupConsumer(config, { ...options, onClientLog: (level, m) => void (level === 'error' && clientErrors.push(m)) });
   // Bounded: a client left in its rebalance never finishes closing, and the test must fail, not hang.
@@ -157,16 +161,7 @@ test('GroupConsumer: each batch carries when its last record was fetched: after 
   t.after(() => producer.close());
   await producer.connect();
   const announced: number[] = [];
-  const consumer = new GroupConsumer(config, {
-    groupId: config.group,
-    topic: config.topic,
-    maxBatchSize: 100,
-    concurrency: 1,
-    maxBufferKb: 64,
-    sessionTimeoutMs: 6000,
-    metadataRefreshMs: 300_000,
-    onFetched: (at) => void announced.push(at),
-  });
+  const consumer = new GroupConsumer(config, optionsFor(config, { concurrency: 1, onFetched: (at) => void announced.push(at) }));
   t.after(() => consumer.stop());
   const batches: Array<{ offsets: number[]; fetchedAt: number; handedOver: number; announced: boolean; finished: number }> = [];
   let assigned = false;

@@ -98,6 +98,7 @@ test("a worker's /metrics: exact per-partition counts, checkpoints, lag refreshe
   assert.ok(batches >= 2);
   assert.equal(value(m, 'batch_duration_seconds_count'), batches, 'one latency observation per batch');
   assert.equal(value(m, 'batch_records_sum'), 427, 'every record read is in exactly one batch');
+  assert.ok((value(m, 'identity_checks_total') ?? 0) >= 1, 'the batches were vouched for by identity checks');
   // Each checkpointed batch timed its rows, its wait for the previous checkpoint and its own checkpoint write.
   for (const stage of ['decode', 'rows', 'checkpoint_wait', 'checkpoint']) {
     assert.equal(value(m, 'batch_stage_seconds_count', { stage }), batches, `one ${stage} observation per batch`);

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { collectDefaultMetrics, Registry } from 'prom-client';
+import { collectDefaultMetrics, Counter, Registry } from 'prom-client';
 import type { BenchProcess } from '../../bench/processes.js';
 import { readWorkers, stagesBetween, workerLoopBetween, type StageTotals, type WorkerReading } from '../../bench/stages.js';
 
@@ -24,11 +24,13 @@ test("a stage's window mean and p99 come from the histogram read at the window's
 test("the worker's loop in a window: collections of every kind between the two readings, those over 10 ms from the buckets, and the delay the second reading reports", () => {
   const from: WorkerReading = {
     stages: {},
+    identityChecks: 0,
     gc: { minor: { count: 50, sum: 0.1, buckets: { '0.001': 10, '0.01': 50, '0.1': 50, '+Inf': 50 } } },
     loopDelay: { p99Ms: 200, maxMs: 900 }, // since the process started: not the window's
   };
   const to: WorkerReading = {
     stages: {},
+    identityChecks: 0,
     gc: {
       minor: { count: 80, sum: 0.16, buckets: { '0.001': 12, '0.01': 78, '0.1': 80, '+Inf': 80 } },
       major: { count: 1, sum: 0.035, buckets: { '0.001': 0, '0.01': 0, '0.1': 1, '+Inf': 1 } },
@@ -41,6 +43,7 @@ test("the worker's loop in a window: collections of every kind between the two r
 test("readWorkers reads prom-client's own default metrics: the event-loop delay since the last reading, and the GC histogram by kind", async (t) => {
   const registry = new Registry();
   collectDefaultMetrics({ register: registry, prefix: 'exactlyonce_' });
+  const checks = new Counter({ name: 'exactlyonce_identity_checks_total', help: 'as the worker serves it', registers: [registry] });
   const server = createServer((_req, res) => void registry.metrics().then((text) => res.end(text)));
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   t.after(() => server.close());
@@ -56,6 +59,9 @@ test("readWorkers reads prom-client's own default metrics: the event-loop delay 
   await new Promise((resolve) => setTimeout(resolve, 100));
   const reading = await readWorkers(procs);
   assert.equal(kept, 400_000);
+  assert.equal(reading.identityChecks, 0);
+  checks.inc(3);
+  assert.equal((await readWorkers(procs)).identityChecks, 3);
   assert.ok(reading.loopDelay !== undefined && reading.loopDelay.maxMs >= 500, `max delay ${reading.loopDelay?.maxMs} ms`);
   assert.ok((reading.gc['minor']?.count ?? 0) > 0, 'minor collections counted');
   assert.deepEqual(Object.keys(reading.gc['minor']!.buckets!).sort(), ['+Inf', '0.001', '0.01', '0.1', '1', '2', '5']);

@@ -71,7 +71,15 @@ test('an unchanged topic lets batches through; a topic gone for now stops nothin
 test('records fetched before a check started are vouched for by it: their batch, handed over later, needs no check of its own', async () => {
   const admin = fakeAdmin('same');
   const stops: ExactlyOnceError[] = [];
-  const gate = new IdentityGate({ topic: 't', admin, binding: { topicId: 'same', settingsChanged: undefined }, onRecreated: (e) => stops.push(e), retrying: (fn) => fn() });
+  let counted = 0;
+  const gate = new IdentityGate({
+    topic: 't',
+    admin,
+    binding: { topicId: 'same', settingsChanged: undefined },
+    onRecreated: (e) => stops.push(e),
+    retrying: (fn) => fn(),
+    onCheck: () => counted++,
+  });
   const fetchedAt = gate.ticket(); // records fetched…
   const early = gate.confirm(fetchedAt); // …and their check started at once (the consumer's onFetched)
   await tick();
@@ -91,4 +99,5 @@ test('records fetched before a check started are vouched for by it: their batch,
   admin.answer();
   await next;
   assert.deepEqual(stops, []);
+  assert.equal(counted, 2, 'exactlyonce_identity_checks_total counts the checks started');
 });
