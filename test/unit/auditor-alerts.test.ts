@@ -2,7 +2,7 @@
 // rows and the latest message per key of the alerts topic.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { AlertDiff, decodeAlertMessage, LatestPerKey, type AlertViolation } from '../../src/app/audit/alert-diff.js';
+import { AlertDiff, decodeAlertMessage, LatestPerKey, windowOfKey, type AlertViolation } from '../../src/app/audit/alert-diff.js';
 import { auditSummary } from '../../src/app/audit/audit-runs.js';
 import type { Alert } from '../../src/app/alert-rule.js';
 import { alertTopicKey, alertTopicValue } from '../../src/app/alerts.js';
@@ -94,4 +94,17 @@ test('the audit_runs summary keeps the totals and only the violation kinds that 
   assert.equal(s['firstViolation'], 'partition 0 offset 7: missing');
   assert.equal(s['records'], 3);
   assert.equal(s['mode'], 'incremental');
+});
+
+test('an alert message whose time is past a Date\'s range is malformed, not a RangeError', () => {
+  const key = Buffer.from('r1@9000000000000000');
+  const value = Buffer.from('{"ts":9000000000000000,"source":"r1","eventCount":10}');
+  assert.deepEqual(decodeAlertMessage(key, value), { ok: false, why: 'ts 9000000000000000 is outside the dates a window can end at (±8640000000000000 ms)' });
+  // A tombstone of such a key names no window (so the auditor reports it malformed, never binds a Date of it).
+  assert.equal(windowOfKey('r1@9000000000000000'), null);
+  assert.deepEqual(windowOfKey('r1@8640000000000000'), { source: 'r1', end: 8_640_000_000_000_000 });
+  const found: AlertViolation[] = [];
+  const d = new AlertDiff([], 'topic', 'alerts', (v) => found.push(v));
+  d.found(a('r1', 9_000_000_000_000_000, 10));
+  assert.deepEqual(found.map((v) => v.message), ['alert "r1" window end 9000000000000000: extra in the topic alerts (count 10); the events give no alert for this window']);
 });

@@ -9,7 +9,10 @@ import type { AlertSideReport, Violation } from './report.js';
 
 export type AlertViolation = Violation & { kind: 'alert_missing' | 'alert_extra' | 'alert_count' | 'alert_malformed' };
 
-const fmt = (a: { source: string; ts: number }) => `alert ${JSON.stringify(a.source)} window end ${a.ts} (${new Date(a.ts).toISOString()})`;
+/** The range of a JavaScript Date, in ms (±10^8 days, ECMA-262 §21.4.1.1): no window ends beyond it. */
+const DATE_LIMIT_MS = 8.64e15;
+const inDateRange = (ms: number) => Math.abs(ms) <= DATE_LIMIT_MS;
+const fmt = (a: { source: string; ts: number }) => `alert ${JSON.stringify(a.source)} window end ${a.ts}${inDateRange(a.ts) ? ` (${new Date(a.ts).toISOString()})` : ''}`;
 
 /** Compares what one side holds (table rows, or latest topic messages) with the expected alerts. */
 export class AlertDiff {
@@ -96,6 +99,9 @@ export function decodeAlertMessage(key: Buffer | null, value: Buffer | null): De
   if (typeof v !== 'object' || v === null || Array.isArray(v)) return { ok: false, why: 'the value is not a JSON object' };
   if (typeof o.source !== 'string') return { ok: false, why: 'source is not a string' };
   if (typeof o.ts !== 'number' || !Number.isSafeInteger(o.ts)) return { ok: false, why: 'ts is not an integer' };
+  // A window of the events job ends within a Date's range (the codec refuses events beyond it): a time
+  // past it names no window, and a Date made from it would be invalid.
+  if (!inDateRange(o.ts)) return { ok: false, why: `ts ${o.ts} is outside the dates a window can end at (±${DATE_LIMIT_MS} ms)` };
   if (typeof o.eventCount !== 'number' || !Number.isSafeInteger(o.eventCount)) return { ok: false, why: 'eventCount is not an integer' };
   const want = alertTopicKey(o.source, o.ts);
   if (k !== want) return { ok: false, why: `key ${JSON.stringify(k)} is not ${JSON.stringify(want)}` };
@@ -134,5 +140,5 @@ export function windowOfKey(key: string): { source: string; end: number } | null
   const at = key.lastIndexOf('@');
   if (at < 0 || !/^-?\d+$/.test(key.slice(at + 1))) return null;
   const end = Number(key.slice(at + 1));
-  return Number.isSafeInteger(end) ? { source: key.slice(0, at), end } : null;
+  return Number.isSafeInteger(end) && inDateRange(end) ? { source: key.slice(0, at), end } : null;
 }
