@@ -122,13 +122,14 @@ export class LostWrites {
       );
       // The next epoch: above every checkpoint of the old position still in flight (ours or a zombie's).
       const fromEpoch = Math.max(stored?.epoch ?? 0, task.epoch ?? 0);
+      const readAt = this.outages;
       const reset = await deps.retrying('Cassandra', () => deps.checkpoints.reset(p, to, fromEpoch));
       const [plan] = await deps.retrying('Kafka', () => deps.planner.planResets(new Map([[p, reset]])));
       const tasks = deps.tasks();
       if (plan === undefined || tasks === undefined || tasks.tasks.get(p) !== task) return; // revoked meanwhile
       // From here on synchronous: no batch of the partition is handed over between these steps.
       deps.onRewind(p, to);
-      tasks.replace(plan);
+      tasks.replace(plan, readAt);
       if (plan.stop === null) deps.consumer.restartAt(p, to);
     } catch (e) {
       // Shutting down: the next owner reads the stored checkpoint anyway. Anything else (a refusal no

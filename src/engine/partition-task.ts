@@ -49,10 +49,15 @@ export class PartitionTask {
   private next: bigint | null;
   /** The checkpoint write of the last stored batch, while in flight (see process); never rejects. */
   private checkpointing: Promise<void> = Promise.resolve();
-  /** The highest checkpoint this task wrote and saw acknowledged (src/engine/lost-writes.ts). */
+  /**
+   * The highest checkpoint this task knows was stored: the one it was planned from (read back from
+   * Cassandra), then each one it wrote and saw acknowledged (src/engine/lost-writes.ts).
+   */
   private acked: bigint | null = null;
   /** The Cassandra outages counted when this task last found its stored checkpoint intact. */
   private verified: number;
+  /** The Cassandra outages counted when the last stored batch's rows were acknowledged (see store). */
+  private lastRowsAt: number | undefined;
   /** Set once its partition was rewound (lost writes): it never writes a checkpoint again. */
   private abandoned = false;
   /** When the last batch returned (performance.now()): the partition waits for the client from then on. */
@@ -68,12 +73,20 @@ export class PartitionTask {
      * Undefined when the checkpoint could not be read (such a task is stopped and never writes).
      */
     readonly epoch?: number,
+    /**
+     * The Cassandra outages counted before `checkpoint` was read (default: now). The checkpoint a task
+     * is planned from is what it must find again after an outage, as much as one it wrote: a new owner
+     * that plans from its predecessor's last checkpoint and then sees Cassandra crash must notice that
+     * the checkpoint went back, or it would go on from it and cover the hole (src/engine/lost-writes.ts).
+     */
+    readAt?: number,
   ) {
     this.next = checkpoint;
-    this.verified = ctx.lostWrites?.generation ?? 0;
+    if (epoch !== undefined && checkpoint !== null) this.acked = checkpoint;
+    this.verified = readAt ?? ctx.lostWrites?.generation ?? 0;
   }
 
-  /** The highest checkpoint this task saw acknowledged (null: none yet). */
+  /** The highest checkpoint this task knows was stored: planned from or acknowledged (null: none yet). */
   get acknowledged(): bigint | null {
     return this.acked;
   }
@@ -167,7 +180,13 @@ export class PartitionTask {
         // what it stored may be gone with the checkpoint (src/engine/lost-writes.ts).
         decoded.length > 0
           ? this.ctx.withRetry(() => {
-              const write = () => {
+              const write = async () => {
+                // An outage since the previous batch's rows were acknowledged may have taken them back;
+                // its checkpoint write rewrites them first (see checkpoint). This batch waits for that:
+                // a job that builds on what it stored (the alert counts read back) would otherwise
+                // read the row before the rewrite lands and store a later count without them, at a
+                // higher write timestamp than the rewrite's, hiding them for good.
+                if (this.lastRowsAt !== undefined && this.lastRowsAt !== (this.ctx.lostWrites?.generation ?? 0)) await this.checkpointing;
                 // Rewound meanwhile (a retry across the outage that found the loss): the job must not
                 // build on what the store lost (the alert counts read back); the new task writes these.
                 if (this.abandoned) throw new Abandoned();
@@ -187,6 +206,7 @@ export class PartitionTask {
     const rowsDone = performance.now();
     // The Cassandra outages counted when the rows were acknowledged (see checkpoint).
     const rowsAt = this.ctx.lostWrites?.generation ?? 0;
+    if (decoded.length > 0) this.lastRowsAt = rowsAt;
     stages.observe({ stage: 'rows' }, (rowsDone - rowsFrom) / 1000);
     if (bad.length > 0) {
       const reasons: Record<string, number> = {};

@@ -35,7 +35,7 @@ export interface ResetWatcherDeps {
   log: Logger;
   workerId: string;
   /** Compares each task's acknowledged checkpoint with the stored one on every check (src/engine/lost-writes.ts). */
-  lostWrites?: Pick<LostWrites, 'outage' | 'rewind'>;
+  lostWrites?: Pick<LostWrites, 'outage' | 'rewind' | 'generation'>;
   /** A partition is read again from an earlier offset: the job forgets what it remembers past it (Job.onRewind). */
   onRewind?: (partition: number, from: bigint) => void;
 }
@@ -55,6 +55,7 @@ export class ResetWatcher {
     void checkpoints.recordOwner(owned, this.deps.workerId).catch(() => undefined);
     // What each task saw acknowledged, taken before the read: a checkpoint acknowledged later may not be in it.
     const acked = new Map([...tasks.tasks].map(([p, t]) => [p, t.acknowledged]));
+    const readAt = this.deps.lostWrites?.generation;
     const [stored, bound] = await Promise.all([checkpoints.readStored(), this.deps.readJob()]);
     for (const [p, task] of tasks.tasks) {
       const a = acked.get(p) ?? null;
@@ -97,7 +98,7 @@ export class ResetWatcher {
     for (const plan of plans) {
       const p = plan.partition;
       if (tasks.tasks.get(p) !== reset.get(p)) continue; // revoked or re-assigned meanwhile (that read the checkpoint afresh)
-      tasks.replace(plan);
+      tasks.replace(plan, readAt);
       this.seen.delete(p);
       if (plan.stop !== null) {
         consumer.pause([p]);

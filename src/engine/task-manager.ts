@@ -49,10 +49,12 @@ export class TaskManager {
     this.metrics.health.joinedGroup();
     const starts = new Map<number, StartOffset>();
     if (assigned.length === 0) return starts;
+    // Counted before the checkpoints are read: an outage from here on may have taken them back.
+    const readAt = this.ctx.lostWrites?.generation;
     const plan = await this.planner.plan(assigned);
     if (plan.kind === 'planned') {
       for (const p of plan.partitions) {
-        const task = this.create(p);
+        const task = this.create(p, readAt);
         starts.set(p.partition, task.status.state === 'stopped' ? 'stopped' : (p.checkpoint ?? 'beginning'));
       }
     } else {
@@ -132,13 +134,14 @@ export class TaskManager {
   }
 
   /**
-   * Replaces a partition's task by one planned afresh (a reset picked up while running): the old task
+   * Replaces a partition's task by one planned afresh (a reset picked up while running, a rewind), its
+   * checkpoint read after `readAt` outages were counted: the old task
    * finishes what it has in flight (its checkpoint write loses to the reset's, see
    * src/engine/checkpoint-store.ts) and starts nothing new.
    */
-  replace(plan: PartitionPlan): PartitionTask {
+  replace(plan: PartitionPlan, readAt?: number): PartitionTask {
     this.byPartition.get(plan.partition)?.revoke();
-    return this.create(plan);
+    return this.create(plan, readAt);
   }
 
   /** Stops every partition not stopped yet on `error`; returns those it stopped. */
@@ -148,8 +151,9 @@ export class TaskManager {
     return stopped.map((t) => t.partition);
   }
 
-  private create(plan: PartitionPlan): PartitionTask {
-    const task = new PartitionTask(plan.partition, plan.checkpoint, this.ctx, plan.epoch);
+  /** `readAt`: the Cassandra outages counted before the plan's checkpoint was read (PartitionTask). */
+  private create(plan: PartitionPlan, readAt?: number): PartitionTask {
+    const task = new PartitionTask(plan.partition, plan.checkpoint, this.ctx, plan.epoch, readAt);
     this.byPartition.set(plan.partition, task);
     // Assigned first: a task that replaces a stopped one (a reset) starts unstopped unless its plan stops it.
     this.ctx.lag.partitionAssigned(plan.partition, plan.checkpoint, plan.marks);

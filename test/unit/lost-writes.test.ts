@@ -3,7 +3,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { isLost, LostWrites } from '../../src/engine/lost-writes.js';
-import { fakeEngine, series } from './engine-fakes.js';
+import { fakeEngine, rec, series, settle } from './engine-fakes.js';
 
 test('nothing acknowledged yet: nothing can be lost', () => {
   assert.equal(isLost(null, 0, null), false);
@@ -58,5 +58,41 @@ test('a rewind moves the partition once: a task already rewound that finds the l
   await lostWrites.rewind(old, { next: 500n, epoch: 0 }, 700n);
   assert.deepEqual(calls, ['pause 0', 'reset 0:500@1', 'onRewind 0:500', 'restartAt 0:500'], 'nothing more: the new owner is not paused');
   assert.equal(tasks.tasks.get(0), owner);
+  assert.deepEqual(await series(metrics, 'lost_writes_total'), ['exactlyonce_lost_writes_total{partition="0"} 1']);
+});
+
+test('a new owner finds the checkpoint it was planned from gone after an outage (its predecessor wrote it; Cassandra lost it) and rewinds, before writing a row', async () => {
+  const world = { stored: new Map([[0, { next: 6000n, epoch: 0 }]]), marks: [{ partition: 0, low: 0n, high: 9000n, stable: 9000n }] };
+  const { tasks, planner, metrics, log, ctx, world: w } = fakeEngine(world);
+  const lostWrites = new LostWrites();
+  ctx.lostWrites = lostWrites;
+  ctx.checkpoints = { ...ctx.checkpoints, readOne: async (p: number) => w.stored.get(p) ?? null } as unknown as typeof ctx.checkpoints;
+  const calls: string[] = [];
+  lostWrites.wire({
+    checkpoints: {
+      reset: async (p, to, fromEpoch) => {
+        calls.push(`reset ${p}:${to}@${fromEpoch + 1}`);
+        return { next: to, epoch: fromEpoch + 1 };
+      },
+    },
+    planner,
+    tasks: () => tasks,
+    consumer: { pause: (ps) => void calls.push(`pause ${ps.join(',')}`), restartAt: (p, o) => void calls.push(`restartAt ${p}:${o}`) },
+    logStart: async () => 0n,
+    onRewind: (p, from) => void calls.push(`onRewind ${p}:${from}`),
+    retrying: (_server, fn) => fn(),
+    metrics,
+    log,
+  });
+  // Planned from 6000 (the predecessor's last checkpoint); then Cassandra crashes and forgets it.
+  await tasks.assign([0]);
+  const task = tasks.tasks.get(0)!;
+  assert.equal(task.acknowledged, 6000n, 'the planned checkpoint is what the task must find again');
+  lostWrites.outage();
+  w.stored.clear();
+  await tasks.process(0, [rec(6000n), rec(6001n)]);
+  await settle(5);
+  assert.deepEqual(w.events.filter((e) => e.startsWith('rows')), [], 'no row is written on top of the lost checkpoint');
+  assert.deepEqual(calls, ['pause 0', 'reset 0:0@1', 'onRewind 0:0', 'restartAt 0:0']);
   assert.deepEqual(await series(metrics, 'lost_writes_total'), ['exactlyonce_lost_writes_total{partition="0"} 1']);
 });

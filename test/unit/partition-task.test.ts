@@ -344,3 +344,60 @@ test('queued ends when the batch is handed over: the wait for the identity check
   assert.ok(sum('identity')! >= 0.5 && sum('identity')! < 0.6, `identity ${sum('identity')}`);
   assert.ok(sum('queued')! >= 0.99 && sum('queued')! < 1.1, `queued ${sum('queued')}`);
 });
+
+test("after an outage, the next batch's rows wait for the rewrite of the batch before (acknowledged before the outage): a job that builds on what it stored never reads the row before the rewrite lands", async () => {
+  const h = harness();
+  const lostWrites = new LostWrites();
+  const order: string[] = [];
+  h.ctx.withRetry = async <T>(fn: () => Promise<T>) => {
+    for (;;) {
+      try {
+        return await fn();
+      } catch (e) {
+        if (e instanceof LostWritesFound) throw e;
+        lostWrites.outage();
+      }
+    }
+  };
+  // The rewrite of batch 0..1 is held until the test releases it; the checkpoint of batch 0..1 fails
+  // once (the outage after its rows were acknowledged).
+  let rewrite: { promise: Promise<void>; resolve: () => void } | undefined;
+  let writes = 0;
+  h.ctx.job = {
+    ...h.ctx.job,
+    write: async (_p: number, records: ReadonlyArray<{ record: SourceRecord }>) => {
+      const offsets = records.map((r) => String(r.record.offset)).join(',');
+      writes++;
+      if (writes === 2) {
+        order.push(`rewrite ${offsets} starts`);
+        await rewrite!.promise;
+      }
+      order.push(`rows ${offsets}`);
+    },
+  } as Job<unknown>;
+  let failCheckpoint = true;
+  h.ctx.checkpoints = {
+    write: async (_p: number, next: bigint) => {
+      if (failCheckpoint) {
+        failCheckpoint = false;
+        throw new Error('connection lost');
+      }
+      order.push(`checkpoint ${next}`);
+    },
+    readOne: async () => ({ next: 0n, epoch: 0 }),
+  } as unknown as CheckpointStore;
+  let release!: () => void;
+  rewrite = { promise: new Promise<void>((r) => (release = r)), resolve: () => release() };
+  const task = new PartitionTask(0, 0n, { ...h.ctx, lostWrites }, 0);
+  await task.process([rec(0n), rec(1n)]);
+  for (let i = 0; i < 100 && !order.includes('rewrite 0,1 starts'); i++) await new Promise((r) => setTimeout(r, 1));
+  assert.deepEqual(order, ['rows 0,1', 'rewrite 0,1 starts']);
+  // Batch 2..3 arrives while batch 0..1's checkpoint, retried across the outage, writes its rows again.
+  const second = task.process([rec(2n), rec(3n)]);
+  await new Promise((r) => setTimeout(r, 20));
+  assert.deepEqual(order, ['rows 0,1', 'rewrite 0,1 starts'], 'the next batch has not written while the rewrite is in flight');
+  rewrite.resolve();
+  await second;
+  await task.flush();
+  assert.deepEqual(order, ['rows 0,1', 'rewrite 0,1 starts', 'rows 0,1', 'checkpoint 2', 'rows 2,3', 'checkpoint 4']);
+});
