@@ -5,16 +5,18 @@ import { intOption } from '../config.js';
 import { ExactlyOnceError } from '../errors.js';
 import { formatTable } from '../format/table.js';
 import { clusterDefaults, stackNodes } from '../stack/cluster.js';
-import { COMMITLOG_SYNCS, isSecure, secureSummary, stackCommitlogSync, stackDown, stackLogs, stackStatus, stackUp, stopServer, type ServerStatus, type StackOptions } from '../stack/index.js';
+import { COMMITLOG_SYNCS, isSecure, secureSummary, stackCommitlogPeriodMs, stackCommitlogSync, stackDown, stackLogs, stackStatus, stackUp, stopServer, type ServerStatus, type StackOptions } from '../stack/index.js';
 import { registryUrl } from '../stack/registry-server.js';
 import { action } from './common.js';
 import { stackFlags, stackOptionsFrom } from './stack-flags.js';
 
 /** One line: the commit log the stack's Cassandra runs with, and what it means. */
 function commitlogLine(o: StackOptions, servers: readonly ServerStatus[]): string {
-  const modes = [...new Set(servers.filter((s) => s.name === 'cassandra').map((s) => stackCommitlogSync(o, s.id) ?? 'periodic'))];
+  const nodes = servers.filter((s) => s.name === 'cassandra');
+  const modes = [...new Set(nodes.map((s) => stackCommitlogSync(o, s.id) ?? 'periodic'))];
+  const periods = [...new Set(nodes.map((s) => stackCommitlogPeriodMs(o, s.id) / 1000))];
   const what = modes.includes('periodic')
-    ? 'synced every 10 s: a crashed node forgets recent acknowledged writes, which workers find and write again'
+    ? `synced every ${periods.join(' / ')} s: a crashed node forgets recent acknowledged writes, which workers find and write again`
     : 'synced before each acknowledgement';
   return `Cassandra commit log: ${modes.join(', ')} (${what}; \`stack up --commitlog periodic|batch\` on a stopped stack to change it)\n`;
 }
@@ -38,6 +40,7 @@ export function stackCommand(): Command {
       .addOption(
         new Option('--commitlog <mode>', "Cassandra's commit log sync: periodic (Cassandra's default, synced every 10 s) or batch (synced before each acknowledgement); applies to nodes started now (default: the mode a node last ran with, else periodic for one node and batch for a ring)").choices(COMMITLOG_SYNCS),
       )
+      .addOption(new Option('--commitlog-sync-period-ms <ms>', "the periodic commit log's sync period: a longer one widens the window of acknowledged writes a crashed node forgets (chaos and the loss tests use 60000); applies to nodes started now (default: the period a node last ran with, else Cassandra's 10000)").argParser(intOption('--commitlog-sync-period-ms', 100, 3_600_000)))
       .option('--secure', 'TLS and authentication on both servers: a local CA, Cassandra TLS + passwords + grants, Kafka SASL_SSL (SCRAM-SHA-512) + ACLs; the stack dir stays secured (one node and one broker only)')
       .addOption(new Option('--cassandra-nodes <n>', 'Cassandra nodes in one ring, node i on 127.0.0.(1+i) (default: 1, or the layout the stack was last started with)').argParser(intOption('--cassandra-nodes', 1, 9)))
       .addOption(new Option('--kafka-brokers <n>', 'Kafka brokers (each also a KRaft controller) in one cluster (default: 1, or the layout the stack was last started with)').argParser(intOption('--kafka-brokers', 1, 9)))
@@ -45,7 +48,7 @@ export function stackCommand(): Command {
       .option('--no-schema-registry', 'stop starting the Schema Registry with this stack (its schemas stay in the stack dir)'),
   ).action(
     action(async (opts) => {
-      const o = { ...stackOptionsFrom(opts), secure: opts.secure === true, ...(opts.commitlog === undefined ? {} : { commitlogSync: opts.commitlog }) };
+      const o = { ...stackOptionsFrom(opts), secure: opts.secure === true, ...(opts.commitlog === undefined ? {} : { commitlogSync: opts.commitlog }), ...(opts.commitlogSyncPeriodMs === undefined ? {} : { commitlogSyncPeriodMs: opts.commitlogSyncPeriodMs }) };
       // Leaving the registry out of the layout: stop it if it runs, so the stack matches the layout.
       if (opts.schemaRegistry === false) await stopServer(o, 'registry');
       const r = await stackUp(o);

@@ -67,10 +67,29 @@ const JVM17_OPTIONS = [
  * (Uncompressed, Cassandra marks what it wrote every 100 ms without syncing, and a SIGKILL, which
  * leaves the page cache to the kernel, loses at most those 100 ms: chaos would rarely see a loss.)
  */
-const PERIODIC_YAML = `
-commitlog_sync_period: 10000ms
+const periodicYaml = (periodMs: number) => `
+commitlog_sync_period: ${periodMs}ms
 commitlog_compression:
   - class_name: LZ4Compressor`;
+
+/** Cassandra's default `commitlog_sync_period`, in ms. */
+export const DEFAULT_COMMITLOG_SYNC_PERIOD_MS = 10_000;
+
+/**
+ * The periodic sync period a node starts with: the one asked for (`stack up
+ * --commitlog-sync-period-ms`: a longer one widens every loss window, for chaos and the loss tests),
+ * else the one its yaml already has (a node SIGKILLed and started again keeps it), else Cassandra's 10 s.
+ */
+function commitlogPeriodOf(o: StackOptions, yamlFile: string): number {
+  if (o.commitlogSyncPeriodMs !== undefined) return o.commitlogSyncPeriodMs;
+  try {
+    const m = /^commitlog_sync_period: (\d+)ms$/m.exec(readFileSync(yamlFile, 'utf8'));
+    if (m !== null) return Number(m[1]);
+  } catch {
+    // never started: the default
+  }
+  return DEFAULT_COMMITLOG_SYNC_PERIOD_MS;
+}
 
 /**
  * The commit log sync a node starts with: the one asked for, else the one its yaml already has (a node
@@ -97,6 +116,11 @@ export function writtenCommitlogSync(yamlFile: string): CommitlogSync | null {
   return m === null ? null : (m[1] as CommitlogSync);
 }
 
+/** The periodic sync period the stack's Cassandra node `id` was last started with, in ms. */
+export function stackCommitlogPeriodMs(o: StackOptions, id: string): number {
+  return commitlogPeriodOf({ ...o, commitlogSyncPeriodMs: undefined }, path.join(serverPaths(o.dir, id).conf, 'cassandra.yaml'));
+}
+
 /** The commit log sync the stack's Cassandra node `id` was last started with (null: never started). */
 export function stackCommitlogSync(o: StackOptions, id: string): CommitlogSync | null {
   return writtenCommitlogSync(path.join(serverPaths(o.dir, id).conf, 'cassandra.yaml'));
@@ -115,11 +139,12 @@ export function cassandraServer(o: StackOptions, node?: CassandraNode): ServerSp
 
   // Everything not listed keeps Cassandra's default (LWT, USING TIMESTAMP, … need nothing).
   // commitlog_sync: periodic by default, as Cassandra ships it and as a user's cluster most likely runs:
-  // replay after a crash stops at the last sync (every 10 s; see PERIODIC_YAML), so a crashed node
+  // replay after a crash stops at the last sync (every 10 s; see periodicYaml), so a crashed node
   // forgets acknowledged writes, rows and checkpoints alike. The engine notices its checkpoint went back and
   // writes them again (src/engine/lost-writes.ts), so every chaos run exercises that defence. batch
   // acknowledges a write only once the commit log holding it is synced (concurrent writes share a sync).
   const commitlog = commitlogSyncOf(o, yamlFile, node !== undefined);
+  const periodMs = commitlogPeriodOf(o, yamlFile);
   const yaml = `# Written by exactlyonce stack on every start; edit src/stack/cassandra-server.ts instead.
 cluster_name: ${node?.clusterName ?? 'exactlyonce'}
 num_tokens: 1${node === undefined ? '' : `\ninitial_token: ${node.initialToken}\n# A fresh ring of empty nodes: nothing to stream when a node joins.\nauto_bootstrap: false`}
@@ -133,7 +158,7 @@ listen_address: ${host}
 rpc_address: ${host}
 storage_port: ${storagePort}
 native_transport_port: ${port}
-commitlog_sync: ${commitlog}${commitlog === 'periodic' ? PERIODIC_YAML : ''}
+commitlog_sync: ${commitlog}${commitlog === 'periodic' ? periodicYaml(periodMs) : ''}
 data_file_directories: [${JSON.stringify(path.join(p.data, 'data'))}]
 commitlog_directory: ${JSON.stringify(path.join(p.data, 'commitlog'))}
 saved_caches_directory: ${JSON.stringify(path.join(p.data, 'saved_caches'))}

@@ -5,6 +5,6 @@
 export { defaultStackOptions, cassandraStoragePort, SERVER_NAMES } from './options.js';
 export type { CommitlogSync, ServerName, ServerStatus, StackOptions } from './options.js';
 export { COMMITLOG_SYNCS } from './options.js';
-export { stackCommitlogSync } from './cassandra-server.js';
+export { stackCommitlogPeriodMs, stackCommitlogSync } from './cassandra-server.js';
 export { isSecure, secureFiles, secureSummary } from './secure.js';
 export { stackUp, stackDown, stackStatus, stackLogs, startServer, stopServer, killServer, logEnd, crashRecovery } from './stack.js';

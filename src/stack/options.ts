@@ -50,6 +50,11 @@ export interface StackOptions {
    * yaml already has (a restarted node keeps its mode), else `periodic`.
    */
   commitlogSync?: CommitlogSync;
+  /**
+   * The periodic commit log's sync period in ms, written into each node's yaml at start. Absent: the
+   * period the node's yaml already has, else Cassandra's 10 s.
+   */
+  commitlogSyncPeriodMs?: number;
   /** Human progress lines ("fetching Cassandra 5.0.6 jars…"). */
   onProgress?: (line: string) => void;
 }
