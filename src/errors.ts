@@ -52,6 +52,8 @@ export const ErrorCodes = {
   EO_REGISTRY_AUTH_FAILED: { retriable: false, exitCode: 11 },
   /** The Schema Registry answered something no retry changes (a URL that is not its API, a schema it rejects). */
   EO_REGISTRY_REFUSED: { retriable: false, exitCode: 10 },
+  /** A job declares a table that another job of the keyspace writes (src/engine/job-binding.ts). */
+  EO_TABLE_OWNED: { retriable: false, exitCode: 5 },
 } as const satisfies Record<string, { retriable: boolean; exitCode: number }>;
 
 export type ErrorCode = keyof typeof ErrorCodes;

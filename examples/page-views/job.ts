@@ -59,6 +59,7 @@ export default function createJob(context: JobFactoryContext): Job<PageView> {
   return {
     name: 'page-views',
     topic: context.options['topic'] ?? TOPIC,
+    tables: ['page_views'],
     migrations: [
       {
         version: 1,

@@ -2,6 +2,7 @@
 import { Command, Option } from '@commander-js/extra-typings';
 import { applyJobMigrations, applySchema, parseReplication } from '../cassandra/migrate.js';
 import { connect } from '../cassandra/session.js';
+import { JobBinding, tableOwned } from '../engine/job-binding.js';
 import { loadJobModule, parseJobOptions } from '../job-loader.js';
 import { createLogger } from '../log.js';
 import { localCluster } from '../stack/cluster.js';
@@ -36,6 +37,12 @@ export function schemaCommand(): Command {
         if (r.truncated.length > 0) out.write(`  truncated ${r.truncated.join(', ')}\n`);
         if (opts.job !== undefined) {
           const job = await loadJobModule(opts.job, { config, options: parseJobOptions(opts.jobOption), log: createLogger('schema') });
+          // A table another job writes is refused here too, before this job's migrations are recorded.
+          const binding = new JobBinding(client, config.keyspace);
+          for (const table of job.tables ?? []) {
+            const owner = await binding.owner(table);
+            if (owner !== null && owner !== job.name) throw tableOwned(config.keyspace, table, owner, (await binding.read(owner))?.inputTopic, { name: job.name, inputTopic: job.topic ?? config.topic });
+          }
           const j = await applyJobMigrations(client, config.keyspace, job.name, job.migrations ?? []);
           for (const m of j.applied) out.write(`  applied ${m}\n`);
           if (j.applied.length === 0) out.write(`  job ${job.name}: up to date (${j.skipped.length} migrations already applied)\n`);

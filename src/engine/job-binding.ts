@@ -5,9 +5,13 @@
  * lightweight transaction; every later worker and `verify` reads them and refuses to run when its own
  * differ, naming each difference. Rows keyed by (partition, offset) from two topics, or computed with
  * two rules, would otherwise overwrite each other in silence.
+ *
+ * Which job writes each table the jobs declare (Job.tables) is stored beside it (the `table_owner`
+ * table, migration 050): a second job on a table refuses to run (EO_TABLE_OWNED) for the same reason,
+ * across jobs — an upsert keeps the highest offset, and offsets of two topics do not order a key's records.
  */
 import type { Client } from '../cassandra/session.js';
-import { ExactlyOnceError } from '../errors.js';
+import { ExactlyOnceError, isExactlyOnceError } from '../errors.js';
 
 export type SettingValue = string | number | boolean;
 export type Settings = Readonly<Record<string, SettingValue>>;
@@ -18,6 +22,8 @@ export interface JobIdentity {
   readonly inputTopic: string;
   readonly outputTopics: readonly string[];
   readonly settings: Settings;
+  /** The tables the job writes (Job.tables): each is bound to this job alone. */
+  readonly tables?: readonly string[];
 }
 
 export interface BoundJob extends JobIdentity {
@@ -91,6 +97,10 @@ export class JobBinding {
    * A changed topic ID is not checked here: it stops partitions, not the worker (see the Runner).
    */
   async bind(wanted: JobIdentity, topicId: string, partitions: number): Promise<BoundJob> {
+    const tables = [...new Set(wanted.tables ?? [])].sort();
+    // Checked before the job's row is written: a job refused here leaves nothing stored, so giving it
+    // another table (which changes its settings) is not then refused as a changed configuration.
+    for (const table of tables) await this.refuseOtherOwner(table, wanted, await this.owner(table));
     const r = await this.session.execute(
       `INSERT INTO ${this.keyspace}.job (name, input_topic, input_topic_id, input_partitions, output_topics, settings, bound_at) VALUES (?, ?, ?, ?, ?, ?, toTimestamp(now())) IF NOT EXISTS`,
       [wanted.name, wanted.inputTopic, topicId, partitions, [...wanted.outputTopics], JSON.stringify(wanted.settings)],
@@ -99,12 +109,54 @@ export class JobBinding {
     const applied = r.first()?.['[applied]'] === true;
     let bound = applied ? { ...wanted, inputTopicId: topicId, inputPartitions: partitions } : (await this.read(wanted.name))!;
     checkSame(bound, wanted, this.keyspace);
+    try {
+      for (const table of tables) await this.claim(table, wanted);
+    } catch (e) {
+      // Another job claimed the table between the check above and here: undo the row just written.
+      if (applied && isExactlyOnceError(e, 'EO_TABLE_OWNED')) await this.session.execute(`DELETE FROM ${this.keyspace}.job WHERE name = ? IF EXISTS`, [wanted.name], { prepare: true });
+      throw e;
+    }
     if (bound.inputPartitions === null && bound.inputTopicId === topicId) {
       // Bound before the count was recorded: the count now is the best there is.
       await this.session.execute(`UPDATE ${this.keyspace}.job SET input_partitions = ? WHERE name = ?`, [partitions, wanted.name], { prepare: true });
       bound = { ...bound, inputPartitions: partitions };
     }
     return bound;
+  }
+
+  /** The job that writes `table`, or null when none has claimed it. */
+  async owner(table: string): Promise<string | null> {
+    let r;
+    try {
+      r = await this.session.execute(`SELECT job FROM ${this.keyspace}.table_owner WHERE table_name = ?`, [table], { prepare: true });
+    } catch (e) {
+      // The keyspace predates migration 050: the record of owners is missing, not the table.
+      if (/unconfigured table|table_owner/i.test((e as Error).message)) {
+        throw new ExactlyOnceError('EO_CASSANDRA_QUERY', `keyspace ${this.keyspace} has no table_owner table, where the job that writes each table is recorded; run \`exactlyonce schema apply\``, { cause: e });
+      }
+      throw e;
+    }
+    return (r.first()?.['job'] as string | null | undefined) ?? null;
+  }
+
+  /**
+   * Claims `table` for the job; safe to repeat (the owner's own claim is a no-op). A lightweight
+   * transaction, so that two jobs starting together agree on one owner.
+   */
+  private async claim(table: string, wanted: JobIdentity): Promise<void> {
+    const r = await this.session.execute(
+      `INSERT INTO ${this.keyspace}.table_owner (table_name, job, bound_at) VALUES (?, ?, toTimestamp(now())) IF NOT EXISTS`,
+      [table, wanted.name],
+      { prepare: true },
+    );
+    const row = r.first();
+    if (row?.['[applied]'] !== true) await this.refuseOtherOwner(table, wanted, (row?.['job'] as string | undefined) ?? (await this.owner(table)));
+  }
+
+  private async refuseOtherOwner(table: string, wanted: JobIdentity, owner: string | null): Promise<void> {
+    if (owner === null || owner === wanted.name) return;
+    const topic = (await this.read(owner))?.inputTopic;
+    throw tableOwned(this.keyspace, table, owner, topic, wanted);
   }
 
   /** Binds the job to the input topic's current ID and partition count (after `checkpoints reset --rebind`). */
@@ -116,6 +168,17 @@ export class JobBinding {
   async updateSettings(name: string, settings: Settings): Promise<void> {
     await this.session.execute(`UPDATE ${this.keyspace}.job SET settings = ? WHERE name = ?`, [JSON.stringify(settings), name], { prepare: true });
   }
+}
+
+/** The coded error for a job that declares a table another job writes: names both, and the ways out. */
+export function tableOwned(keyspace: string, table: string, owner: string, ownerTopic: string | undefined, wanted: Pick<JobIdentity, 'name' | 'inputTopic'>): ExactlyOnceError {
+  return new ExactlyOnceError(
+    'EO_TABLE_OWNED',
+    `table ${keyspace}.${table} is written by job ${owner}${ownerTopic === undefined ? '' : ` (topic ${ownerTopic})`}; job ${wanted.name} (topic ${wanted.inputTopic}) cannot write it too: ` +
+      "the two jobs' rows would overwrite each other, and offsets of two topics do not order a key's records. " +
+      `Give job ${wanted.name} its own table (\`table:\` in a sink's config) or its own --keyspace; to hand the table over, stop job ${owner}'s workers and run ` +
+      `\`exactlyonce cql "DELETE FROM ${keyspace}.table_owner WHERE table_name = '${table}'"\``,
+  );
 }
 
 /** Throws when `given` is not the job the keyspace serves. */

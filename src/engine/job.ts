@@ -86,6 +86,12 @@ export interface Job<T> {
    * (src/engine/job-audit.ts). Left out, the job's output cannot be audited.
    */
   readonly audit?: JobAudit;
+  /**
+   * The tables the job writes in the keyspace. Each is bound to this job when it first runs: a job that
+   * declares a table another job writes refuses to start (EO_TABLE_OWNED, src/engine/job-binding.ts),
+   * since the two jobs' rows would overwrite each other.
+   */
+  readonly tables?: readonly string[];
   /** The job's own tables, created by `exactlyonce schema apply --job` (never by a worker). */
   readonly migrations?: readonly JobMigration[];
   /** The topics the job publishes to, if any: the Runner checks at start that they exist. */

@@ -170,7 +170,7 @@ export class Runner {
     const bound = await this.retrying(
       'Cassandra',
       () => new JobBinding(session, config.keyspace).bind(
-        { name: this.job.name, inputTopic: config.topic, outputTopics: this.job.outputTopics ?? [], settings: this.job.settings ?? {} },
+        { name: this.job.name, inputTopic: config.topic, outputTopics: this.job.outputTopics ?? [], settings: this.job.settings ?? {}, tables: this.job.tables ?? [] },
         topicId,
         partitions,
       ),

@@ -254,6 +254,8 @@ export class SinkJob implements Job<SinkRow> {
   readonly topic: string;
   readonly settings: Readonly<Record<string, string>>;
   readonly migrations: readonly JobMigration[];
+  /** Its one table, bound to this sink alone (EO_TABLE_OWNED for a second job on it). */
+  readonly tables: readonly string[];
   readonly audit: JobAudit;
   readonly lookup: DecodeLookup | undefined;
   /** Upsert: the highest offset of a key wins, which orders its records only while they share a partition (rule 4 above). */
@@ -280,6 +282,7 @@ export class SinkJob implements Job<SinkRow> {
       ...(config.mode === 'upsert' && config.keyFormat !== 'json' ? { keyFormat: config.keyFormat } : {}),
     };
     this.migrations = [{ version: 1, name: config.table, cql: createTableCql(config) }];
+    this.tables = [config.table];
     const codec = this.codec;
     this.audit = {
       table: config.table,

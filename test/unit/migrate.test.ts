@@ -35,6 +35,7 @@ test('the migrations are numbered 1..7, then in ascending ranges of their own (0
   assert.ok(ms.some((m) => `${m.version} ${m.name}` === '20 alert_counts'), '020: the per-partition alert counts');
   assert.ok(ms.some((m) => m.version === 30 && m.name === 'events_bucketed'));
   assert.deepEqual(ms.find((m) => m.version === 45)?.statements, ['ALTER TABLE ks1.job ADD IF NOT EXISTS input_partitions int'], '045: the partition count a job is bound to');
+  assert.deepEqual(ms.find((m) => m.version === 50)?.statements, ['CREATE TABLE IF NOT EXISTS ks1.table_owner (\n    table_name text PRIMARY KEY,\n    job text,\n    bound_at timestamp)'], '050: the job that writes each table');
   assert.deepEqual(ms[6]!.statements.map((s) => s.split('\n')[0]), [
     'ALTER TABLE ks1.checkpoints ADD IF NOT EXISTS epoch int',
     'CREATE TABLE IF NOT EXISTS ks1.partition_state (',
