@@ -10,7 +10,8 @@
  * BigInt, decimals as LosslessNumber, timestamps and dates as Date, bytes as Buffer (src/formats/avro.ts,
  * protobuf.ts). A record that cannot be decoded says why, with the schema id, and is quarantined:
  *   missing_magic_byte  not in the wire format (e.g. plain JSON on an Avro topic)
- *   unknown_schema      the registry answers that it has no schema with that id
+ *   unknown_schema      the registry answers that it has no schema with that id (asked again with
+ *                       backoff first: src/formats/schema-cache.ts)
  *   wrong_schema_type   the id names a schema of another format (a Protobuf schema on an Avro sink)
  *   bad_schema          the schema is registered but cannot be used (does not compile, references)
  *   bad_payload         the payload does not match its schema (truncated, wrong bytes, fails validation)
@@ -20,7 +21,7 @@ import { parse } from 'lossless-json';
 import type { DecodeLookup, SourceRecord } from '../engine/job.js';
 import type { SchemaRegistryConfig } from '../config.js';
 import { SchemaRegistry, type SchemaType } from '../registry/schema-registry.js';
-import { SchemaCache } from './schema-cache.js';
+import { SchemaCache, type SchemaCacheOptions } from './schema-cache.js';
 import { readWireHeader } from './wire.js';
 
 export const FORMATS = ['json', 'avro', 'protobuf', 'json-schema'] as const;
@@ -57,8 +58,8 @@ export const jsonDecoder: Decoder = {
 };
 
 /** One registry and its schemas, shared by the decoders that use it (a record's key and value). */
-export function schemaCache(config: SchemaRegistryConfig): SchemaCache {
-  return new SchemaCache(new SchemaRegistry(config));
+export function schemaCache(config: SchemaRegistryConfig, options?: SchemaCacheOptions): SchemaCache {
+  return new SchemaCache(new SchemaRegistry(config), options);
 }
 
 /** A decoder of `format`; a registry format needs the cache of the registry its schemas are in. */
@@ -79,7 +80,8 @@ class RegistryDecoder implements Decoder {
     for (const p of payloads) {
       if (p === null) continue;
       const h = readWireHeader(p);
-      if (h.ok && this.cache.get(h.id) === undefined) ids.push(h.id);
+      // Asked again: an id never fetched, and one whose "no such id" is no longer believed (SchemaCache).
+      if (h.ok && !this.cache.has(h.id)) ids.push(h.id);
     }
     if (ids.length > 0) await this.cache.fetch(ids);
   }

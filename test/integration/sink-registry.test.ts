@@ -233,3 +233,55 @@ test('Protobuf and JSON Schema topics through the same registry: columns derived
     worker.kill('SIGTERM');
   }
 });
+
+test('a record whose schema is registered a moment after it was produced is stored, not quarantined; an id never registered still ends quarantined unknown_schema', async (t) => {
+  await ensureRegistry();
+  const config = testConfig();
+  await freshTopic(t, config, 1);
+  const session = await cassandraSession(t, config);
+  const registry = new SchemaRegistry(config.schemaRegistry);
+  const subject = `${config.topic}-value`;
+  // The registry gives the same content the same id: the test's own schemas (named by its topic) are new to it.
+  const v1 = { type: 'record', name: 'Visit', doc: config.topic, fields: [{ name: 'id', type: 'long' }, { name: 'page', type: 'string' }] };
+  const v2 = { ...v1, fields: [...v1.fields, { name: 'channel', type: 'string', default: 'web' }] };
+  const id1 = await registry.register(subject, 'AVRO', JSON.stringify(v1));
+  const file = sinkFile({ name: 'visits_avro', topic: config.topic, format: 'avro', table: 'visits', mode: 'log', columns: { id: 'bigint', page: 'text', channel: 'text' } });
+  await applyJob(config, file);
+  const worker = startSink(t, config, file);
+  const offsets = async () => (await session.execute(`SELECT offset FROM ${config.keyspace}.visits WHERE partition = 0`)).rows.map((r) => String(r['offset'])).sort();
+  // A warm worker: it reads the next records as soon as they are produced.
+  await produce(config, [{ value: withWireHeader(id1, encodeAvro(avroType(JSON.stringify(v1)), { id: 0n, page: '/warm' })) }]);
+  await waitFor(async () => ((await offsets()).length === 1 ? true : undefined), { timeoutMs: 180_000, message: 'the first visit stored' });
+
+  // Offset 1 names the id the registry hands out next (ids are sequential), before it is registered;
+  // offset 2 an id that never exists. The schema is registered about a second after the records are read.
+  const NEVER = 2_000_000_000;
+  const late = id1 + 1;
+  await produce(config, [
+    { value: withWireHeader(late, encodeAvro(avroType(JSON.stringify(v2)), { id: 1n, page: '/late', channel: 'app' })) },
+    { value: withWireHeader(NEVER, Buffer.from([2, 2, 0x61])) },
+  ]);
+  await new Promise((resolve) => setTimeout(resolve, 1000)); // the scenario: registered a moment after, not a wait for a condition
+  assert.equal(await registry.register(subject, 'AVRO', JSON.stringify(v2)), late, 'the registry handed out the next id (no other registration meanwhile)');
+
+  const quarantined = async () => {
+    const q = await runCli(['quarantine', 'list', '--cassandra', CASSANDRA, '--keyspace', config.keyspace, '--job', 'visits_avro', '--json']);
+    return q.stdout.trim().split('\n').filter((x) => x !== '').map((x) => JSON.parse(x) as { offset: string; reason: string; detail: string });
+  };
+  const listed = await waitFor(async () => {
+    const l = await quarantined();
+    return l.some((q) => q.offset === '2') ? l : undefined;
+  }, { timeoutMs: 120_000, message: 'the record of the id never registered quarantined' });
+  assert.deepEqual(listed.map((q) => [q.offset, q.reason, q.detail]), [['2', 'unknown_schema', `schema id ${NEVER} is not in the Schema Registry at ${config.schemaRegistry.url}`]]);
+  assert.deepEqual(await offsets(), ['0', '1'], 'the record of the late schema stored (same batch as the quarantined one)');
+  const rows = (await session.execute(`SELECT offset, id, page, channel FROM ${config.keyspace}.visits WHERE partition = 0`)).rows.map((r) => canonical({ ...r }));
+  assert.deepEqual(rows.reverse(), [
+    { offset: '0', id: '0', page: '/warm', channel: null },
+    { offset: '1', id: '1', page: '/late', channel: 'app' },
+  ]);
+  const v = await runCli(['verify', ...conn(config), '--job', file, '--no-record', '--json'], REGISTRY_ENV);
+  assert.equal(v.code, 0, v.stdout + v.stderr);
+  const report = JSON.parse(v.stdout) as { totals: { records: number; stored: number; quarantined: number } };
+  assert.deepEqual([report.totals.records, report.totals.stored, report.totals.quarantined], [3, 2, 1]);
+  worker.kill('SIGTERM');
+});
