@@ -49,6 +49,11 @@ export function withWorkerFlags<C extends Command<any, any, any>>(cmd: C): C {
         .argParser(intOption('--startup-timeout', 1, 86_400)),
     )
     .addOption(new Option('--max-quarantine-bytes <n>', 'raw bytes kept per quarantined record').default(d.maxQuarantineBytes).argParser(intOption('--max-quarantine-bytes', 0, 1e9)))
+    .addOption(
+      new Option('--lost-writes-window-ms <ms>', "when a Cassandra node goes down, each partition is read again from the first batch acknowledged this long before (the nodes' commitlog_sync_period plus a margin; 0: off)")
+        .default(d.lostWritesWindowMs)
+        .argParser(intOption('--lost-writes-window-ms', 0, 3_600_000)),
+    )
     .addOption(new Option('--metrics-port <port>', 'serve /metrics, /healthz, /readyz on 127.0.0.1:PORT (0: off)').default(0).argParser(intOption('--metrics-port', 0, 65535)));
   return cmd;
 }
@@ -60,6 +65,7 @@ export interface WorkerFlags {
   sessionTimeoutMs: number;
   startupTimeout: number;
   maxQuarantineBytes: number;
+  lostWritesWindowMs: number;
   metricsPort: number;
 }
 
@@ -80,6 +86,7 @@ export function runnerOptions(opts: WorkerFlags): RunnerOptions {
     sessionTimeoutMs: opts.sessionTimeoutMs,
     maxQuarantineBytes: opts.maxQuarantineBytes,
     startupTimeoutMs: opts.startupTimeout * 1000,
+    lostWritesWindowMs: opts.lostWritesWindowMs,
   };
 }
 

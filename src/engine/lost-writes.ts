@@ -9,32 +9,46 @@
  * worker that keeps its partition goes on from its in-memory position, and its next checkpoint would
  * cover the hole for good.
  *
- * So each PartitionTask remembers the highest checkpoint it wrote and saw acknowledged, and compares it
- * with the stored one (both as write timestamps, epoch·2^44 + offset, so a reset is never taken for a
- * loss):
- * - after any Cassandra failure this worker saw (an outage: this class counts them), a task reads its
- *   stored checkpoint back before the job writes its next batch and before it writes its next
- *   checkpoint — inside each write's retry, so even a write in flight across the outage checks first.
- *   Before the job's write too, because a job may build on what it stored before: the alert counts add
- *   a batch to the count row read back (src/app/alerts.ts), and a count row written at a high offset
- *   on top of a count the crash took back would win over the replay's correct ones for good;
+ * So each PartitionTask remembers the highest checkpoint it knows was stored — the one it was planned
+ * from (an assignment, a reset, a rewind: read back from Cassandra) and then each one it wrote and saw
+ * acknowledged — and compares it with the stored one (both as write timestamps, epoch·2^44 + offset,
+ * so a reset is never taken for a loss):
+ * - after any Cassandra failure this worker saw (an outage: this class counts them, from before the
+ *   planned checkpoint was read), a task reads its stored checkpoint back before the job writes its
+ *   next batch and before it writes its next checkpoint — inside each write's retry, so even a write in
+ *   flight across the outage checks first. Before the job's write too, because a job may build on what
+ *   it stored before: the alert counts add a batch to the count row read back (src/app/alerts.ts), and
+ *   a count row written at a high offset on top of a count the crash took back would win over the
+ *   replay's correct ones for good. For the same reason a batch's rows wait, after an outage, for the
+ *   batch before to be written again (below);
  * - every 2 s, on the checkpoint read the ResetWatcher makes anyway (a crash this worker saw no failure
  *   of, e.g. a node restarted while it was idle). The driver losing every connection to a node
  *   (`hostDown`) counts as an outage too, whether or not an operation of ours failed with it.
+ * A new owner thus finds a checkpoint its predecessor wrote and Cassandra then forgot (a rolling restart
+ * followed by a crash), as the worker that wrote it would.
+ *
  * That compares checkpoints only: the rows of a batch acknowledged before an outage, whose checkpoint
- * was not acknowledged yet, may be gone while the checkpoint before them survived. So a batch's rows
+ * was not acknowledged yet, may be gone while the checkpoint before them survived, so a batch's rows
  * acknowledged before an outage are written again before its checkpoint (PartitionTask.checkpoint).
+ * And on a ring, rows acknowledged by a replica that crashes before syncing and by one that missed
+ * them can be gone while the checkpoint after them, on other replicas, survives: no checkpoint goes
+ * back. So when a node goes down (`hostDown`), every task that acknowledged rows within the window
+ * before Cassandra's last answer (`windowMs`: the commit log's sync period plus a margin) reads its
+ * partition again from the first of them (nodeDown).
+ *
  * A loss rewinds the partition: its old task writes no rows and no checkpoint any more (a write of it
  * still retrying would build on what the store lost: the alert counts read back), the stored offset is
  * written again in the next reset epoch (so no late checkpoint of the old position, ours or a zombie's,
  * can cover the hole again), the job forgets what it remembers of the partition (Job.onRewind), and the
  * consumer seeks back there: every record from it on is written again (writes are idempotent). One log
- * line per rewind and `exactlyonce_lost_writes_total{partition}`.
+ * line per rewind, and `exactlyonce_lost_writes_total{partition}` for a checkpoint found lost,
+ * `exactlyonce_crash_replays_total{partition}` for a replay after a node went down.
  *
- * What remains: a loss that neither signal reveals — the worker that wrote the lost checkpoint is gone
- * (SIGKILLed, or it handed the partition over) before it could compare — leaves the rows missing from
- * the stored checkpoint on, until the partition is read again from there; `verify` reports them (README,
- * "Durability").
+ * What remains (README, "Durability"): a loss no worker that owns the partition can see — the worker
+ * that wrote the lost checkpoint is gone and no owner planned from it yet (the next owner then reads
+ * the lower checkpoint and writes from there: nothing is missed); and, on a ring, rows a predecessor
+ * acknowledged within the window before a node crash that happens after the hand-over (the new owner
+ * knows its own batches only): `verify` reports those.
  */
 import type { Logger } from '../log.js';
 import type { AssignmentPlanner } from './assignment-planner.js';
@@ -64,7 +78,7 @@ export class LostWritesFound extends Error {
 }
 
 export interface LostWritesDeps {
-  checkpoints: Pick<CheckpointStore, 'reset'>;
+  checkpoints: Pick<CheckpointStore, 'reset' | 'readOne'>;
   planner: Pick<AssignmentPlanner, 'planResets'>;
   tasks: () => TaskManager | undefined;
   consumer: PartitionControl;
@@ -82,6 +96,28 @@ export class LostWrites {
   private outages = 0;
   private readonly rewinding = new Set<PartitionTask>();
   private deps: LostWritesDeps | undefined;
+  /** When Cassandra last answered (performance.now()): a node that crashed did so after it. */
+  private lastAnswer = performance.now();
+
+  /**
+   * `windowMs`: how long before its crash a node may have acknowledged writes it then forgets — its
+   * commit log's sync period plus a margin (RunnerOptions.lostWritesWindowMs; 0: never replay).
+   */
+  constructor(readonly windowMs = 15_000) {}
+
+  /** Cassandra answered an operation. */
+  answered(): void {
+    this.lastAnswer = performance.now();
+  }
+
+  /**
+   * The oldest time (performance.now()) at which an acknowledged write may still be taken back by a
+   * crash not seen yet: a node crashes after its last answer, and forgets what it acknowledged within
+   * the window before it. Tasks keep what they acknowledged since (PartitionTask.replayFrom).
+   */
+  get horizon(): number {
+    return this.lastAnswer - this.windowMs;
+  }
 
   /** Wired once the roles it uses exist (the Runner creates this first: the tasks need it). */
   wire(deps: LostWritesDeps): void {
@@ -98,28 +134,76 @@ export class LostWrites {
   }
 
   /**
+   * The driver lost every connection to a node: it may have crashed and forgotten what it acknowledged
+   * within the window before its crash. On one node rows and checkpoints go back together, which the
+   * checkpoint read-back finds; on a ring a row acknowledged by the crashed replica and one that missed
+   * it can be gone while its checkpoint, on other replicas, survives: no checkpoint goes back. So every
+   * running task that acknowledged rows within the window before Cassandra's last answer reads its
+   * partition again from the first of them (or from its stored checkpoint, when that went back further).
+   */
+  nodeDown(): void {
+    this.outage();
+    if (this.windowMs <= 0) return;
+    const since = this.horizon;
+    for (const task of this.deps?.tasks()?.tasks.values() ?? []) {
+      const from = task.replayFrom(since);
+      if (from !== null) void this.replay(task, from);
+    }
+  }
+
+  /**
+   * Reads `task`'s partition again from `from` (its rows acknowledged since may be gone: nodeDown), or
+   * from its stored checkpoint if Cassandra lost that too (then counted as lost writes, as rewind).
+   */
+  async replay(task: PartitionTask, from: bigint): Promise<void> {
+    await this.move(task, async (deps) => {
+      const stored = await deps.retrying('Cassandra', () => deps.checkpoints.readOne(task.partition));
+      const acked = task.acknowledged;
+      if (isLost(stored, task.epoch ?? 0, acked)) return { stored, to: stored?.next ?? (await deps.retrying('Kafka', () => deps.logStart(task.partition))), lost: acked! };
+      const to = stored !== null && stored.next < from ? stored.next : from;
+      return { stored, to, lost: null };
+    });
+  }
+
+  /**
    * Rewinds `task`'s partition to `stored` (see the file comment). Idempotent per task; returns once
    * the consumer was moved (or the partition changed hands meanwhile: its new owner read afresh).
    */
   async rewind(task: PartitionTask, stored: StoredCheckpoint | null, acked: bigint): Promise<void> {
+    await this.move(task, async (deps) => ({ stored, to: stored?.next ?? (await deps.retrying('Kafka', () => deps.logStart(task.partition))), lost: acked }));
+  }
+
+  /**
+   * Moves `task`'s partition back to where `where` says: `to`, with `lost` the checkpoint found lost
+   * (null: a replay of what a crashed node may have forgotten, the checkpoint intact).
+   */
+  private async move(task: PartitionTask, where: (deps: LostWritesDeps) => Promise<{ stored: StoredCheckpoint | null; to: bigint; lost: bigint | null }>): Promise<void> {
     const deps = this.deps;
     if (deps === undefined || this.rewinding.has(task)) return;
     const p = task.partition;
     // A task that is no longer its partition's (rewound already, reset, revoked) has nothing to rewind:
     // the partition's owner started from a checkpoint read afresh. Its batches still retrying find the
     // loss again once Cassandra is back; pausing the partition for them would stall the new owner.
-    if (deps.tasks()?.tasks.get(p) !== task) return;
+    if (deps.tasks()?.tasks.get(p) !== task || task.status.state !== 'running') return;
     this.rewinding.add(task);
     try {
       task.abandon();
       deps.consumer.pause([p]);
-      deps.metrics.lostWrites.inc({ partition: String(p) });
-      const to = stored?.next ?? (await deps.retrying('Kafka', () => deps.logStart(p)));
-      deps.log.warn(
-        { partition: p, stored: stored === null ? null : String(stored.next), acknowledged: String(acked), code: 'EO_WRITES_LOST' },
-        `partition ${p}: Cassandra lost acknowledged writes (its checkpoint is ${stored === null ? 'gone' : String(stored.next)}, below ${acked}, written and acknowledged before; a node crashed before syncing its commit log?); ` +
-          `writing every record from ${to} again`,
-      );
+      const { stored, to, lost } = await where(deps);
+      if (lost !== null) {
+        deps.metrics.lostWrites.inc({ partition: String(p) });
+        deps.log.warn(
+          { partition: p, stored: stored === null ? null : String(stored.next), acknowledged: String(lost), code: 'EO_WRITES_LOST' },
+          `partition ${p}: Cassandra lost acknowledged writes (its checkpoint is ${stored === null ? 'gone' : String(stored.next)}, below ${lost}, written and acknowledged before; a node crashed before syncing its commit log?); ` +
+            `writing every record from ${to} again`,
+        );
+      } else {
+        deps.metrics.crashReplays.inc({ partition: String(p) });
+        deps.log.warn(
+          { partition: p, from: String(to), windowMs: this.windowMs },
+          `partition ${p}: a Cassandra node went down, and may have forgotten what it acknowledged in the ${this.windowMs} ms before; writing every record from ${to} again`,
+        );
+      }
       // The next epoch: above every checkpoint of the old position still in flight (ours or a zombie's).
       const fromEpoch = Math.max(stored?.epoch ?? 0, task.epoch ?? 0);
       const readAt = this.outages;

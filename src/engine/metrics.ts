@@ -46,6 +46,7 @@ export class EngineMetrics {
   readonly stops: Counter<'code'>;
   /** Rewinds after Cassandra lost acknowledged writes (src/engine/lost-writes.ts). */
   readonly lostWrites: Counter<'partition'>;
+  readonly crashReplays: Counter<'partition'>;
   readonly rowsRewritten: Counter<'partition'>;
   readonly stalledPartitions: Gauge<'partition'>;
   readonly info: Gauge<'worker_id' | 'host' | 'pid'>;
@@ -142,6 +143,12 @@ export class EngineMetrics {
     this.lostWrites = new Counter({
       name: `${p}lost_writes_total`,
       help: 'Times a partition was read again because Cassandra lost writes it had acknowledged (its checkpoint went back)',
+      labelNames: partition,
+      registers,
+    });
+    this.crashReplays = new Counter({
+      name: `${p}crash_replays_total`,
+      help: 'Times a partition was read again because a Cassandra node went down within the lost-writes window after rows were acknowledged (a ring can lose rows while their checkpoint survives)',
       labelNames: partition,
       registers,
     });

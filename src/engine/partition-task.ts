@@ -60,6 +60,11 @@ export class PartitionTask {
   private lastRowsAt: number | undefined;
   /** Set once its partition was rewound (lost writes): it never writes a checkpoint again. */
   private abandoned = false;
+  /**
+   * The batches whose rows were acknowledged since the lost-writes horizon, oldest first: when each was
+   * (performance.now()) and its first offset. A node that goes down may have forgotten them (replayFrom).
+   */
+  private readonly recent: Array<{ at: number; from: bigint }> = [];
   /** When the last batch returned (performance.now()): the partition waits for the client from then on. */
   private idleSince: number | null = null;
 
@@ -144,12 +149,32 @@ export class PartitionTask {
     if (fresh.length === 0) return;
     const first = fresh[0]!.offset;
     if (this.next !== null && first > this.next) {
-      // Offsets are not contiguous (transaction markers, compaction), so a jump alone proves nothing;
-      // but if the log now starts after the offset we expected, records we never stored were deleted.
-      const logStart = await this.ctx.withRetry(() => this.ctx.logStart(this.partition));
-      if (logStart > this.next) {
-        this.stop(outOfRange(this.partition, this.next, 'below', logStart));
-        return;
+      // Offsets are not contiguous (transaction markers, aborted records, compaction), so a jump alone
+      // proves nothing either way. The consumer says where the reading that brought the record began
+      // (SourceRecord.fetchedFrom): every record a read_committed consumer receives from there on was
+      // handed over in order, so a reading begun at or below `next` proves [next, first) holds none.
+      const next = this.next;
+      const from = fresh[0]!.fetchedFrom;
+      if (typeof from !== 'bigint' || from > next) {
+        // If the log now starts after the offset we expected, records we never stored were deleted.
+        const logStart = await this.ctx.withRetry(() => this.ctx.logStart(this.partition));
+        if (logStart > next) {
+          this.stop(outOfRange(this.partition, next, 'below', logStart));
+          return;
+        }
+        // Read from the log start, which only grows and is at or below `next` now: begun below it too.
+        if (from !== 'log-start') {
+          const where = from === undefined ? 'from a position its source does not tell' : `from offset ${from}`;
+          this.stop(
+            new ExactlyOnceError(
+              'EO_OFFSET_GAP',
+              `partition ${this.partition}: the batch starts at offset ${first}, but the partition resumes at ${next} and the client read it ${where}, not from ${next}: ` +
+                `nothing proves that offsets ${next}..${first - 1n} hold no record (a restart of the reading that did not take place?). The partition is stopped at its checkpoint and nothing is skipped; ` +
+                `restart the worker (it reads from the checkpoint), or run \`exactlyonce checkpoints reset --partition ${this.partition} --to ${next}\` (workers pick it up while running).`,
+            ),
+          );
+          return;
+        }
       }
     }
     this.ctx.metrics.consumed.inc({ partition: p }, fresh.length);
@@ -207,6 +232,7 @@ export class PartitionTask {
     // The Cassandra outages counted when the rows were acknowledged (see checkpoint).
     const rowsAt = this.ctx.lostWrites?.generation ?? 0;
     if (decoded.length > 0) this.lastRowsAt = rowsAt;
+    this.remember(rowsDone, first);
     stages.observe({ stage: 'rows' }, (rowsDone - rowsFrom) / 1000);
     if (bad.length > 0) {
       const reasons: Record<string, number> = {};
@@ -336,6 +362,25 @@ export class PartitionTask {
     const stored = await this.ctx.checkpoints.readOne(this.partition);
     if (isLost(stored, this.epoch ?? 0, acked)) throw new LostWritesFound(stored, acked);
     this.verified = generation;
+  }
+
+  /** Keeps a batch's first offset and when its rows were acknowledged, forgetting what is past the horizon. */
+  private remember(at: number, from: bigint): void {
+    const guard = this.ctx.lostWrites;
+    if (guard === undefined || guard.windowMs <= 0) return;
+    this.recent.push({ at, from });
+    const horizon = guard.horizon;
+    while (this.recent.length > 0 && this.recent[0]!.at < horizon) this.recent.shift();
+  }
+
+  /**
+   * Where to read again from if a node that went down took back what was acknowledged since `since`
+   * (performance.now()): the first offset of the first batch acknowledged since then, or null when none
+   * was (or the task no longer runs).
+   */
+  replayFrom(since: number): bigint | null {
+    if (this.state !== 'running' || this.abandoned) return null;
+    return this.recent.find((b) => b.at >= since)?.from ?? null;
   }
 
   /** Resolves once the last stored batch's checkpoint is written (or abandoned on shutdown, or has stopped the partition). */

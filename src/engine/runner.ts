@@ -51,6 +51,12 @@ export interface RunnerOptions {
   maxQuarantineBytes: number;
   /** How long start-up waits for Kafka and Cassandra before giving up, in ms (default 60000). */
   startupTimeoutMs: number;
+  /**
+   * How far back, in ms, a Cassandra node that goes down may have forgotten writes it acknowledged: its
+   * commit log's sync period (`commitlog_sync_period`, 10 s by default) plus a margin (default 15000;
+   * 0: never read a partition again on a node's crash). See src/engine/lost-writes.ts.
+   */
+  lostWritesWindowMs: number;
 }
 
 export const defaultRunnerOptions: RunnerOptions = {
@@ -61,6 +67,7 @@ export const defaultRunnerOptions: RunnerOptions = {
   metadataRefreshMs: 10_000,
   maxQuarantineBytes: DEFAULT_MAX_RAW_BYTES,
   startupTimeoutMs: 60_000,
+  lostWritesWindowMs: 15_000,
 };
 
 export class Runner {
@@ -90,7 +97,7 @@ export class Runner {
   /** The Kafka client's last error log line, and when (named by stall warnings while recent). */
   private lastClientError: { message: string; at: number } | undefined;
   /** Finds checkpoints Cassandra lost after acknowledging them, and rewinds their partitions. */
-  private readonly lostWrites = new LostWrites();
+  private readonly lostWrites: LostWrites;
   /** Settles with the refusal that stops this worker for good (a missing ACL, a revoked login). */
   private refused: ((e: ExactlyOnceError) => void) | undefined;
   /**
@@ -109,6 +116,7 @@ export class Runner {
   ) {
     this.metrics = metrics ?? new EngineMetrics();
     this.lag = new LagWatcher(this.metrics);
+    this.lostWrites = new LostWrites(options.lostWritesWindowMs ?? defaultRunnerOptions.lostWritesWindowMs);
   }
 
   /** Partitions owned now, with their state and next offset (for status output and tests). */
@@ -121,7 +129,9 @@ export class Runner {
   }
 
   private retrying<T>(server: string, fn: () => Promise<T>, deadlineMs?: number): Promise<T> {
-    return retry(fn, {
+    // Cassandra answered: what it acknowledged so far is the start of the window a crash may take back.
+    const call = server === 'Cassandra' ? () => fn().then((r) => (this.lostWrites.answered(), r)) : fn;
+    return retry(call, {
       server,
       signal: this.abort.signal,
       log: this.log,
@@ -153,8 +163,9 @@ export class Runner {
     this.session = await this.retrying('Cassandra', () => connect(config, { keyspace: config.keyspace }), options.startupTimeoutMs);
     const session = this.session;
     // A node the driver lost every connection to may have crashed and forgotten acknowledged writes,
-    // even when none of ours failed (none was in flight): counted as an outage (src/engine/lost-writes.ts).
-    session.on('hostDown', () => this.lostWrites.outage());
+    // even when none of ours failed (none was in flight): what was acknowledged within the window before
+    // is read again (src/engine/lost-writes.ts).
+    session.on('hostDown', () => this.lostWrites.nodeDown());
     const publisher = new Publisher(config, (fn) => this.retrying('Kafka', fn));
     this.publisher = publisher;
     // Retried like every start-up call: a job's open may query Cassandra (a sink checks its table).

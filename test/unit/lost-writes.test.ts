@@ -34,6 +34,7 @@ test('a rewind moves the partition once: a task already rewound that finds the l
   const lostWrites = new LostWrites();
   lostWrites.wire({
     checkpoints: {
+      readOne: async () => null,
       reset: async (p, to, fromEpoch) => {
         calls.push(`reset ${p}:${to}@${fromEpoch + 1}`);
         return { next: to, epoch: fromEpoch + 1 };
@@ -70,6 +71,7 @@ test('a new owner finds the checkpoint it was planned from gone after an outage 
   const calls: string[] = [];
   lostWrites.wire({
     checkpoints: {
+      readOne: async () => null,
       reset: async (p, to, fromEpoch) => {
         calls.push(`reset ${p}:${to}@${fromEpoch + 1}`);
         return { next: to, epoch: fromEpoch + 1 };
@@ -95,4 +97,85 @@ test('a new owner finds the checkpoint it was planned from gone after an outage 
   assert.deepEqual(w.events.filter((e) => e.startsWith('rows')), [], 'no row is written on top of the lost checkpoint');
   assert.deepEqual(calls, ['pause 0', 'reset 0:0@1', 'onRewind 0:0', 'restartAt 0:0']);
   assert.deepEqual(await series(metrics, 'lost_writes_total'), ['exactlyonce_lost_writes_total{partition="0"} 1']);
+});
+
+test('a node going down reads each partition again from the first batch it acknowledged within the window before Cassandra last answered; batches before that are not read again', async () => {
+  const world = { stored: new Map([[0, { next: 100n, epoch: 0 }]]), marks: [{ partition: 0, low: 0n, high: 900n, stable: 900n }] };
+  const { tasks, planner, metrics, log, ctx, world: w } = fakeEngine(world);
+  const lostWrites = new LostWrites(200);
+  ctx.lostWrites = lostWrites;
+  const calls: string[] = [];
+  lostWrites.wire({
+    checkpoints: {
+      readOne: async (p) => w.stored.get(p) ?? null,
+      reset: async (p, to, fromEpoch) => {
+        calls.push(`reset ${p}:${to}@${fromEpoch + 1}`);
+        return { next: to, epoch: fromEpoch + 1 };
+      },
+    },
+    planner,
+    tasks: () => tasks,
+    consumer: { pause: (ps) => void calls.push(`pause ${ps.join(',')}`), restartAt: (p, o) => void calls.push(`restartAt ${p}:${o}`) },
+    logStart: async () => 0n,
+    onRewind: (p, from) => void calls.push(`onRewind ${p}:${from}`),
+    retrying: (_server, fn) => fn(),
+    metrics,
+    log,
+  });
+  await tasks.assign([0]);
+  const task = tasks.tasks.get(0)!;
+  await tasks.process(0, [rec(100n), rec(101n)]);
+  await task.flush();
+  // Past the window: Cassandra answered 300 ms after that batch, so a crash now cannot take it back.
+  await settle(300);
+  lostWrites.answered();
+  await tasks.process(0, [rec(102n), rec(103n)]);
+  await tasks.process(0, [rec(104n)]);
+  await task.flush();
+  w.stored.set(0, { next: 105n, epoch: 0 });
+  lostWrites.nodeDown();
+  await settle(5);
+  assert.deepEqual(calls, ['pause 0', 'reset 0:102@1', 'onRewind 0:102', 'restartAt 0:102']);
+  assert.deepEqual(await series(metrics, 'crash_replays_total'), ['exactlyonce_crash_replays_total{partition="0"} 1']);
+  assert.deepEqual(await series(metrics, 'lost_writes_total'), [], 'the checkpoint was intact: not a loss found');
+  const owner = tasks.tasks.get(0)!;
+  assert.deepEqual([owner.status.next, owner.epoch], [102n, 1]);
+  // The new task has acknowledged nothing yet: a second node going down reads nothing again.
+  lostWrites.nodeDown();
+  await settle(5);
+  assert.equal(calls.length, 4);
+});
+
+test('a node going down when the stored checkpoint itself went back below the window: read again from the stored checkpoint, counted as lost writes', async () => {
+  const world = { stored: new Map([[0, { next: 100n, epoch: 0 }]]), marks: [{ partition: 0, low: 0n, high: 900n, stable: 900n }] };
+  const { tasks, planner, metrics, log, ctx, world: w } = fakeEngine(world);
+  const lostWrites = new LostWrites(60_000);
+  ctx.lostWrites = lostWrites;
+  const calls: string[] = [];
+  lostWrites.wire({
+    checkpoints: {
+      readOne: async (p) => w.stored.get(p) ?? null,
+      reset: async (p, to, fromEpoch) => {
+        calls.push(`reset ${p}:${to}@${fromEpoch + 1}`);
+        return { next: to, epoch: fromEpoch + 1 };
+      },
+    },
+    planner,
+    tasks: () => tasks,
+    consumer: { pause: (ps) => void calls.push(`pause ${ps.join(',')}`), restartAt: (p, o) => void calls.push(`restartAt ${p}:${o}`) },
+    logStart: async () => 0n,
+    onRewind: (p, from) => void calls.push(`onRewind ${p}:${from}`),
+    retrying: (_server, fn) => fn(),
+    metrics,
+    log,
+  });
+  await tasks.assign([0]);
+  await tasks.process(0, [rec(100n), rec(101n)]);
+  await tasks.tasks.get(0)!.flush();
+  w.stored.delete(0);
+  lostWrites.nodeDown();
+  await settle(5);
+  assert.deepEqual(calls, ['pause 0', 'reset 0:0@1', 'onRewind 0:0', 'restartAt 0:0']);
+  assert.deepEqual(await series(metrics, 'lost_writes_total'), ['exactlyonce_lost_writes_total{partition="0"} 1']);
+  assert.deepEqual(await series(metrics, 'crash_replays_total'), []);
 });
