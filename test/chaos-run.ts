@@ -13,6 +13,11 @@ export interface ChaosFigures {
   /** `--transactional`: the generator's transactions by outcome. */
   transactions: { committed: number; aborted: number; unknown: number } | null;
   checkpointRegressions: string[];
+  /** Checkpoints that went back with a Cassandra crash, and the workers' EO_WRITES_LOST lines. */
+  checkpointLosses: string[];
+  rewinds: number;
+  /** `--transition-crashes`: the transitions Cassandra was SIGKILLed right after, and those not seen in time. */
+  transitions: { struck: string[]; missed: string[] };
   violations: number;
   problems: string[];
   wallMs: number;

@@ -15,7 +15,8 @@ import { connectionArgs } from '../src/harness/cli-process.js';
 import { CheckpointWatch, isDrained } from '../src/harness/drain.js';
 import { sleep } from '../src/harness/sleep.js';
 import { KafkaAdmin } from '../src/kafka/admin.js';
-import { runCli, startCli, waitFor } from './helpers.js';
+import { killServer, stackCommitlogPeriodMs, stackCommitlogSync, startServer, type StackOptions } from '../src/stack/index.js';
+import { localStack, runCli, startCli, waitFor } from './helpers.js';
 
 export { connectionArgs, sleep };
 
@@ -311,4 +312,37 @@ export async function stopWorkers(workers: ReadonlyArray<ReturnType<typeof start
     const [code] = await exit;
     assert.equal(code, 0, workers[i]!.output());
   }
+}
+
+/** Starts the stack's SIGKILLed Cassandra again once its ports are free (the killed JVM takes a moment to go). */
+export async function restartCassandra(stack: StackOptions): Promise<void> {
+  await waitFor(
+    () =>
+      startServer(stack, 'cassandra').then(
+        () => true,
+        (e: { code?: string }) => {
+          if (e.code === 'EO_PORT_IN_USE') return false;
+          throw e;
+        },
+      ),
+    { timeoutMs: 60_000, message: 'the ports of the SIGKILLed Cassandra are free again' },
+  );
+}
+
+/**
+ * The commit log's sync period the loss tests run Cassandra with: every acknowledged write of the last
+ * minute is gone when it is SIGKILLed, so the loss window covers a whole step of a test (on Cassandra's
+ * 10 s a step can fall between two syncs and lose nothing: the test would prove nothing).
+ */
+export const WIDE_SYNC_MS = 60_000;
+
+/** The stack's single Cassandra on the periodic commit log synced every WIDE_SYNC_MS (restarted on it unless it runs so). */
+export async function wideLossWindow(phases?: ReturnType<typeof timeline>): Promise<StackOptions> {
+  const stack = { ...(await localStack()), commitlogSync: 'periodic' as const, commitlogSyncPeriodMs: WIDE_SYNC_MS };
+  if (stackCommitlogSync(stack, 'cassandra') !== 'periodic' || stackCommitlogPeriodMs(stack, 'cassandra') !== WIDE_SYNC_MS) {
+    await killServer(stack, 'cassandra');
+    await restartCassandra(stack);
+    phases?.mark(`Cassandra restarted on the periodic commit log synced every ${WIDE_SYNC_MS / 1000} s`);
+  }
+  return stack;
 }

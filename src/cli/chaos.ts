@@ -25,7 +25,7 @@ function replayCommand(o: ChaosOptions): string {
   return (
     `exactlyonce chaos --seed ${o.seed} --events ${o.events} --duration ${o.durationMs / 1000} --workers ${o.workers} --partitions ${o.partitions} ` +
     `--kills ${o.kills} --zombies ${o.zombies} --cassandra-restarts ${o.cassandraRestarts} --kafka-restarts ${o.kafkaRestarts} ` +
-    `${o.cassandraOutages ? `--cassandra-outages ${o.cassandraOutages} ` : ''}${o.registryRestarts ? `--registry-restarts ${o.registryRestarts} ` : ''}${o.layout !== undefined && o.layout !== 'original' ? `--layout ${o.layout} ` : ''}${o.transactional === true ? '--transactional ' : ''}--add-remove ${o.addRemove} --injections ${o.injections} --bad-ratio ${o.badRatio} --late-ratio ${o.lateRatio} --session-timeout-ms ${o.sessionTimeoutMs} ` +
+    `${o.cassandraOutages ? `--cassandra-outages ${o.cassandraOutages} ` : ''}${o.transitionCrashes ? `--transition-crashes ${o.transitionCrashes} ` : ''}${o.registryRestarts ? `--registry-restarts ${o.registryRestarts} ` : ''}${o.layout !== undefined && o.layout !== 'original' ? `--layout ${o.layout} ` : ''}${o.transactional === true ? '--transactional ' : ''}--add-remove ${o.addRemove} --injections ${o.injections} --bad-ratio ${o.badRatio} --late-ratio ${o.lateRatio} --session-timeout-ms ${o.sessionTimeoutMs} ` +
     (o.job === undefined ? ruleArgs(o.rule).join(' ') : `--job ${o.job}`)
   );
 }
@@ -74,11 +74,13 @@ async function chaos(base: ConnectionConfig, o: ChaosOptions, json: boolean, sta
       kafkaRestarts: restarted.kafka,
       registryRestarts: restarted.registry,
       cassandraOutages: done.outage,
+      transitionCrashes: done['crash-at'],
       workersAdded: done['add-worker'],
       workersRemoved: done['remove-worker'],
       malformedBursts: done.inject,
       skipped: done.skipped,
     },
+    transitions: r.faults.transitions,
     recoveries: r.faults.recoveries,
     serverCrashes: r.faults.crashes,
     quorumLostLogLines: r.quorumLostLines,
@@ -103,6 +105,8 @@ async function chaos(base: ConnectionConfig, o: ChaosOptions, json: boolean, sta
       (r.transactions === undefined ? '' : `  transactions: ${r.transactions.committed} committed, ${r.transactions.aborted} aborted (the last one too), ${r.transactions.unknown} of unknown outcome\n`) +
       `  faults: ${f.kills} kills, ${f.zombies} zombies (${f.zombiesThatLostPartitions} lost their partitions), ${f.cassandraRestarts} Cassandra restarts, ${f.kafkaRestarts} Kafka restarts, ${f.registryRestarts > 0 ? `${f.registryRestarts} Schema Registry restarts, ` : ''}` +
       `${f.workersAdded} workers added, ${f.workersRemoved} removed, ${f.malformedBursts} malformed bursts (${f.skipped} skipped)\n` +
+      r.faults.transitions.struck.map((x) => `  Cassandra SIGKILLed right after: ${x}\n`).join('') +
+      r.faults.transitions.missed.map((x) => `  transition not seen, Cassandra SIGKILLed anyway: ${x}\n`).join('') +
       r.faults.recoveries.map((x) => `  after SIGKILL: ${x}\n`).join('') +
       r.faults.crashes
         .map((c) => `  ${c.what}: down ${(c.downMs / 1000).toFixed(1)} s, back in ${(c.backInMs / 1000).toFixed(1)} s; checkpoints advanced ${c.advancedWhileDown ?? '? (no quorum to read them)'} records meanwhile\n`)
@@ -144,6 +148,14 @@ export function chaosCommand(): Command {
       .addOption(count('--kafka-restarts', 1, 'SIGKILL the Kafka broker (on a cluster stack: in turn the leader of a partition being read and the active controller), start it again', 100))
       .addOption(count('--registry-restarts', 0, "SIGKILL the local stack's Schema Registry, start it again (for a --job reading Avro, Protobuf or JSON Schema)", 100))
       .addOption(count('--cassandra-outages', 0, 'on a 3-node cluster stack: SIGKILL two Cassandra nodes at once (no quorum), start them again', 100))
+      .addOption(
+        count(
+          '--transition-crashes',
+          0,
+          'SIGKILL Cassandra right after an engine transition, in turn: an assignment, a clean stop, a hand-over, a reset picked up, a rewind (run it on a stack with a long commit log sync: stack up --commitlog-sync-period-ms 60000)',
+          100,
+        ),
+      )
       .addOption(count('--add-remove', 2, 'workers added, and as many removed later', 100))
       .addOption(count('--injections', 3, 'bursts of malformed records', 1000))
       .addOption(new Option('--bad-ratio <r>', 'fraction of malformed records from the generator').default(0.005).argParser(ratioOption('--bad-ratio')))
@@ -165,14 +177,14 @@ export function chaosCommand(): Command {
   ).action(
     action(async (opts, cmd) => {
       const base = connection(cmd);
-      const { events, workers, partitions, kills, zombies, cassandraRestarts, kafkaRestarts, cassandraOutages, registryRestarts, addRemove, injections, badRatio, lateRatio } = opts;
+      const { events, workers, partitions, kills, zombies, cassandraRestarts, kafkaRestarts, cassandraOutages, registryRestarts, transitionCrashes, addRemove, injections, badRatio, lateRatio } = opts;
       // A crashed node replays its commit log; on a busy 2-core machine a cluster node took over 3 minutes.
       const stack = { ...stackOptionsFrom({ stackDir: opts.stackDir }), startTimeoutMs: 900_000, ...(registryRestarts > 0 ? { schemaRegistry: true } : {}) };
       if (cassandraOutages > 0 && stack.cassandraNodes !== 3) {
         throw new ExactlyOnceError('EO_USAGE', `--cassandra-outages needs a stack of 3 Cassandra nodes (the one at ${stack.dir} has ${stack.cassandraNodes}): exactlyonce stack up --cassandra-nodes 3 --kafka-brokers 3`);
       }
       const o: ChaosOptions = {
-        ...{ events, workers, partitions, kills, zombies, cassandraRestarts, kafkaRestarts, cassandraOutages, registryRestarts, addRemove, injections, badRatio, lateRatio },
+        ...{ events, workers, partitions, kills, zombies, cassandraRestarts, kafkaRestarts, cassandraOutages, registryRestarts, transitionCrashes, addRemove, injections, badRatio, lateRatio },
         // A cluster's node is kept down long enough for the others to notice (~10 s) and work without it.
         serverDownMs: isCluster(stack) ? [10_000, 25_000] : [1000, 5000],
         seed: opts.seed ?? Math.floor(Math.random() * 2 ** 32),

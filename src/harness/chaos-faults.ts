@@ -31,6 +31,35 @@ export interface FaultContext {
   producing: () => boolean;
   /** A Cassandra node was SIGKILLed (the checkpoint watch then tells a loss from a regression). */
   onCassandraKilled?: () => void;
+  /**
+   * Resets a partition in place (its stored offset, the next epoch), as `checkpoints reset` would;
+   * returns which, or null when none has a checkpoint yet. For the `reset` transition.
+   */
+  resetInPlace?: () => Promise<number | null>;
+}
+
+/** What a worker logs at each transition (src/engine): an assignment, a reset picked up, a rewind or replay. */
+const ASSIGNED = /"msg":"assigned partitions \d/;
+const RESET = /"msg":"partition \d+ was reset to/;
+const REWOUND = /"code":"EO_WRITES_LOST"|a Cassandra node went down, and may have forgotten/;
+/** How long a transition may take to show in a worker's log before the crash falls anyway. */
+const TRANSITION_WAIT_MS = 60_000;
+
+function fileSize(file: string): number {
+  try {
+    return statSync(file).size;
+  } catch {
+    return 0;
+  }
+}
+
+/** A log's text from byte `from` on ('' while it does not exist). */
+function readFrom(file: string, from: number): string {
+  try {
+    return readFileSync(file).subarray(from).toString('utf8');
+  } catch {
+    return '';
+  }
 }
 
 /** One server fault as it happened: what was SIGKILLed, for how long, and how far the checkpoints moved meanwhile. */
@@ -45,7 +74,9 @@ export interface ServerCrash {
 }
 
 export class FaultRunner {
-  readonly done: Record<Fault['kind'] | 'skipped', number> = { kill: 0, 'add-worker': 0, 'remove-worker': 0, zombie: 0, restart: 0, outage: 0, inject: 0, skipped: 0 };
+  readonly done: Record<Fault['kind'] | 'skipped', number> = { kill: 0, 'add-worker': 0, 'remove-worker': 0, zombie: 0, restart: 0, outage: 0, inject: 0, 'crash-at': 0, skipped: 0 };
+  /** The transitions Cassandra was SIGKILLed right after, and those that did not show in time (it was SIGKILLed anyway). */
+  readonly transitions: { struck: string[]; missed: string[] } = { struck: [], missed: [] };
   readonly restarted: Record<ServerName, number> = { kafka: 0, cassandra: 0, registry: 0 };
   /** Zombies whose log said, after waking, that they had lost their partitions. */
   zombiesLost = 0;
@@ -122,6 +153,12 @@ export class FaultRunner {
       case 'outage':
         this.done.outage++;
         return this.inTurn(() => this.crash(f));
+      case 'crash-at':
+        this.done['crash-at']++;
+        return this.inTurn(async () => {
+          await this.bringAbout(f);
+          this.restarted.cassandra++;
+        });
       case 'inject': {
         const records = malformedRecords(f.count, this.c.seed + f.atMs);
         this.done.inject++;
@@ -171,6 +208,89 @@ export class FaultRunner {
     this.c.say(
       `${what}: back after ${(backInMs / 1000).toFixed(1)} s; while down the checkpoints advanced by ${advancedWhileDown === null ? 'an unknown number of (unreadable without a quorum)' : advancedWhileDown} records`,
     );
+  }
+
+  /**
+   * Brings about `f.transition` and SIGKILLs Cassandra as soon as a worker's log shows it (or the
+   * worker exits, for a stop): what the transition planned from was acknowledged a moment before, well
+   * inside the commit log's sync period, so the crash takes it back and the workers must find that.
+   */
+  private async bringAbout(f: Extract<Fault, { kind: 'crash-at' }>): Promise<void> {
+    const { fleet, say } = this.c;
+    const crash = () => this.crash({ atMs: f.atMs, kind: 'restart', server: 'cassandra', downMs: f.downMs, pick: f.pick, role: 'leader' });
+    const struck = (what: string) => void this.transitions.struck.push(what);
+    switch (f.transition) {
+      case 'assignment': {
+        const mark = this.logMarks();
+        const w = fleet.start();
+        say(`transition: worker#${w.id} joins`);
+        await this.strikeOn(mark, ASSIGNED, `worker#${w.id} joins: an assignment`, crash);
+        return;
+      }
+      case 'stop':
+      case 'hand-over': {
+        if (fleet.running().length < (f.transition === 'stop' ? 1 : 2)) await fleet.awaitRunning(2, 120_000);
+        const w = fleet.pick(f.pick, true);
+        if (w === undefined) {
+          this.transitions.missed.push(`${f.transition}: no running worker to stop`);
+          return crash();
+        }
+        say(`transition: worker#${w.id} stops cleanly (SIGTERM), a new one replaces it`);
+        const exited = fleet.stop(w);
+        if (f.transition === 'stop') {
+          await exited;
+          struck(`worker#${w.id} stopped`);
+          fleet.start();
+          return crash();
+        }
+        await exited;
+        const mark = this.logMarks();
+        fleet.start();
+        await this.strikeOn(mark, ASSIGNED, `worker#${w.id} stopped: its partitions handed over`, crash);
+        return;
+      }
+      case 'reset': {
+        const mark = this.logMarks();
+        const p = await this.c.resetInPlace?.();
+        if (p === undefined || p === null) {
+          this.transitions.missed.push('reset: no partition has a checkpoint yet');
+          return crash();
+        }
+        say(`transition: partition ${p} reset in place (same offset, next epoch)`);
+        await this.strikeOn(mark, RESET, `partition ${p} reset and picked up`, crash);
+        return;
+      }
+      case 'rewind': {
+        const mark = this.logMarks();
+        await crash();
+        await this.strikeOn(mark, REWOUND, 'a rewind after a Cassandra crash', crash);
+        return;
+      }
+    }
+  }
+
+  /** Where each worker's log ends now. */
+  private logMarks(): Map<string, number> {
+    return new Map(this.c.fleet.logs().map((f) => [f, fileSize(f)]));
+  }
+
+  /** Waits for a line matching `pattern` in any worker's log past `mark` (new workers from their start), then runs `then`. */
+  private async strikeOn(mark: Map<string, number>, pattern: RegExp, what: string, then: () => Promise<void>): Promise<void> {
+    const deadline = Date.now() + TRANSITION_WAIT_MS;
+    for (;;) {
+      const seen = this.c.fleet.logs().some((f) => pattern.test(readFrom(f, mark.get(f) ?? 0)));
+      if (seen) {
+        this.transitions.struck.push(what);
+        break;
+      }
+      if (Date.now() > deadline || this.c.aborted()) {
+        this.transitions.missed.push(`${what}: not in any worker's log within ${TRANSITION_WAIT_MS / 1000} s`);
+        this.c.say(`transition not seen (${what}); SIGKILL Cassandra anyway`);
+        break;
+      }
+      await sleep(20);
+    }
+    await then();
   }
 
   /** Runs `act` now if `n` workers run, else once they are back (or counts it skipped). */

@@ -101,6 +101,23 @@ function lostWritesLines(runDir: string): number {
   return total;
 }
 
+/**
+ * The checkpoints that went back with a Cassandra crash (CheckpointWatch.losses, `partition P: …`)
+ * whose partition no worker rewound or read again after (EO_WRITES_LOST, or a replay after a node
+ * went down): a loss nobody detected.
+ */
+function undetectedLosses(runDir: string, losses: readonly string[]): string[] {
+  const rewound = new Set<number>();
+  for (const f of readdirSync(runDir).filter((n) => /^worker-\d+\.log$/.test(n))) {
+    for (const line of readFileSync(path.join(runDir, f), 'utf8').split('\n')) {
+      if (!line.includes('"code":"EO_WRITES_LOST"') && !line.includes('a Cassandra node went down, and may have forgotten')) continue;
+      const m = /"partition":(\d+)/.exec(line);
+      if (m !== null) rewound.add(Number(m[1]));
+    }
+  }
+  return losses.filter((l) => !rewound.has(Number(/^partition (\d+)/.exec(l)?.[1])));
+}
+
 function sayQuorumLost(runDir: string, outages: number, problems: string[]): number {
   let total = 0;
   for (const f of readdirSync(runDir).filter((n) => /^worker-\d+\.log$/.test(n))) {
@@ -132,7 +149,7 @@ export async function runChaos(
   const { say, signal } = run;
   let t0 = run.t0;
   const aborted = () => signal.aborted;
-  if (o.cassandraRestarts + o.kafkaRestarts + (o.cassandraOutages ?? 0) + (o.registryRestarts ?? 0) > 0) {
+  if (o.cassandraRestarts + o.kafkaRestarts + (o.cassandraOutages ?? 0) + (o.registryRestarts ?? 0) + (o.transitionCrashes ?? 0) > 0) {
     const down = (await stackStatus(stack)).filter((s) => !s.running || !s.ready);
     if (down.length > 0) {
       throw new ExactlyOnceError('EO_USAGE', `chaos restarts the servers of the local stack at ${stack.dir}, but ${down.map((s) => s.name).join(' and ')} is not running there; run \`exactlyonce stack up\`, or pass --cassandra-restarts 0 --kafka-restarts 0`);
@@ -205,7 +222,15 @@ export async function runChaos(
     }
   };
   let generating = true;
-  const faults = new FaultRunner({ fleet, stack, producer, topic: config.topic, seed: o.seed, problems, say, aborted, config, partitions: o.partitions, progress, producing: () => generating, onCassandraKilled: () => watch.storeCrashed() });
+  // The `reset` transition: a partition reset in place (same offset, next epoch), as `checkpoints reset` writes it.
+  const resetInPlace = async (): Promise<number | null> => {
+    const stored = await store.readStored();
+    const [p, c] = [...stored].sort(([a], [b]) => a - b)[Math.floor(stored.size / 2)] ?? [];
+    if (p === undefined || c === undefined) return null;
+    await store.reset(p, c.next, c.epoch);
+    return p;
+  };
+  const faults = new FaultRunner({ fleet, stack, producer, topic: config.topic, seed: o.seed, problems, say, aborted, config, partitions: o.partitions, progress, producing: () => generating, onCassandraKilled: () => watch.storeCrashed(), resetInPlace });
   let clean = false;
   try {
     for (let i = 0; i < o.workers; i++) fleet.start();
@@ -290,6 +315,7 @@ export async function runChaos(
     problems.push(...fleet.unexpectedExits);
     const quorumLostLines = sayQuorumLost(runDir, o.cassandraOutages ?? 0, problems);
     const checkpoints = { polls: watch.polls, regressions: watch.regressions, losses: watch.losses, rewinds: lostWritesLines(runDir) };
+    for (const l of undetectedLosses(runDir, watch.losses)) problems.push(`a checkpoint went back with a Cassandra crash and no worker rewound its partition: ${l}`);
     clean = audit.report.ok && watch.regressions.length === 0 && problems.length === 0;
     return { ...audit, generated, faults, checkpoints, quorumLostLines, ...(mix === undefined ? {} : { transactions: mix.transactions }), problems, warnings: [...fleet.badStops], runDir, clean };
   } finally {

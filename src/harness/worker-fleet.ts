@@ -186,6 +186,11 @@ export class WorkerFleet {
     await terminate(w.child, graceMs);
   }
 
+  /** The log files of every worker started so far, the exited ones too. */
+  logs(): string[] {
+    return [...this.workers.values()].map((w) => w.logFile);
+  }
+
   /** SIGKILL to every worker at once, without waiting (a second Ctrl-C, or the caller's own exit). */
   killAll(): void {
     this.closing = true;

@@ -4,24 +4,9 @@
 // lost rows again (src/engine/lost-writes.ts); `verify` then finds nothing missing.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { killServer, stackCommitlogPeriodMs, stackCommitlogSync, startServer } from '../../src/stack/index.js';
+import { killServer, stackCommitlogSync } from '../../src/stack/index.js';
 import { freshKeyspace, freshTopic, localStack, runCli, testConfig, waitFor } from '../helpers.js';
-import { checkpoints, connectionArgs, generate, ownedPartitions, sleep, startServedWorker, stopWorkers, timeline, waitDrained, waitProgress } from '../pipeline.js';
-
-/** Starts the SIGKILLed node again once its ports are free (the killed JVM takes a moment to go). */
-async function restart(stack: Parameters<typeof startServer>[0]): Promise<void> {
-  await waitFor(
-    () =>
-      startServer(stack, 'cassandra').then(
-        () => true,
-        (e: { code?: string }) => {
-          if (e.code === 'EO_PORT_IN_USE') return false;
-          throw e;
-        },
-      ),
-    { timeoutMs: 60_000, message: 'the ports of the SIGKILLed Cassandra are free again' },
-  );
-}
+import { checkpoints, connectionArgs, generate, ownedPartitions, restartCassandra as restart, sleep, startServedWorker, stopWorkers, timeline, waitDrained, waitProgress, wideLossWindow } from '../pipeline.js';
 
 type Worker = Awaited<ReturnType<typeof startServedWorker>>;
 
@@ -145,24 +130,6 @@ test('Cassandra SIGKILLed twice while the worker runs (not held): no partition s
   await assertOneCountPerRewind(worker, said);
   t.diagnostic(`${phases}; ${said.length} rewinds; ${produced} records`);
 });
-
-/**
- * The commit log's sync period the loss tests below run Cassandra with: every acknowledged write of
- * the last minute is gone when it is SIGKILLed, so the loss window covers a whole step of the test
- * (on Cassandra's 10 s a step can fall between two syncs and lose nothing: the test would prove nothing).
- */
-const WIDE_SYNC_MS = 60_000;
-
-/** The stack's single Cassandra on the periodic commit log synced every WIDE_SYNC_MS (restarted on it unless it runs so). */
-async function wideLossWindow(phases: ReturnType<typeof timeline>) {
-  const stack = { ...(await localStack()), commitlogSync: 'periodic' as const, commitlogSyncPeriodMs: WIDE_SYNC_MS };
-  if (stackCommitlogSync(stack, 'cassandra') !== 'periodic' || stackCommitlogPeriodMs(stack, 'cassandra') !== WIDE_SYNC_MS) {
-    await killServer(stack, 'cassandra');
-    await restart(stack);
-    phases.mark(`Cassandra restarted on the periodic commit log synced every ${WIDE_SYNC_MS / 1000} s`);
-  }
-  return stack;
-}
 
 test('a rolling restart, then Cassandra SIGKILLed on the periodic commit log: the new owner finds the checkpoints it planned from gone and writes every lost record again', async (t) => {
   const phases = timeline();

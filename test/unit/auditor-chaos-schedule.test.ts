@@ -111,3 +111,13 @@ test('a cluster schedule: outages get slots of their own, Kafka kills alternate 
   assert.match(described, /SIGKILL the active KRaft controller/);
   assert.match(described, /SIGKILL the broker leading partition [0-5]/);
 });
+
+test('--transition-crashes: one Cassandra SIGKILL per transition in turn, each in a server slot of its own; seeds without them keep their schedules', () => {
+  const plan = planChaos({ ...options, transitionCrashes: 7 });
+  const at = plan.filter((f): f is Extract<Fault, { kind: 'crash-at' }> => f.kind === 'crash-at');
+  assert.deepEqual(at.map((f) => f.transition).sort(), ['assignment', 'assignment', 'hand-over', 'reset', 'rewind', 'stop', 'stop']);
+  assert.equal(describeFault(at.find((f) => f.transition === 'stop')!).replace(/^t\+\s*[\d.]+s\s+/, '').replace(/[\d.]+ s later$/, 'N s later'), 'SIGKILL Cassandra right after a worker stops cleanly (as it exits), start it again N s later');
+  const servers = plan.filter((f) => f.kind === 'crash-at' || f.kind === 'restart').map((f) => f.atMs);
+  assert.equal(new Set(servers).size, servers.length, 'no two server faults share a moment');
+  assert.deepEqual(planChaos({ ...options, transitionCrashes: 0 }), planChaos(options));
+});

@@ -25,7 +25,23 @@ export type Fault =
   /** Cluster only: SIGKILL two Cassandra nodes (all but node 1 + ⌊pick·N⌋ of 3), a lost quorum, for `downMs`; start them again. */
   | { atMs: number; kind: 'outage'; downMs: number; pick: number }
   /** Publish `count` malformed records of every kind into the topic. */
-  | { atMs: number; kind: 'inject'; count: number };
+  | { atMs: number; kind: 'inject'; count: number }
+  /**
+   * SIGKILL Cassandra right after an engine transition, which the harness brings about (see
+   * Transition), while what the transition planned from is still inside the commit log's sync period;
+   * keep it down `downMs`, start it again.
+   */
+  | { atMs: number; kind: 'crash-at'; transition: Transition; downMs: number; pick: number };
+
+/**
+ * The transitions `crash-at` strikes right after: a worker's assignment (a worker joins), a clean stop
+ * (a worker leaves: SIGKILL as it exits), the hand-over that follows a stop (another worker's
+ * assignment of its partitions), a checkpoint reset picked up while running (an in-place reset: same
+ * offset, next epoch), and a rewind (Cassandra SIGKILLed, and SIGKILLed again as soon as a worker
+ * rewinds or replays after it).
+ */
+export type Transition = 'assignment' | 'stop' | 'hand-over' | 'reset' | 'rewind';
+export const TRANSITIONS: readonly Transition[] = ['assignment', 'stop', 'hand-over', 'reset', 'rewind'];
 
 export interface ChaosPlanOptions {
   seed: number;
@@ -47,6 +63,8 @@ export interface ChaosPlanOptions {
   cassandraOutages?: number;
   /** How long a server stays down, in ms: [min, max] (default [1000, 5000]; a cluster's node is kept down longer). */
   serverDownMs?: readonly [number, number];
+  /** Cassandra SIGKILLs right after engine transitions, each transition in turn (default 0). */
+  transitionCrashes?: number;
 }
 
 export function planChaos(o: ChaosPlanOptions): Fault[] {
@@ -67,11 +85,12 @@ export function planChaos(o: ChaosPlanOptions): Fault[] {
   for (let i = 0; i < o.injections; i++) faults.push({ atMs: at(), kind: 'inject', count: 5 + Math.floor(20 * rand()) });
   // Server restarts get slots of their own, spread over the run, so that two never overlap and the
   // pipeline runs between them; the order of the servers is drawn.
-  const servers: Array<ServerName | 'outage'> = [
+  const servers: Array<ServerName | 'outage' | Transition> = [
     ...Array<ServerName>(o.cassandraRestarts).fill('cassandra'),
     ...Array<ServerName>(o.kafkaRestarts).fill('kafka'),
     ...Array<'outage'>(o.cassandraOutages ?? 0).fill('outage'),
     ...Array<ServerName>(o.registryRestarts ?? 0).fill('registry'),
+    ...Array.from({ length: o.transitionCrashes ?? 0 }, (_, i) => TRANSITIONS[i % TRANSITIONS.length]!),
   ];
   for (let i = servers.length - 1; i > 0; i--) {
     const j = Math.floor(rand() * (i + 1));
@@ -87,7 +106,8 @@ export function planChaos(o: ChaosPlanOptions): Fault[] {
     const downMs = downMin + Math.round((downMax - downMin) * rand());
     const pick = pickRand();
     if (server === 'outage') faults.push({ atMs: Math.round(slot), kind: 'outage', downMs, pick });
-    else faults.push({ atMs: Math.round(slot), kind: 'restart', server, downMs, pick, role: server === 'kafka' && kafkaKills++ % 2 === 1 ? 'controller' : 'leader' });
+    else if ((TRANSITIONS as readonly string[]).includes(server)) faults.push({ atMs: Math.round(slot), kind: 'crash-at', transition: server as Transition, downMs, pick });
+    else faults.push({ atMs: Math.round(slot), kind: 'restart', server: server as ServerName, downMs, pick, role: server === 'kafka' && kafkaKills++ % 2 === 1 ? 'controller' : 'leader' });
   });
   return keepWorkersForFaults(faults.sort((a, b) => a.atMs - b.atMs), o.workers);
 }
@@ -112,7 +132,8 @@ function keepWorkersForFaults(plan: Fault[], workers: number): Fault[] {
   const kills: Array<Extract<Fault, { kind: 'kill' }>> = [];
   const back = (k: Extract<Fault, { kind: 'kill' }>, atMs: number) => k.restartAfterMs === 0 || k.atMs + k.restartAfterMs + RESTART_MARGIN_MS <= atMs;
   for (const f of plan) {
-    const need = f.kind === 'kill' ? 1 : f.kind === 'remove-worker' ? 2 : 0;
+    // A stop (and its hand-over) replaces the worker it stops; an assignment adds one.
+    const need = f.kind === 'kill' ? 1 : f.kind === 'remove-worker' ? 2 : f.kind === 'crash-at' ? { stop: 1, 'hand-over': 2 }[f.transition as string] ?? 0 : 0;
     for (;;) {
       const down = kills.filter((k) => !back(k, f.atMs));
       if (members - down.length >= need || down.length === 0) break;
@@ -120,7 +141,7 @@ function keepWorkersForFaults(plan: Fault[], workers: number): Fault[] {
       k.restartAfterMs = Math.max(0, f.atMs - RESTART_MARGIN_MS - k.atMs);
     }
     if (f.kind === 'kill') kills.push(f);
-    else if (f.kind === 'add-worker') members++;
+    else if (f.kind === 'add-worker' || (f.kind === 'crash-at' && f.transition === 'assignment')) members++;
     else if (f.kind === 'remove-worker') members--;
   }
   return plan;
@@ -159,8 +180,18 @@ export function describeFault(f: Fault, cluster?: { cassandraNodes: number; part
       return `${t}  SIGKILL two Cassandra nodes (all but node ${1 + Math.floor(f.pick * (cluster?.cassandraNodes ?? 3))}): no quorum for ${(f.downMs / 1000).toFixed(1)} s, then start them again`;
     case 'inject':
       return `${t}  inject ${f.count} malformed records`;
+    case 'crash-at':
+      return `${t}  SIGKILL Cassandra right after ${CRASH_AT[f.transition]}, start it again ${(f.downMs / 1000).toFixed(1)} s later`;
   }
 }
+
+const CRASH_AT: Record<Transition, string> = {
+  assignment: 'a worker joins and is assigned partitions',
+  stop: 'a worker stops cleanly (as it exits)',
+  'hand-over': "a worker stops and another is assigned its partitions",
+  reset: 'a partition is reset in place (same offset, next epoch) and its owner picks it up',
+  rewind: 'a worker rewinds after a first SIGKILL of Cassandra (so twice)',
+};
 
 /** Malformed records of the kinds the codec quarantines, `count` of them, drawn from the seed. */
 export function malformedRecords(count: number, seed: number): Array<{ key: string; value: Buffer | null }> {
