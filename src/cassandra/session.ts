@@ -209,6 +209,45 @@ export const Long = cassandra.types.Long;
 export function toLong(v: bigint): cassandra.types.Long {
   return cassandra.types.Long.fromBits(Number(BigInt.asIntN(32, v)), Number(BigInt.asIntN(32, v >> 32n)));
 }
+
+const INT64_MIN = -(2n ** 63n);
+const INT64_MAX = 2n ** 63n - 1n;
+type EncoderThis = { encodingOptions?: { useBigIntAsLong?: boolean; useBigIntAsVarint?: boolean } };
+type Encode = (this: EncoderThis, value: unknown, typeInfo?: unknown) => unknown;
+
+/** The CQL type code of an encode call's type hint (a code, a name, or a column's info); undefined when the driver guesses. */
+function typeCode(typeInfo: unknown): number | undefined {
+  if (typeof typeInfo === 'number') return typeInfo;
+  if (typeof typeInfo === 'string') return (cassandra.types.dataTypes as unknown as { getByName(name: string): { code?: number } | undefined }).getByName(typeInfo)?.code;
+  const code = (typeInfo as { code?: unknown } | null | undefined)?.code;
+  return typeof code === 'number' ? code : undefined;
+}
+
+/**
+ * A bigint as the driver 4.10 encodes the column's type without `encoding.useBigIntAsLong`: a Long
+ * for bigint, counter and timestamp (and when the driver guesses), an Integer for varint. Outside
+ * int64 it is refused rather than wrapped.
+ */
+function fromBigint(value: bigint, typeInfo: unknown, options: EncoderThis['encodingOptions']): unknown {
+  const { bigint, counter, timestamp, varint } = cassandra.types.dataTypes;
+  const code = typeCode(typeInfo);
+  if (code === varint) return options?.useBigIntAsVarint === true ? value : cassandra.types.Integer.fromString(value.toString());
+  if (options?.useBigIntAsLong === true || (code !== undefined && code !== bigint && code !== counter && code !== timestamp)) return value;
+  if (value < INT64_MIN || value > INT64_MAX) throw new TypeError(`Not a valid bigint: ${value} is outside the 64-bit range`);
+  return toLong(value);
+}
+
+// The engine hands a job each record's offset as a bigint (SourceRecord.offset), and a job naturally
+// writes it to a bigint column as it is. The driver takes only a Long there unless the client sets
+// `encoding.useBigIntAsLong`, which also refuses Long values and reads every bigint column as a
+// bigint, breaking every job written against Long. So the encoder takes both (a bigint becomes the
+// Long it stands for, exactly) while reads stay Long. Patched once, on the driver's shared prototype,
+// so every Client's connections (a job's own session included) encode the same way.
+const encoderPrototype = (cassandra as unknown as { Encoder: { prototype: { encode: Encode } } }).Encoder.prototype;
+const driverEncode = encoderPrototype.encode;
+encoderPrototype.encode = function encode(this: EncoderThis, value: unknown, typeInfo?: unknown): unknown {
+  return driverEncode.call(this, typeof value === 'bigint' ? fromBigint(value, typeInfo, this.encodingOptions) : value, typeInfo);
+};
 export function fromLong(v: cassandra.types.Long): bigint {
   return (BigInt(v.high) << 32n) | BigInt(v.low >>> 0);
 }
