@@ -11,7 +11,7 @@ export EXACTLYONCE_STACK_DIR="${EXACTLYONCE_CLUSTER_DIR:-$PWD/.stack/cluster}"
 unset EXACTLYONCE_BROKERS EXACTLYONCE_CASSANDRA
 started=0
 if ! $EO stack status >/dev/null 2>&1; then
-  $EO stack up --cassandra-nodes 3 --kafka-brokers 3 || exit $?
+  $EO stack up --cassandra-nodes 3 --kafka-brokers 3 --commitlog periodic || exit $?
   started=1
 fi
 stop() { if [ "$started" = 1 ]; then $EO stack down; fi; }

@@ -38,7 +38,7 @@ export function stackCommand(): Command {
       .command('up')
       .description('fetch the servers from Maven Central if needed, start them, wait until ready (reuses running ones)')
       .addOption(
-        new Option('--commitlog <mode>', "Cassandra's commit log sync: periodic (Cassandra's default, synced every 10 s) or batch (synced before each acknowledgement); applies to nodes started now (default: the mode a node last ran with, else periodic for one node and batch for a ring)").choices(COMMITLOG_SYNCS),
+        new Option('--commitlog <mode>', "Cassandra's commit log sync: periodic (Cassandra's default, synced every 10 s) or batch (synced before each acknowledgement); applies to nodes started now (default: the mode a node last ran with, else periodic)").choices(COMMITLOG_SYNCS),
       )
       .addOption(new Option('--commitlog-sync-period-ms <ms>', "the periodic commit log's sync period: a longer one widens the window of acknowledged writes a crashed node forgets (chaos and the loss tests use 60000); applies to nodes started now (default: the period a node last ran with, else Cassandra's 10000)").argParser(intOption('--commitlog-sync-period-ms', 100, 3_600_000)))
       .option('--secure', 'TLS and authentication on both servers: a local CA, Cassandra TLS + passwords + grants, Kafka SASL_SSL (SCRAM-SHA-512) + ACLs; the stack dir stays secured (one node and one broker only)')

@@ -93,15 +93,12 @@ function commitlogPeriodOf(o: StackOptions, yamlFile: string): number {
 
 /**
  * The commit log sync a node starts with: the one asked for, else the one its yaml already has (a node
- * SIGKILLed and started again by chaos keeps its mode), else periodic (Cassandra's default) for the
- * single node and batch for a ring. On a ring the engine's defence does not cover every loss: rows
- * acknowledged by two replicas that then crash together before syncing, whose third replica dropped
- * the mutation under load (its hint lost with the crashed coordinator), are gone while the batch's
- * checkpoint, stored on other replicas, survives — no checkpoint goes back, and only `verify` sees it
- * (make cluster-test on periodic: 69 rows missing after the two-node outage). README, "Durability".
+ * SIGKILLed and started again by chaos keeps its mode), else periodic, Cassandra's default, for the
+ * single node and for a ring alike: users run their rings on it, and the engine's defence against what
+ * a crashed node forgets (src/engine/lost-writes.ts) is what the local ring must prove.
  */
-function commitlogSyncOf(o: StackOptions, yamlFile: string, ring: boolean): CommitlogSync {
-  return o.commitlogSync ?? writtenCommitlogSync(yamlFile) ?? (ring ? 'batch' : 'periodic');
+function commitlogSyncOf(o: StackOptions, yamlFile: string): CommitlogSync {
+  return o.commitlogSync ?? writtenCommitlogSync(yamlFile) ?? 'periodic';
 }
 
 /** The commit log sync written in a node's yaml, or null when it has none yet. */
@@ -143,7 +140,7 @@ export function cassandraServer(o: StackOptions, node?: CassandraNode): ServerSp
   // forgets acknowledged writes, rows and checkpoints alike. The engine notices its checkpoint went back and
   // writes them again (src/engine/lost-writes.ts), so every chaos run exercises that defence. batch
   // acknowledges a write only once the commit log holding it is synced (concurrent writes share a sync).
-  const commitlog = commitlogSyncOf(o, yamlFile, node !== undefined);
+  const commitlog = commitlogSyncOf(o, yamlFile);
   const periodMs = commitlogPeriodOf(o, yamlFile);
   const yaml = `# Written by exactlyonce stack on every start; edit src/stack/cassandra-server.ts instead.
 cluster_name: ${node?.clusterName ?? 'exactlyonce'}
