@@ -21,7 +21,15 @@
  *   changed only between two `consume` calls, so no call in flight can bring old records after it;
  * - each batch carries when its last record was fetched (`onFetched` announces each fetch as it
  *   returns), so a check that must follow the fetch (the engine's topic identity check) can run while
- *   the batch waits for its turn.
+ *   the batch waits for its turn;
+ * - each record carries where the reading that brought it started (SourceRecord.fetchedFrom): the
+ *   offset after the record handed over before it, or the offset the partition was assigned or
+ *   restarted at. Offsets are not contiguous (transaction markers, aborted records, compaction), so a
+ *   jump from one batch to the next proves nothing by itself; a reading that started at the offset the
+ *   engine expects proves the jump holds nothing a read_committed consumer receives;
+ * - a restart (restartAt) is never dropped: one asked for while the partition's assignment is being
+ *   planned replaces the planned start, and one of a partition the client refused to assign assigns it
+ *   there (or reports the refusal again, onAssignFailed).
  */
 import { createRequire } from 'node:module';
 import type { ConnectionConfig } from '../config.js';
@@ -39,8 +47,9 @@ export function sourceRecord(
   topic: string,
   partition: number,
   m: { offset: string | number; key?: Buffer | null; value: Buffer | null; timestamp: string | number },
+  fetchedFrom?: bigint | 'log-start',
 ): SourceRecord {
-  return { topic, partition, offset: BigInt(m.offset), key: m.key ?? null, value: m.value ?? null, timestampMs: Number(m.timestamp) };
+  return { topic, partition, offset: BigInt(m.offset), key: m.key ?? null, value: m.value ?? null, timestampMs: Number(m.timestamp), fetchedFrom };
 }
 
 export interface AssignmentHandler {
@@ -114,6 +123,17 @@ export type EachBatch = (partition: number, records: SourceRecord[], fetchedAt: 
 interface Queue {
   messages: RawMessage[];
   fetchedAt: number[];
+  /**
+   * Where the reading of messages[0] started: the offset after the record before it, or the offset
+   * assigned or restarted at; null while the partition is held (what is fetched then is dropped).
+   */
+  from: bigint | 'log-start' | null;
+  /** Where the reading goes on after the last message queued (`from` when none is). */
+  position: bigint | 'log-start' | null;
+}
+
+function newQueue(from: bigint | 'log-start' | null): Queue {
+  return { messages: [], fetchedAt: [], from, position: from };
 }
 
 export class GroupConsumer {
@@ -134,6 +154,8 @@ export class GroupConsumer {
   private readonly unassigned = new Set<string>();
   /** Changes to the client's assignment made between two `consume` calls (restartAt). */
   private readonly betweenFetches: Array<() => void> = [];
+  /** Partitions whose starts the handler is planning (onAssign in flight), and the restarts or pauses asked for meanwhile. */
+  private readonly planning = new Map<number, StartOffset | undefined>();
   /** The rebalance being handled: no fetch until it is done. */
   private rebalancing: Promise<void> | undefined;
   private wake: (() => void) | undefined;
@@ -211,12 +233,21 @@ export class GroupConsumer {
   private async assign(assignment: TopicPartition[]): Promise<void> {
     const partitions = assignment.filter((tp) => tp.topic === this.options.topic).map((tp) => tp.partition);
     let starts: Map<number, StartOffset>;
+    for (const p of partitions) this.planning.set(p, undefined);
     try {
-      starts = await this.handler!.onAssign(partitions);
+      starts = new Map(await this.handler!.onAssign(partitions));
     } catch {
       // The handler plans every failure itself; this is the last resort: every partition is assigned
       // and paused, never read from a default position.
       starts = new Map(partitions.map((p) => [p, 'stopped' as const]));
+    }
+    // A restart (or pause) asked for while the starts were planned is newer than the plan: the
+    // partition's task was replaced meanwhile (a reset, a rewind), and it expects that offset. From
+    // here on synchronous: no restart can slip in between.
+    for (const p of partitions) {
+      const asked = this.planning.get(p);
+      if (asked !== undefined) starts.set(p, asked);
+      this.planning.delete(p);
     }
     // Offsets handed to assign must be JS numbers (the client rejects strings); offsets stay far
     // below 2^53 in practice, and the planner stops a partition whose checkpoint exceeds it.
@@ -242,8 +273,9 @@ export class GroupConsumer {
     const stopped: number[] = [];
     for (const p of partitions) {
       this.dropQueued(p);
-      this.queues.set(p, { messages: [], fetchedAt: [] });
-      if (starts.get(p) === 'stopped') {
+      const start = starts.get(p) ?? 'beginning';
+      this.queues.set(p, newQueue(start === 'stopped' ? null : start === 'beginning' ? 'log-start' : start));
+      if (start === 'stopped') {
         this.held.add(p);
         stopped.push(p);
       } else this.held.delete(p);
@@ -321,6 +353,7 @@ export class GroupConsumer {
         // read again only from an explicit offset: reassigned, or restartAt).
         if (queue === undefined || this.held.has(m.partition) || m.topic !== this.options.topic) continue;
         queue.messages.push(m);
+        queue.position = BigInt(m.offset) + 1n;
         queue.fetchedAt.push(fetchedAt);
         this.queued++;
         this.queuedBytes += bytesOf(m);
@@ -351,7 +384,9 @@ export class GroupConsumer {
       this.queues.delete(p);
       this.queues.set(p, queue);
       const topic = this.options.topic;
-      const records = batch.map((m) => sourceRecord(topic, p, m));
+      // Each record's reading started after the one before it; the first's where the queue's did.
+      const records = batch.map((m, i) => sourceRecord(topic, p, m, i === 0 ? (queue.from ?? undefined) : BigInt(batch[i - 1]!.offset) + 1n));
+      queue.from = BigInt(batch[n - 1]!.offset) + 1n;
       const done = this.eachBatch!(p, records, fetchedAt)
         .catch((e: unknown) => {
           // The runner's batches do not throw (every failure stops the partition there); should one,
@@ -375,6 +410,8 @@ export class GroupConsumer {
     for (const m of queue.messages) this.queuedBytes -= bytesOf(m);
     queue.messages.length = 0;
     queue.fetchedAt.length = 0;
+    // What is fetched next does not follow what was handed over: only a new start says where it begins.
+    queue.from = queue.position = null;
   }
 
   private sleep(ms: number): Promise<void> {
@@ -402,6 +439,7 @@ export class GroupConsumer {
   pause(partitions: number[]): void {
     if (partitions.length === 0) return;
     for (const p of partitions) {
+      if (this.planning.has(p)) this.planning.set(p, 'stopped');
       this.dropQueued(p);
       if (this.queues.has(p)) this.held.add(p);
     }
@@ -417,22 +455,54 @@ export class GroupConsumer {
    * not involved), and resumed. That change is made between two `consume` calls, and until then the
    * partition hands over nothing: no record of the old position is handed over after this call
    * returns. Its batch in flight, if any, finishes first.
+   *
+   * A partition that has no fetch queue here yet is not forgotten: while its assignment is being
+   * planned (onAssign in flight) the restart replaces the planned start; one the client refused to
+   * assign (onAssignFailed) is assigned at `offset` now, or the refusal is reported again. Only a
+   * partition this member does not own is left alone.
    */
   restartAt(partition: number, offset: bigint): void {
     if (offset < 0n || offset > BigInt(Number.MAX_SAFE_INTEGER)) throw new Error(`cannot restart at offset ${offset}`);
+    const tp = { topic: this.options.topic, partition };
+    if (this.planning.has(partition)) {
+      this.planning.set(partition, offset);
+      return;
+    }
+    if (this.unassigned.has(`${tp.topic}:${partition}`)) {
+      this.betweenFetches.push(() => this.assignRefused(partition, offset));
+      this.wake?.();
+      return;
+    }
     if (!this.queues.has(partition)) return; // not ours (any more)
     this.dropQueued(partition);
     this.held.add(partition);
-    const tp = { topic: this.options.topic, partition };
     this.betweenFetches.push(() => {
-      if (!this.queues.has(partition)) return; // revoked meanwhile
+      const queue = this.queues.get(partition);
+      if (queue === undefined) return; // revoked meanwhile
       this.dropQueued(partition);
       this.consumer.incrementalUnassign([tp]);
       this.consumer.incrementalAssign([{ ...tp, offset: Number(offset) }]);
+      queue.from = queue.position = offset;
       this.native(() => this.consumer.resume([tp]));
       this.held.delete(partition);
     });
     this.wake?.();
+  }
+
+  /** Assigns, at `offset`, a partition the group gave this member and the client refused to take; tells the handler when it refuses again. */
+  private assignRefused(partition: number, offset: bigint): void {
+    const tp = { topic: this.options.topic, partition };
+    if (!this.unassigned.has(`${tp.topic}:${partition}`)) return; // revoked meanwhile
+    try {
+      this.consumer.incrementalAssign([{ ...tp, offset: Number(offset) }]);
+    } catch (e) {
+      this.handler!.onAssignFailed([partition], e instanceof Error ? e : new Error(String(e)));
+      return;
+    }
+    this.unassigned.delete(`${tp.topic}:${partition}`);
+    this.queues.set(partition, newQueue(offset));
+    this.held.delete(partition);
+    this.native(() => this.consumer.resume([tp]));
   }
 
   /** Leaves the group after the batches in flight finish. Idempotent. */

@@ -5,7 +5,14 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import type { ConnectionConfig } from '../../src/config.js';
 import { GroupConsumer, type ConsumerOptions } from '../../src/kafka/consumer.js';
-import { Producer } from '../../src/kafka/producer.js';
+import { Producer, TransactionalProducer } from '../../src/kafka/producer.js';
+import { pino } from 'pino';
+import type { CheckpointStore } from '../../src/engine/checkpoint-store.js';
+import type { Job, SourceRecord } from '../../src/engine/job.js';
+import { LagWatcher } from '../../src/engine/lag-watcher.js';
+import { EngineMetrics } from '../../src/engine/metrics.js';
+import { PartitionTask, type TaskContext } from '../../src/engine/partition-task.js';
+import type { Quarantine } from '../../src/engine/quarantine.js';
 import { freshTopic, testConfig, waitFor } from '../helpers.js';
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
@@ -208,3 +215,143 @@ test('GroupConsumer: each batch carries when its last record was fetched: after 
     assert.ok(b.fetchedAt < batches[0]!.finished, `fetched while the first batch was in flight (${(batches[0]!.finished - b.fetchedAt).toFixed(0)} ms before it finished)`);
   }
 });
+
+test('GroupConsumer: a restart asked for while the assignment is planned (an async onAssign) replaces the planned start; each record says where its reading began', async (t) => {
+  const config = testConfig();
+  await freshTopic(t, config, 1);
+  const producer = new Producer(config);
+  t.after(() => producer.close());
+  await producer.connect();
+  await producer.send(config.topic, range(0, 300).map((i) => ({ key: `k${i}`, value: `v${i}`, partition: 0 })));
+  const consumer = new GroupConsumer(config, optionsFor(config));
+  t.after(() => consumer.stop());
+  const seen: Array<{ offset: bigint; from: bigint | 'log-start' | undefined }> = [];
+  await consumer.start(
+    {
+      onAssign: async (ps) => {
+        // The partition's task is replaced while its start is planned (a reset picked up meanwhile).
+        consumer.restartAt(0, 120n);
+        await sleep(500);
+        return new Map(ps.map((p) => [p, 0n]));
+      },
+      onRevoke: () => undefined,
+      onAssignFailed: () => assert.fail('assignment refused'),
+    },
+    async (_p, records) => void seen.push(...records.map((r) => ({ offset: r.offset, from: r.fetchedFrom }))),
+  );
+  await waitFor(() => (seen.at(-1)?.offset === 299n ? true : undefined), { timeoutMs: 120_000, message: 'the partition read to its end' });
+  await consumer.stop();
+  assert.deepEqual(seen.map((s) => Number(s.offset)), range(120, 300), 'read from the restart, not from the planned start');
+  assert.deepEqual(seen.map((s) => s.from), range(120, 300).map((o) => BigInt(o)), 'each record read on from the one before it, the first from the restart');
+});
+
+test('GroupConsumer: a restart of a partition the client refused to assign assigns it there, and a refusal again is reported again', async (t) => {
+  const config = testConfig();
+  await freshTopic(t, config, 1);
+  const producer = new Producer(config);
+  t.after(() => producer.close());
+  await producer.connect();
+  await producer.send(config.topic, range(0, 300).map((i) => ({ key: `k${i}`, value: `v${i}`, partition: 0 })));
+  const clientErrors: string[] = [];
+  const consumer = new GroupConsumer(config, { ...optionsFor(config), onClientLog: (level, m) => void (level === 'error' && clientErrors.push(m)) });
+  t.after(() => Promise.race([consumer.stop(), sleep(30_000)]));
+  // The fault: the native client refuses to take partitions while `refusing` (as librdkafka does in an erroneous state).
+  const native = (consumer as unknown as { consumer: { incrementalAssign(x: unknown[]): void } }).consumer;
+  const realAssign = native.incrementalAssign.bind(native);
+  let refusing = true;
+  native.incrementalAssign = (x) => {
+    if (refusing && x.length > 0) throw new Error('Local: Erroneous state');
+    realAssign(x);
+  };
+  const failed: Array<{ partitions: number[]; message: string }> = [];
+  const seen: Array<{ offset: number; from: bigint | 'log-start' | undefined }> = [];
+  await consumer.start(
+    { onAssign: async (ps) => new Map(ps.map((p) => [p, 'beginning' as const])), onRevoke: () => undefined, onAssignFailed: (partitions, e) => void failed.push({ partitions, message: e.message }) },
+    async (_p, records) => void seen.push(...records.map((r) => ({ offset: Number(r.offset), from: r.fetchedFrom }))),
+  );
+  await waitFor(() => (failed.length > 0 ? true : undefined), { timeoutMs: 60_000, message: 'the refused assignment is reported' });
+  consumer.restartAt(0, 50n);
+  await waitFor(() => (failed.length > 1 ? true : undefined), { timeoutMs: 60_000, message: 'the refused restart is reported' });
+  assert.deepEqual(failed, [{ partitions: [0], message: 'Local: Erroneous state' }, { partitions: [0], message: 'Local: Erroneous state' }]);
+  refusing = false;
+  consumer.restartAt(0, 100n);
+  await waitFor(() => (seen.at(-1)?.offset === 299 ? true : undefined), { timeoutMs: 120_000, message: 'the partition read from the restart to its end' });
+  await Promise.race([consumer.stop(), sleep(30_000).then(() => assert.fail('the member never finished leaving'))]);
+  assert.deepEqual(seen.map((s) => s.offset), range(100, 300));
+  assert.equal(seen[0]!.from, 100n);
+  assert.equal(failed.length, 2);
+  assert.deepEqual(clientErrors, [], 'the partition taken by the restart is unassigned cleanly when the member leaves');
+});
+
+test('GroupConsumer and PartitionTask: jumps over transaction markers and aborted records are stored; a restart that is lost stops the task with EO_OFFSET_GAP, nothing skipped', async (t) => {
+  const config = testConfig();
+  await freshTopic(t, config, 1);
+  const txn = new TransactionalProducer(config, `eo-test-txn-${config.topic}`);
+  t.after(() => txn.close());
+  await txn.connect();
+  // Committed, committed, aborted, committed: a marker after each, aborted records between.
+  let n = 0;
+  for (const commit of [true, true, false, true]) {
+    await txn.write(config.topic, range(n, n + 10).map((i) => ({ key: `k${i}`, value: `v${i}`, partition: 0 })), commit);
+    n += 10;
+  }
+  const { ctx, written, checkpoints } = taskStores();
+  let task = new PartitionTask(0, null, ctx);
+  const consumer = new GroupConsumer(config, optionsFor(config, { maxBatchSize: 4 }));
+  t.after(() => consumer.stop());
+  await consumer.start(
+    { onAssign: async (ps) => new Map(ps.map((p) => [p, 'beginning' as const])), onRevoke: () => undefined, onAssignFailed: () => assert.fail('assignment refused') },
+    async (_p, records) => task.process(records),
+  );
+  await waitFor(() => (written.length === 30 ? true : undefined), { timeoutMs: 120_000, message: 'the committed records stored' });
+  await task.flush();
+  assert.equal(task.status.state, 'running', String(task.status.error?.message));
+  // Each transaction's marker after it: committed 0-9 (10), 11-20 (21), aborted 22-31 (32), committed 33-42 (43).
+  assert.deepEqual(written.map((r) => Number(r.offset)), [...range(0, 10), ...range(11, 21), ...range(33, 43)]);
+  assert.equal(checkpoints.at(-1), 43n);
+  const end = 44n; // the next record's offset, past the last marker
+
+  // A rewind to offset 5 whose restart of the reading is lost (the consumer is never told): the next
+  // records come from where the reading was, and the task must not take them as following offset 5.
+  task = new PartitionTask(0, 5n, ctx);
+  const producer = new Producer(config);
+  t.after(() => producer.close());
+  await producer.connect();
+  await producer.send(config.topic, [{ key: 'k', value: 'after', partition: 0 }]);
+  await waitFor(() => (task.status.state === 'stopped' ? true : undefined), { timeoutMs: 120_000, message: 'the task stops' });
+  await consumer.stop();
+  assert.equal(task.status.error?.code, 'EO_OFFSET_GAP');
+  assert.equal(
+    task.status.error!.message,
+    `partition 0: the batch starts at offset ${end}, but the partition resumes at 5 and the client read it from offset ${end - 1n}, not from 5: nothing proves that offsets 5..${end - 1n} hold no record ` +
+      '(a restart of the reading that did not take place?). The partition is stopped at its checkpoint and nothing is skipped; restart the worker (it reads from the checkpoint), ' +
+      'or run `exactlyonce checkpoints reset --partition 0 --to 5` (workers pick it up while running).',
+  );
+  assert.equal(written.length, 30, 'nothing of the new reading stored');
+  assert.equal(checkpoints.at(-1), end - 1n, 'no checkpoint written past the gap');
+});
+
+/** A PartitionTask's stores, in memory (the Kafka side is the real one here). */
+function taskStores() {
+  const written: SourceRecord[] = [];
+  const checkpoints: bigint[] = [];
+  const job: Job<string> = {
+    name: 'test',
+    decode: (r) => ({ ok: true, value: r.value!.toString() }),
+    open: async () => undefined,
+    write: async (_p, records) => void written.push(...records.map((r) => r.record)),
+  };
+  const metrics = new EngineMetrics();
+  const ctx: TaskContext = {
+    job: job as Job<unknown>,
+    checkpoints: { write: async (_p: number, next: bigint) => void checkpoints.push(next) } as unknown as CheckpointStore,
+    quarantine: { write: async () => assert.fail('nothing is quarantined') } as unknown as Quarantine,
+    metrics,
+    lag: new LagWatcher(metrics),
+    log: pino({ level: 'silent' }),
+    withRetry: <T>(fn: () => Promise<T>) => fn(),
+    // A fresh topic: nothing deleted, its log starts at 0.
+    logStart: async () => 0n,
+  };
+  return { ctx, written, checkpoints };
+}

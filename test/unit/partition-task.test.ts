@@ -35,7 +35,7 @@ function harness(logStart = 0n) {
   return { ctx, written, quarantined, checkpoints };
 }
 
-const rec = (offset: bigint, value = 'ok'): SourceRecord => ({ topic: 't', partition: 0, offset, key: null, value: Buffer.from(value), timestampMs: 0 });
+const rec = (offset: bigint, value = 'ok', fetchedFrom?: bigint | 'log-start'): SourceRecord => ({ topic: 't', partition: 0, offset, key: null, value: Buffer.from(value), timestampMs: 0, fetchedFrom });
 
 test('the checkpoint is the offset after the last record of the batch, even across offset gaps', async () => {
   const h = harness();
@@ -56,12 +56,51 @@ test('records before the checkpoint (a re-delivery) are skipped; a batch of only
   assert.deepEqual(h.checkpoints, [12n]);
 });
 
-test('a jump past the checkpoint is normal when the log still holds the offset (gaps are not loss)', async () => {
+test('a jump past the checkpoint is normal when the reading began at or below it (markers, aborted records: gaps are not loss)', async () => {
+  const h = harness(0n);
+  const task = new PartitionTask(0, 10n, h.ctx);
+  await task.process([rec(12n, 'ok', 10n)]);
+  // A re-delivery read from below the checkpoint, then a jump over markers.
+  await task.process([rec(11n, 'ok', 8n), rec(13n, 'ok', 12n), rec(20n, 'ok', 14n)]);
+  assert.equal(task.status.state, 'running');
+  assert.deepEqual(h.written, [12n, 13n, 20n]);
+  assert.deepEqual(h.checkpoints, [13n, 21n]);
+});
+
+test('a jump past the checkpoint read from the log start is proved by the log start (it only grows)', async () => {
+  const h = harness(10n);
+  const task = new PartitionTask(0, 10n, h.ctx);
+  await task.process([rec(12n, 'ok', 'log-start')]);
+  assert.equal(task.status.state, 'running');
+  assert.deepEqual(h.checkpoints, [13n]);
+});
+
+test('a jump past the checkpoint from a reading begun beyond it (a restart that did not take place) stops the partition with EO_OFFSET_GAP, nothing skipped', async () => {
+  const h = harness(0n);
+  const task = new PartitionTask(0, 10n, h.ctx);
+  await task.process([rec(15n, 'ok', 14n), rec(16n, 'ok', 16n)]);
+  assert.equal(task.status.state, 'stopped');
+  assert.equal(task.status.error?.code, 'EO_OFFSET_GAP');
+  assert.equal(
+    task.status.error!.message,
+    'partition 0: the batch starts at offset 15, but the partition resumes at 10 and the client read it from offset 14, not from 10: nothing proves that offsets 10..14 hold no record ' +
+      '(a restart of the reading that did not take place?). The partition is stopped at its checkpoint and nothing is skipped; restart the worker (it reads from the checkpoint), ' +
+      'or run `exactlyonce checkpoints reset --partition 0 --to 10` (workers pick it up while running).',
+  );
+  assert.equal(task.status.next, 10n);
+  assert.deepEqual(h.written, []);
+  assert.deepEqual(h.checkpoints, []);
+  await task.process([rec(17n, 'ok', 17n)]);
+  assert.deepEqual(h.checkpoints, [], 'a stopped partition never checkpoints');
+});
+
+test('a jump past the checkpoint from a source that does not say where it read from stops the partition with EO_OFFSET_GAP', async () => {
   const h = harness(0n);
   const task = new PartitionTask(0, 10n, h.ctx);
   await task.process([rec(12n)]);
-  assert.equal(task.status.state, 'running');
-  assert.deepEqual(h.checkpoints, [13n]);
+  assert.equal(task.status.error?.code, 'EO_OFFSET_GAP');
+  assert.match(task.status.error!.message, /^partition 0: the batch starts at offset 12, but the partition resumes at 10 and the client read it from a position its source does not tell, not from 10: /);
+  assert.deepEqual(h.checkpoints, []);
 });
 
 test('a jump past the checkpoint because retention deleted records stops the partition, checkpoint unmoved', async () => {
