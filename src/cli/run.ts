@@ -14,6 +14,7 @@ import { loadJobModule, parseJobOptions } from '../job-loader.js';
 import { createLogger, type Logger } from '../log.js';
 import { runWorker, type WorkerOptions } from '../worker.js';
 import { action, connection, reportError, withConnection } from './common.js';
+import { launcherEnded } from './launcher.js';
 
 /** The job stored in the keyspace (null before its first worker), read once Cassandra answers. */
 function storedJob(config: ConnectionConfig, log: Logger, deadlineMs: number): Promise<BoundJob | null> {
@@ -71,7 +72,9 @@ export interface WorkerFlags {
 
 /** runWorker for a command: an error (a refusal while running included) is one coded line, then the process exits. */
 export async function runCliWorker(job: Parameters<typeof runWorker>[0], options: WorkerOptions): Promise<void> {
-  await runWorker(job, options).catch((e: unknown) => {
+  const ended = launcherEnded(options.log ?? createLogger('worker'));
+  const signal = ended === undefined ? options.signal : options.signal === undefined ? ended : AbortSignal.any([options.signal, ended]);
+  await runWorker(job, { ...options, signal }).catch((e: unknown) => {
     process.exitCode = reportError(e);
     process.exit();
   });
