@@ -160,9 +160,12 @@ export class LostWrites {
       const stored = await deps.retrying('Cassandra', () => deps.checkpoints.readOne(task.partition));
       const acked = task.acknowledged;
       if (isLost(stored, task.epoch ?? 0, acked)) return { stored, to: stored?.next ?? (await deps.retrying('Kafka', () => deps.logStart(task.partition))), lost: acked! };
+      // Someone went on past what this task knows (a reset, or a new owner while this one was held
+      // still: a zombie): what this task wrote is not its partition's position any more.
+      if (stored !== null && acked !== null && checkpointTimestamp(stored.epoch, stored.next) > checkpointTimestamp(task.epoch ?? 0, acked)) return null;
       const to = stored !== null && stored.next < from ? stored.next : from;
       return { stored, to, lost: null };
-    });
+    }, true);
   }
 
   /**
@@ -177,7 +180,11 @@ export class LostWrites {
    * Moves `task`'s partition back to where `where` says: `to`, with `lost` the checkpoint found lost
    * (null: a replay of what a crashed node may have forgotten, the checkpoint intact).
    */
-  private async move(task: PartitionTask, where: (deps: LostWritesDeps) => Promise<{ stored: StoredCheckpoint | null; to: bigint; lost: bigint | null }>): Promise<void> {
+  private async move(
+    task: PartitionTask,
+    where: (deps: LostWritesDeps) => Promise<{ stored: StoredCheckpoint | null; to: bigint; lost: bigint | null } | null>,
+    decideFirst = false,
+  ): Promise<void> {
     const deps = this.deps;
     if (deps === undefined || this.rewinding.has(task)) return;
     const p = task.partition;
@@ -187,9 +194,20 @@ export class LostWrites {
     if (deps.tasks()?.tasks.get(p) !== task || task.status.state !== 'running') return;
     this.rewinding.add(task);
     try {
-      task.abandon();
-      deps.consumer.pause([p]);
-      const { stored, to, lost } = await where(deps);
+      // A loss already found: the task writes nothing more before anything else (a write of it would
+      // build on what the store lost). A replay is decided first: it may not concern this task.
+      const stop = () => {
+        task.abandon();
+        deps.consumer.pause([p]);
+      };
+      if (!decideFirst) stop();
+      const found = await where(deps);
+      if (found === null) return;
+      if (decideFirst) {
+        if (deps.tasks()?.tasks.get(p) !== task || task.status.state !== 'running') return;
+        stop();
+      }
+      const { stored, to, lost } = found;
       if (lost !== null) {
         deps.metrics.lostWrites.inc({ partition: String(p) });
         deps.log.warn(

@@ -9,6 +9,17 @@ import { sleep } from './sleep.js';
 /** Each partition's checkpoint (next offset to read); a partition without one is absent. */
 export type ReadCheckpoints = () => Promise<ReadonlyMap<number, bigint>>;
 
+/** Each partition's checkpoint with its reset epoch (CheckpointStore.readStored), for the watch. */
+export type ReadStoredCheckpoints = () => Promise<ReadonlyMap<number, bigint | { next: bigint; epoch: number }>>;
+
+/** A checkpoint that went back with a Cassandra crash: where to, and when the crash before it was. */
+export interface CheckpointLoss {
+  partition: number;
+  to: bigint;
+  /** Date.now() of the last Cassandra crash before it was seen. */
+  crashAt: number;
+}
+
 /**
  * Every partition's checkpoint is at the end of what a read_committed consumer can read, its last
  * stable offset: past every committed record, and past the aborted records and transaction markers
@@ -44,33 +55,53 @@ export async function waitDrained(
 /**
  * Polls the checkpoints until stopped and records every move backwards: a regression, unless Cassandra
  * crashed since the higher one was seen (on the periodic commit log a crashed node forgets acknowledged
- * writes; the workers rewrite them, src/engine/lost-writes.ts, and `verify` proves it): a loss.
+ * writes; the workers rewrite them, src/engine/lost-writes.ts, and `verify` proves it): a loss. Read
+ * with their reset epochs, a move back into a higher epoch is neither: a reset or a worker's rewind,
+ * which the worker logs (`rewinds`).
  */
 export class CheckpointWatch {
-  /** The highest checkpoint seen per partition. */
+  /** The highest checkpoint seen per partition (in the highest epoch seen). */
   readonly highest = new Map<number, bigint>();
   readonly regressions: string[] = [];
   /** Moves backwards across a Cassandra crash (the store lost acknowledged writes). */
   readonly losses: string[] = [];
+  /** The same, with where to and when the crash was (for chaos's check that each was found). */
+  readonly lossDetails: CheckpointLoss[] = [];
+  /** Moves backwards into a higher reset epoch: a reset or a rewind. */
+  readonly rewinds: string[] = [];
   polls = 0;
   private running = true;
   private crashes = 0;
+  private lastCrashAt = 0;
   /** The crashes counted when each partition's highest checkpoint was seen. */
   private readonly seenAt = new Map<number, number>();
+  private readonly epochs = new Map<number, number>();
   private readonly loop: Promise<void>;
 
-  constructor(read: ReadCheckpoints, intervalMs: number) {
+  constructor(read: ReadCheckpoints | ReadStoredCheckpoints, intervalMs: number) {
     this.loop = (async () => {
       while (this.running) {
         try {
-          for (const [p, o] of await read()) {
+          for (const [p, c] of await read()) {
+            const o = typeof c === 'bigint' ? c : c.next;
+            const epoch = typeof c === 'bigint' ? 0 : c.epoch;
             const prev = this.highest.get(p);
-            if (prev !== undefined && o < prev) {
-              const lost = this.crashes > (this.seenAt.get(p) ?? 0);
-              (lost ? this.losses : this.regressions).push(`partition ${p}: checkpoint ${prev} -> ${o}`);
-              if (lost) this.set(p, o);
+            const prevEpoch = this.epochs.get(p) ?? 0;
+            if (prev !== undefined && epoch > prevEpoch) {
+              if (o < prev) this.rewinds.push(`partition ${p}: checkpoint ${prev} -> ${o} (epoch ${prevEpoch} -> ${epoch})`);
+              this.set(p, o, epoch);
+              continue;
             }
-            if (prev === undefined || o > prev) this.set(p, o);
+            if (prev !== undefined && (o < prev || epoch < prevEpoch)) {
+              const lost = this.crashes > (this.seenAt.get(p) ?? 0);
+              (lost ? this.losses : this.regressions).push(`partition ${p}: checkpoint ${prev} -> ${o}${epoch < prevEpoch ? ` (epoch ${prevEpoch} -> ${epoch})` : ''}`);
+              if (lost) {
+                this.lossDetails.push({ partition: p, to: o, crashAt: this.lastCrashAt });
+                this.set(p, o, epoch);
+              }
+              continue;
+            }
+            if (prev === undefined || o > prev) this.set(p, o, epoch);
           }
           this.polls++;
         } catch {
@@ -84,10 +115,12 @@ export class CheckpointWatch {
   /** Cassandra was SIGKILLed: what it acknowledged since its last commit log sync may be gone. */
   storeCrashed(): void {
     this.crashes++;
+    this.lastCrashAt = Date.now();
   }
 
-  private set(p: number, o: bigint): void {
+  private set(p: number, o: bigint, epoch: number): void {
     this.highest.set(p, o);
+    this.epochs.set(p, epoch);
     this.seenAt.set(p, this.crashes);
   }
 

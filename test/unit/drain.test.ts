@@ -89,3 +89,43 @@ test('a move backwards across a Cassandra crash is a loss (acknowledged writes t
   // (The last value is polled again until the watch stops: each poll below the highest counts.)
   assert.deepEqual([...new Set(watch.regressions)], ['partition 0: checkpoint 9 -> 8']);
 });
+
+test('read with epochs: a move back into a higher epoch is a rewind (a reset, a worker reading again), not a regression; a lower epoch or offset in the same one is', async () => {
+  const seq = [
+    new Map([[0, { next: 7n, epoch: 0 }]]),
+    new Map([[0, { next: 3n, epoch: 1 }]]),
+    new Map([[0, { next: 9n, epoch: 1 }]]),
+    new Map([[0, { next: 8n, epoch: 1 }]]),
+  ];
+  let i = 0;
+  let done!: () => void;
+  const seen = new Promise<void>((r) => (done = r));
+  const watch = new CheckpointWatch(async () => {
+    if (i === seq.length) done();
+    return seq[Math.min(i++, seq.length - 1)]!;
+  }, 1);
+  await seen;
+  await watch.stop();
+  assert.deepEqual(watch.rewinds, ['partition 0: checkpoint 7 -> 3 (epoch 0 -> 1)']);
+  assert.deepEqual([...new Set(watch.regressions)], ['partition 0: checkpoint 9 -> 8']);
+  assert.deepEqual(watch.losses, []);
+});
+
+test('a loss is recorded with its partition, where to, and when the crash before it was', async () => {
+  const seq = [new Map([[2, { next: 7n, epoch: 0 }]]), new Map([[2, { next: 5n, epoch: 0 }]])];
+  let i = 0;
+  let done!: () => void;
+  const seen = new Promise<void>((r) => (done = r));
+  let watch!: CheckpointWatch;
+  const before = Date.now();
+  watch = new CheckpointWatch(async () => {
+    if (i === 1) watch.storeCrashed();
+    if (i === seq.length) done();
+    return seq[Math.min(i++, seq.length - 1)]!;
+  }, 1);
+  await seen;
+  await watch.stop();
+  assert.deepEqual(watch.losses, ['partition 2: checkpoint 7 -> 5']);
+  assert.deepEqual(watch.lossDetails.map((l) => [l.partition, l.to]), [[2, 5n]]);
+  assert.ok(watch.lossDetails[0]!.crashAt >= before && watch.lossDetails[0]!.crashAt <= Date.now());
+});

@@ -179,3 +179,38 @@ test('a node going down when the stored checkpoint itself went back below the wi
   assert.deepEqual(await series(metrics, 'lost_writes_total'), ['exactlyonce_lost_writes_total{partition="0"} 1']);
   assert.deepEqual(await series(metrics, 'crash_replays_total'), []);
 });
+
+test('a node going down does not move a partition someone went on with (a new owner while this worker was held still, a reset): a zombie never moves progress back', async () => {
+  const world = { stored: new Map([[0, { next: 100n, epoch: 0 }]]), marks: [{ partition: 0, low: 0n, high: 900n, stable: 900n }] };
+  const { tasks, planner, metrics, log, ctx, world: w } = fakeEngine(world);
+  const lostWrites = new LostWrites(60_000);
+  ctx.lostWrites = lostWrites;
+  const calls: string[] = [];
+  lostWrites.wire({
+    checkpoints: {
+      readOne: async (p) => w.stored.get(p) ?? null,
+      reset: async (p, to, fromEpoch) => {
+        calls.push(`reset ${p}:${to}@${fromEpoch + 1}`);
+        return { next: to, epoch: fromEpoch + 1 };
+      },
+    },
+    planner,
+    tasks: () => tasks,
+    consumer: { pause: (ps) => void calls.push(`pause ${ps.join(',')}`), restartAt: (p, o) => void calls.push(`restartAt ${p}:${o}`) },
+    logStart: async () => 0n,
+    onRewind: (p, from) => void calls.push(`onRewind ${p}:${from}`),
+    retrying: (_server, fn) => fn(),
+    metrics,
+    log,
+  });
+  await tasks.assign([0]);
+  await tasks.process(0, [rec(100n), rec(101n)]);
+  await tasks.tasks.get(0)!.flush();
+  // Meanwhile another worker owns the partition and went on to 400.
+  w.stored.set(0, { next: 400n, epoch: 0 });
+  lostWrites.nodeDown();
+  await settle(5);
+  assert.deepEqual(calls, []);
+  assert.equal(tasks.tasks.get(0)!.status.state, 'running', 'this task goes on until its revocation reaches it');
+  assert.deepEqual(await series(metrics, 'crash_replays_total'), []);
+});
