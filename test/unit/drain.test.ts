@@ -42,17 +42,28 @@ test('waitDrained gives up at the deadline, and at once when aborted', async () 
   assert.ok(Date.now() - started < 1000);
 });
 
-test('the checkpoint watch records every move backwards and keeps the highest', async () => {
-  const seq = [new Map([[0, 5n]]), new Map([[0, 7n], [1, 2n]]), new Map([[0, 6n], [1, 1n]]), new Map([[0, 8n], [1, 2n]])];
+/**
+ * A watch over the polls `seq` (the last one repeated), stopped once every poll was made; Cassandra
+ * counts as SIGKILLed before the poll numbered `crashBefore`.
+ */
+async function watchOver<T extends bigint | { next: bigint; epoch: number }>(seq: ReadonlyArray<Map<number, T>>, crashBefore?: number): Promise<CheckpointWatch> {
   let i = 0;
   let done!: () => void;
   const seen = new Promise<void>((r) => (done = r));
-  const watch = new CheckpointWatch(async () => {
+  let watch!: CheckpointWatch;
+  watch = new CheckpointWatch(async () => {
+    if (i === crashBefore) watch.storeCrashed();
     if (i === seq.length) done();
     return seq[Math.min(i++, seq.length - 1)]!;
   }, 1);
   await seen;
   await watch.stop();
+  return watch;
+}
+
+test('the checkpoint watch records every move backwards and keeps the highest', async () => {
+  const seq = [new Map([[0, 5n]]), new Map([[0, 7n], [1, 2n]]), new Map([[0, 6n], [1, 1n]]), new Map([[0, 8n], [1, 2n]])];
+  const watch = await watchOver(seq);
   await watch.stop();
   assert.deepEqual(watch.regressions, ['partition 0: checkpoint 7 -> 6', 'partition 1: checkpoint 2 -> 1']);
   assert.deepEqual([...watch.highest], [[0, 8n], [1, 2n]]);
@@ -74,17 +85,7 @@ test('drained on a transactional topic: at the last stable offset, past aborted 
 test('a move backwards across a Cassandra crash is a loss (acknowledged writes the store forgot), not a regression', async () => {
   // Polls: 7, then Cassandra is SIGKILLed, then 5 (lost), then 9, then 8 with no crash since (a regression).
   const seq = [new Map([[0, 7n]]), new Map([[0, 5n]]), new Map([[0, 9n]]), new Map([[0, 8n]])];
-  let i = 0;
-  let done!: () => void;
-  const seen = new Promise<void>((r) => (done = r));
-  let watch!: CheckpointWatch;
-  watch = new CheckpointWatch(async () => {
-    if (i === 1) watch.storeCrashed();
-    if (i === seq.length) done();
-    return seq[Math.min(i++, seq.length - 1)]!;
-  }, 1);
-  await seen;
-  await watch.stop();
+  const watch = await watchOver(seq, 1);
   assert.deepEqual(watch.losses, ['partition 0: checkpoint 7 -> 5']);
   // (The last value is polled again until the watch stops: each poll below the highest counts.)
   assert.deepEqual([...new Set(watch.regressions)], ['partition 0: checkpoint 9 -> 8']);
@@ -97,15 +98,7 @@ test('read with epochs: a move back into a higher epoch is a rewind (a reset, a 
     new Map([[0, { next: 9n, epoch: 1 }]]),
     new Map([[0, { next: 8n, epoch: 1 }]]),
   ];
-  let i = 0;
-  let done!: () => void;
-  const seen = new Promise<void>((r) => (done = r));
-  const watch = new CheckpointWatch(async () => {
-    if (i === seq.length) done();
-    return seq[Math.min(i++, seq.length - 1)]!;
-  }, 1);
-  await seen;
-  await watch.stop();
+  const watch = await watchOver(seq);
   assert.deepEqual(watch.rewinds, ['partition 0: checkpoint 7 -> 3 (epoch 0 -> 1)']);
   assert.deepEqual([...new Set(watch.regressions)], ['partition 0: checkpoint 9 -> 8']);
   assert.deepEqual(watch.losses, []);
@@ -113,18 +106,8 @@ test('read with epochs: a move back into a higher epoch is a rewind (a reset, a 
 
 test('a loss is recorded with its partition, where to, and when the crash before it was', async () => {
   const seq = [new Map([[2, { next: 7n, epoch: 0 }]]), new Map([[2, { next: 5n, epoch: 0 }]])];
-  let i = 0;
-  let done!: () => void;
-  const seen = new Promise<void>((r) => (done = r));
-  let watch!: CheckpointWatch;
   const before = Date.now();
-  watch = new CheckpointWatch(async () => {
-    if (i === 1) watch.storeCrashed();
-    if (i === seq.length) done();
-    return seq[Math.min(i++, seq.length - 1)]!;
-  }, 1);
-  await seen;
-  await watch.stop();
+  const watch = await watchOver(seq, 1);
   assert.deepEqual(watch.losses, ['partition 2: checkpoint 7 -> 5']);
   assert.deepEqual(watch.lossDetails.map((l) => [l.partition, l.to]), [[2, 5n]]);
   assert.ok(watch.lossDetails[0]!.crashAt >= before && watch.lossDetails[0]!.crashAt <= Date.now());

@@ -26,84 +26,16 @@ test('a reset (a higher epoch) is never a loss, whatever its offset; a lost rese
   assert.equal(isLost({ next: 5000n, epoch: 1 }, 2, 10n), true);
 });
 
-test('a rewind moves the partition once: a task already rewound that finds the loss again (its batches still retrying) neither pauses nor resets the new owner', async () => {
-  const { tasks, planner, metrics, log } = fakeEngine({ stored: new Map([[0, { next: 500n, epoch: 0 }]]), marks: [{ partition: 0, low: 0n, high: 900n, stable: 900n }] });
-  await tasks.assign([0]);
-  const old = tasks.tasks.get(0)!;
-  const calls: string[] = [];
-  const lostWrites = new LostWrites();
-  lostWrites.wire({
-    checkpoints: {
-      readOne: async () => null,
-      reset: async (p, to, fromEpoch) => {
-        calls.push(`reset ${p}:${to}@${fromEpoch + 1}`);
-        return { next: to, epoch: fromEpoch + 1 };
-      },
-    },
-    planner,
-    tasks: () => tasks,
-    consumer: { pause: (ps) => void calls.push(`pause ${ps.join(',')}`), restartAt: (p, o) => void calls.push(`restartAt ${p}:${o}`) },
-    logStart: async () => 0n,
-    onRewind: (p, from) => void calls.push(`onRewind ${p}:${from}`),
-    retrying: (_server, fn) => fn(),
-    metrics,
-    log,
-  });
-  // The checkpoint went back from 700 (acknowledged) to 500: the partition is read again from 500.
-  await lostWrites.rewind(old, { next: 500n, epoch: 0 }, 700n);
-  assert.deepEqual(calls, ['pause 0', 'reset 0:500@1', 'onRewind 0:500', 'restartAt 0:500']);
-  const owner = tasks.tasks.get(0)!;
-  assert.notEqual(owner, old);
-  assert.deepEqual([owner.status.next, owner.epoch], [500n, 1]);
-  // The old task's write, retried across the outage, finds the loss again once Cassandra is back.
-  await lostWrites.rewind(old, { next: 500n, epoch: 0 }, 700n);
-  assert.deepEqual(calls, ['pause 0', 'reset 0:500@1', 'onRewind 0:500', 'restartAt 0:500'], 'nothing more: the new owner is not paused');
-  assert.equal(tasks.tasks.get(0), owner);
-  assert.deepEqual(await series(metrics, 'lost_writes_total'), ['exactlyonce_lost_writes_total{partition="0"} 1']);
-});
-
-test('a new owner finds the checkpoint it was planned from gone after an outage (its predecessor wrote it; Cassandra lost it) and rewinds, before writing a row', async () => {
-  const world = { stored: new Map([[0, { next: 6000n, epoch: 0 }]]), marks: [{ partition: 0, low: 0n, high: 9000n, stable: 9000n }] };
+/**
+ * The TaskManager over fakes with LostWrites wired as the Runner wires it (window `windowMs`), partition
+ * 0 checkpointed at `stored` (epoch 0) in a log [0, 9000]; `calls` records what the rewinds do.
+ */
+function wired(stored: bigint, windowMs = 60_000) {
+  const world = { stored: new Map([[0, { next: stored, epoch: 0 }]]), marks: [{ partition: 0, low: 0n, high: 9000n, stable: 9000n }] };
   const { tasks, planner, metrics, log, ctx, world: w } = fakeEngine(world);
-  const lostWrites = new LostWrites();
+  const lostWrites = new LostWrites(windowMs);
   ctx.lostWrites = lostWrites;
   ctx.checkpoints = { ...ctx.checkpoints, readOne: async (p: number) => w.stored.get(p) ?? null } as unknown as typeof ctx.checkpoints;
-  const calls: string[] = [];
-  lostWrites.wire({
-    checkpoints: {
-      readOne: async () => null,
-      reset: async (p, to, fromEpoch) => {
-        calls.push(`reset ${p}:${to}@${fromEpoch + 1}`);
-        return { next: to, epoch: fromEpoch + 1 };
-      },
-    },
-    planner,
-    tasks: () => tasks,
-    consumer: { pause: (ps) => void calls.push(`pause ${ps.join(',')}`), restartAt: (p, o) => void calls.push(`restartAt ${p}:${o}`) },
-    logStart: async () => 0n,
-    onRewind: (p, from) => void calls.push(`onRewind ${p}:${from}`),
-    retrying: (_server, fn) => fn(),
-    metrics,
-    log,
-  });
-  // Planned from 6000 (the predecessor's last checkpoint); then Cassandra crashes and forgets it.
-  await tasks.assign([0]);
-  const task = tasks.tasks.get(0)!;
-  assert.equal(task.acknowledged, 6000n, 'the planned checkpoint is what the task must find again');
-  lostWrites.outage();
-  w.stored.clear();
-  await tasks.process(0, [rec(6000n), rec(6001n)]);
-  await settle(5);
-  assert.deepEqual(w.events.filter((e) => e.startsWith('rows')), [], 'no row is written on top of the lost checkpoint');
-  assert.deepEqual(calls, ['pause 0', 'reset 0:0@1', 'onRewind 0:0', 'restartAt 0:0']);
-  assert.deepEqual(await series(metrics, 'lost_writes_total'), ['exactlyonce_lost_writes_total{partition="0"} 1']);
-});
-
-test('a node going down reads each partition again from the first batch it acknowledged within the window before Cassandra last answered; batches before that are not read again', async () => {
-  const world = { stored: new Map([[0, { next: 100n, epoch: 0 }]]), marks: [{ partition: 0, low: 0n, high: 900n, stable: 900n }] };
-  const { tasks, planner, metrics, log, ctx, world: w } = fakeEngine(world);
-  const lostWrites = new LostWrites(200);
-  ctx.lostWrites = lostWrites;
   const calls: string[] = [];
   lostWrites.wire({
     checkpoints: {
@@ -122,6 +54,42 @@ test('a node going down reads each partition again from the first batch it ackno
     metrics,
     log,
   });
+  return { tasks, metrics, lostWrites, calls, w };
+}
+
+test('a rewind moves the partition once: a task already rewound that finds the loss again (its batches still retrying) neither pauses nor resets the new owner', async () => {
+  const { tasks, metrics, lostWrites, calls } = wired(500n);
+  await tasks.assign([0]);
+  const old = tasks.tasks.get(0)!;
+  // The checkpoint went back from 700 (acknowledged) to 500: the partition is read again from 500.
+  await lostWrites.rewind(old, { next: 500n, epoch: 0 }, 700n);
+  assert.deepEqual(calls, ['pause 0', 'reset 0:500@1', 'onRewind 0:500', 'restartAt 0:500']);
+  const owner = tasks.tasks.get(0)!;
+  assert.notEqual(owner, old);
+  assert.deepEqual([owner.status.next, owner.epoch], [500n, 1]);
+  // The old task's write, retried across the outage, finds the loss again once Cassandra is back.
+  await lostWrites.rewind(old, { next: 500n, epoch: 0 }, 700n);
+  assert.deepEqual(calls, ['pause 0', 'reset 0:500@1', 'onRewind 0:500', 'restartAt 0:500'], 'nothing more: the new owner is not paused');
+  assert.equal(tasks.tasks.get(0), owner);
+  assert.deepEqual(await series(metrics, 'lost_writes_total'), ['exactlyonce_lost_writes_total{partition="0"} 1']);
+});
+
+test('a new owner finds the checkpoint it was planned from gone after an outage (its predecessor wrote it; Cassandra lost it) and rewinds, before writing a row', async () => {
+  const { tasks, metrics, lostWrites, calls, w } = wired(6000n);
+  await tasks.assign([0]);
+  const task = tasks.tasks.get(0)!;
+  assert.equal(task.acknowledged, 6000n, 'the planned checkpoint is what the task must find again');
+  lostWrites.outage();
+  w.stored.clear();
+  await tasks.process(0, [rec(6000n), rec(6001n)]);
+  await settle(5);
+  assert.deepEqual(w.events.filter((e) => e.startsWith('rows')), [], 'no row is written on top of the lost checkpoint');
+  assert.deepEqual(calls, ['pause 0', 'reset 0:0@1', 'onRewind 0:0', 'restartAt 0:0']);
+  assert.deepEqual(await series(metrics, 'lost_writes_total'), ['exactlyonce_lost_writes_total{partition="0"} 1']);
+});
+
+test('a node going down reads each partition again from the first batch it acknowledged within the window before Cassandra last answered; batches before that are not read again', async () => {
+  const { tasks, metrics, lostWrites, calls, w } = wired(100n, 200);
   await tasks.assign([0]);
   const task = tasks.tasks.get(0)!;
   await tasks.process(0, [rec(100n), rec(101n)]);
@@ -147,28 +115,7 @@ test('a node going down reads each partition again from the first batch it ackno
 });
 
 test('a node going down when the stored checkpoint itself went back below the window: read again from the stored checkpoint, counted as lost writes', async () => {
-  const world = { stored: new Map([[0, { next: 100n, epoch: 0 }]]), marks: [{ partition: 0, low: 0n, high: 900n, stable: 900n }] };
-  const { tasks, planner, metrics, log, ctx, world: w } = fakeEngine(world);
-  const lostWrites = new LostWrites(60_000);
-  ctx.lostWrites = lostWrites;
-  const calls: string[] = [];
-  lostWrites.wire({
-    checkpoints: {
-      readOne: async (p) => w.stored.get(p) ?? null,
-      reset: async (p, to, fromEpoch) => {
-        calls.push(`reset ${p}:${to}@${fromEpoch + 1}`);
-        return { next: to, epoch: fromEpoch + 1 };
-      },
-    },
-    planner,
-    tasks: () => tasks,
-    consumer: { pause: (ps) => void calls.push(`pause ${ps.join(',')}`), restartAt: (p, o) => void calls.push(`restartAt ${p}:${o}`) },
-    logStart: async () => 0n,
-    onRewind: (p, from) => void calls.push(`onRewind ${p}:${from}`),
-    retrying: (_server, fn) => fn(),
-    metrics,
-    log,
-  });
+  const { tasks, metrics, lostWrites, calls, w } = wired(100n);
   await tasks.assign([0]);
   await tasks.process(0, [rec(100n), rec(101n)]);
   await tasks.tasks.get(0)!.flush();
@@ -181,28 +128,7 @@ test('a node going down when the stored checkpoint itself went back below the wi
 });
 
 test('a node going down does not move a partition someone went on with (a new owner while this worker was held still, a reset): a zombie never moves progress back', async () => {
-  const world = { stored: new Map([[0, { next: 100n, epoch: 0 }]]), marks: [{ partition: 0, low: 0n, high: 900n, stable: 900n }] };
-  const { tasks, planner, metrics, log, ctx, world: w } = fakeEngine(world);
-  const lostWrites = new LostWrites(60_000);
-  ctx.lostWrites = lostWrites;
-  const calls: string[] = [];
-  lostWrites.wire({
-    checkpoints: {
-      readOne: async (p) => w.stored.get(p) ?? null,
-      reset: async (p, to, fromEpoch) => {
-        calls.push(`reset ${p}:${to}@${fromEpoch + 1}`);
-        return { next: to, epoch: fromEpoch + 1 };
-      },
-    },
-    planner,
-    tasks: () => tasks,
-    consumer: { pause: (ps) => void calls.push(`pause ${ps.join(',')}`), restartAt: (p, o) => void calls.push(`restartAt ${p}:${o}`) },
-    logStart: async () => 0n,
-    onRewind: (p, from) => void calls.push(`onRewind ${p}:${from}`),
-    retrying: (_server, fn) => fn(),
-    metrics,
-    log,
-  });
+  const { tasks, metrics, lostWrites, calls, w } = wired(100n);
   await tasks.assign([0]);
   await tasks.process(0, [rec(100n), rec(101n)]);
   await tasks.tasks.get(0)!.flush();
