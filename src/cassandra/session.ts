@@ -142,13 +142,13 @@ export function unavailable(config: ConnectionConfig, cause: unknown): ExactlyOn
   if (/keyspace/i.test(msg ?? '') && /does not exist/i.test(msg ?? '')) {
     return new ExactlyOnceError(
       'EO_CASSANDRA_QUERY',
-      `keyspace '${config.keyspace}' does not exist at ${where}; run \`exactlyonce schema apply\``,
+      `keyspace '${config.keyspace}' does not exist at ${where}; run \`exactlyonce schema apply --keyspace ${config.keyspace}\` (with \`--job <module or sink config>\` for a job of your own: it also creates the job's tables)`,
       { cause },
     );
   }
   return new ExactlyOnceError(
     'EO_CASSANDRA_UNAVAILABLE',
-    `Cassandra at ${where} is not reachable (${msg}); is the stack up? run \`exactlyonce stack up\``,
+    `Cassandra at ${where} is not reachable (${msg}); check --cassandra (or EXACTLYONCE_CASSANDRA), or for the local stack run \`exactlyonce stack up\``,
     { cause },
   );
 }

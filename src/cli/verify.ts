@@ -13,7 +13,7 @@ import type { AuditReport } from '../app/audit/report.js';
 import { verify, verifyJob, type VerifyRun } from '../app/verify.js';
 import { metricsAccess, metricsBindHost, serveMetrics } from '../engine/metrics-server.js';
 import { ExactlyOnceError } from '../errors.js';
-import { loadJobModule, parseJobOptions } from '../job-loader.js';
+import { isSinkConfig, loadJobModule, parseJobOptions } from '../job-loader.js';
 import { createLogger } from '../log.js';
 import { durationOption, intOption } from '../config.js';
 import { formatReport, formatRound, verifyFailed } from '../format/audit-report.js';
@@ -55,7 +55,9 @@ export function verifyCommand(): Command {
         const job = await loadJobModule(opts.job, { config, options: parseJobOptions(opts.jobOption), log: createLogger('verify') });
         const mode = job.audit?.mode === 'upsert' ? `upsert: table ${job.audit.table}, key by key against each key's last record` : `log: table ${job.audit?.table}, offset by offset`;
         runOnce = async (full, onProgress) => {
-          const r = await verifyJob(config, job, { record: opts.record !== false, full, lanes: opts.lanes, memoryMb: opts.memoryMb, onProgress });
+          const r = await verifyJob(config, job, { record: opts.record !== false, full, lanes: opts.lanes, memoryMb: opts.memoryMb, onProgress }).catch((e: unknown) => {
+            throw missingTable(e, config.keyspace, opts.job!) ?? e;
+          });
           return { ...r, header: `job ${job.name} (${mode})`, json: { job: job.name } };
         };
       } else {
@@ -97,6 +99,22 @@ export function verifyCommand(): Command {
       if (!run.report.ok) throw verifyFailed(run.report);
       return 0;
     }),
+  );
+}
+
+/**
+ * Cassandra's answer for a table that is not there (the job's own, or the engine's before `schema
+ * apply`), as one line naming the command that creates it; undefined for any other error.
+ */
+function missingTable(e: unknown, keyspace: string, job: string): ExactlyOnceError | undefined {
+  const message = e instanceof Error && e.name === 'ResponseError' ? e.message : '';
+  const table = /^table (\S+) does not exist|^unconfigured table (\S+)/.exec(message);
+  if (table === null) return undefined;
+  const name = (table[1] ?? table[2])!;
+  return new ExactlyOnceError(
+    isSinkConfig(job) ? 'EO_SINK_TABLE_INVALID' : 'EO_CASSANDRA_QUERY',
+    `table ${name.includes('.') ? name : `${keyspace}.${name}`} does not exist: nothing to verify; run \`exactlyonce schema apply --job ${job} --keyspace ${keyspace}\` (and the job's workers) first`,
+    { cause: e },
   );
 }
 

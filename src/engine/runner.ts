@@ -19,6 +19,7 @@ import { AssignmentPlanner, type Binding } from './assignment-planner.js';
 import { CheckpointStore } from './checkpoint-store.js';
 import type { Job } from './job.js';
 import { JobBinding, partitionsAdded, topicRecreated } from './job-binding.js';
+import { missingTopic } from './missing-topic.js';
 import { LagWatcher } from './lag-watcher.js';
 import { LostWrites } from './lost-writes.js';
 import { EngineMetrics } from './metrics.js';
@@ -155,10 +156,7 @@ export class Runner {
     const topics = [config.topic, ...(this.job.outputTopics ?? [])];
     const counts = await this.retrying('Kafka', () => Promise.all(topics.map((t) => admin.partitionCount(t))), options.startupTimeoutMs);
     const missing = counts.indexOf(null);
-    if (missing >= 0) {
-      const what = missing === 0 ? 'topic' : 'output topic';
-      throw new ExactlyOnceError('EO_TOPIC_MISMATCH', `${what} ${topics[missing]} does not exist at ${config.brokers.join(',')}; run \`exactlyonce topic create\``);
-    }
+    if (missing >= 0) throw missingTopic(config, topics[missing]!, this.job.outputTopics ?? []);
     const partitions = counts[0]!;
     this.session = await this.retrying('Cassandra', () => connect(config, { keyspace: config.keyspace }), options.startupTimeoutMs);
     const session = this.session;
@@ -177,7 +175,7 @@ export class Runner {
     // What this keyspace serves: bound on the first run, checked on every later one (one input topic,
     // its identity, the output topics, the job's settings).
     const topicId = await this.retrying('Kafka', () => admin.topicId(config.topic), options.startupTimeoutMs);
-    if (topicId === null) throw new ExactlyOnceError('EO_TOPIC_MISMATCH', `topic ${config.topic} does not exist at ${config.brokers.join(',')}; run \`exactlyonce topic create\``);
+    if (topicId === null) throw missingTopic(config, config.topic, this.job.outputTopics ?? []);
     const bound = await this.retrying(
       'Cassandra',
       () => new JobBinding(session, config.keyspace).bind(

@@ -260,6 +260,12 @@ export function kafkaSecurityError(config: ConnectionConfig, cause: unknown): Ex
   }
 }
 
+/**
+ * What to check when no broker answers: the address the user gave comes first (a wrong one is the
+ * usual cause outside the local stack), then the local stack.
+ */
+export const KAFKA_UNREACHABLE_HINT = 'check --brokers (or EXACTLYONCE_BROKERS), or for the local stack run `exactlyonce stack up`';
+
 export function kafkaUnavailable(config: ConnectionConfig, cause: unknown): ExactlyOnceError {
   const recent = recentRefusal();
   const secure = kafkaSecurityError(config, cause) ?? (recent === undefined ? undefined : kafkaSecurityError(config, recent));
@@ -267,7 +273,7 @@ export function kafkaUnavailable(config: ConnectionConfig, cause: unknown): Exac
   const msg = redact(cause instanceof Error ? cause.message.split('\n')[0] ?? '' : String(cause), kafkaSecrets(config));
   return new ExactlyOnceError(
     'EO_KAFKA_UNAVAILABLE',
-    `Kafka at ${config.brokers.join(',')} did not answer (${msg}); is the stack up? run \`exactlyonce stack up\``,
+    `Kafka at ${config.brokers.join(',')} did not answer (${msg}); ${KAFKA_UNREACHABLE_HINT}`,
     { cause },
   );
 }

@@ -14,7 +14,7 @@ import { createRequire } from 'node:module';
 import type { ConnectionConfig } from '../config.js';
 import { ExactlyOnceError } from '../errors.js';
 import { KafkaAdmin } from './admin.js';
-import { kafkaJS } from './client.js';
+import { KAFKA_UNREACHABLE_HINT, kafkaJS } from './client.js';
 import type { SourceRecord } from './record.js';
 
 interface RawMessage {
@@ -94,7 +94,7 @@ export class LogReader {
     consumer.setDefaultConsumeTimeout(500);
     consumer.setDefaultIsTimeoutOnlyForFirstMessage(true);
     await new Promise<void>((resolve, reject) =>
-      consumer.connect({ timeout: 15_000 }, (err) => (err ? reject(new ExactlyOnceError('EO_KAFKA_UNAVAILABLE', `Kafka at ${config.brokers.join(',')} did not answer (${String(err)}); is the stack up? run \`exactlyonce stack up\``, { cause: err })) : resolve())),
+      consumer.connect({ timeout: 15_000 }, (err) => (err ? reject(new ExactlyOnceError('EO_KAFKA_UNAVAILABLE', `Kafka at ${config.brokers.join(',')} did not answer (${String(err)}); ${KAFKA_UNREACHABLE_HINT}`, { cause: err })) : resolve())),
     );
     return new LogReader(consumer);
   }

@@ -35,13 +35,51 @@ test('an unknown flag is a one-line usage error', async () => {
 test('an unreachable Cassandra names the address and what to run', async () => {
   const r = await runCli(['schema', 'apply', '--cassandra', '127.0.0.1:1']);
   assert.equal(r.code, 4);
-  assert.match(r.stderr, /^error EO_CASSANDRA_UNAVAILABLE: Cassandra at 127\.0\.0\.1:1 is not reachable \(.*\); is the stack up\? run `exactlyonce stack up`\n$/);
+  assert.match(r.stderr, /^error EO_CASSANDRA_UNAVAILABLE: Cassandra at 127\.0\.0\.1:1 is not reachable \(.*\); check --cassandra \(or EXACTLYONCE_CASSANDRA\), or for the local stack run `exactlyonce stack up`\n$/);
 });
 
-test('an unreachable Kafka names the address and what to run', async () => {
+test('an unreachable Kafka names the address, the flag and variable that set it, and the local stack', async () => {
+  const hint = '; check --brokers (or EXACTLYONCE_BROKERS), or for the local stack run `exactlyonce stack up`\n';
   const r = await runCli(['topic', 'create', '--brokers', '127.0.0.1:1']);
   assert.equal(r.code, 4);
-  assert.match(r.stderr, /^error EO_KAFKA_UNAVAILABLE: Kafka at 127\.0\.0\.1:1 did not answer \(.*\); is the stack up\? run `exactlyonce stack up`\n$/);
+  assert.match(r.stderr, /^error EO_KAFKA_UNAVAILABLE: Kafka at 127\.0\.0\.1:1 did not answer \(.*\)/);
+  assert.ok(r.stderr.endsWith(hint), r.stderr);
+  assert.equal(r.stderr.split('\n').length, 2, 'one line');
+  // The same through the variable.
+  const env = await runCli(['topic', 'create'], { EXACTLYONCE_BROKERS: '127.0.0.1:1' });
+  assert.equal(env.code, 4);
+  assert.ok(env.stderr.startsWith('error EO_KAFKA_UNAVAILABLE: Kafka at 127.0.0.1:1 did not answer (') && env.stderr.endsWith(hint), env.stderr);
+});
+
+test('a keyspace that does not exist: the hint names --keyspace and --job', async () => {
+  const r = await runCli(['quarantine', 'list', '--cassandra', '127.0.0.1', '--keyspace', 'eo_no_such_keyspace']);
+  assert.equal(r.code, 4);
+  assert.equal(
+    r.stderr,
+    "error EO_CASSANDRA_QUERY: keyspace 'eo_no_such_keyspace' does not exist at 127.0.0.1; run `exactlyonce schema apply --keyspace eo_no_such_keyspace` " +
+      "(with `--job <module or sink config>` for a job of your own: it also creates the job's tables)\n",
+  );
+});
+
+test('verify --job on a table that does not exist: one coded line naming the command that creates it, no stack trace', async (t) => {
+  const config = testConfig();
+  await freshKeyspace(t, config);
+  const admin = new KafkaAdmin(config);
+  t.after(async () => {
+    await admin.deleteTopic(config.topic).catch(() => undefined);
+    await admin.close();
+  });
+  await admin.ensureTopic({ topic: config.topic, partitions: 1, replicationFactor: 1 });
+  const dir = mkdtempSync(join(tmpdir(), 'eo-verify-'));
+  t.after(() => rmSync(dir, { recursive: true, force: true }));
+  const file = join(dir, 'orders.yaml');
+  writeFileSync(file, `name: orders\ntopic: ${config.topic}\ntable: orders\nmode: log\ncolumns:\n  id: bigint\n`);
+  const r = await runCli(['verify', ...connectionArgs(config), '--job', file, '--no-record']);
+  assert.equal(
+    r.stderr,
+    `error EO_SINK_TABLE_INVALID: table ${config.keyspace}.orders does not exist: nothing to verify; run \`exactlyonce schema apply --job ${file} --keyspace ${config.keyspace}\` (and the job's workers) first\n`,
+  );
+  assert.equal(r.code, 5);
 });
 
 test('--version and -V print the package version on one line', async () => {
@@ -92,7 +130,10 @@ test('a worker whose topic or alerts topic does not exist exits with one line sa
   await freshKeyspace(t, config);
   const noTopic = await runCli(['run', ...connectionArgs(config)]);
   assert.equal(noTopic.code, 5);
-  assert.equal(noTopic.stderr.split('\n').filter((l) => l.startsWith('error')).join('\n'), `error EO_TOPIC_MISMATCH: topic ${config.topic} does not exist at ${BROKERS}; run \`exactlyonce topic create\``);
+  assert.equal(
+    noTopic.stderr.split('\n').filter((l) => l.startsWith('error')).join('\n'),
+    `error EO_TOPIC_MISMATCH: topic ${config.topic} does not exist at ${BROKERS}; run \`exactlyonce topic create --topic ${config.topic} --alerts-topic ${config.alertsTopic}\``,
+  );
   const admin = new KafkaAdmin(config);
   t.after(async () => {
     await admin.deleteTopic(config.topic).catch(() => undefined);
@@ -103,6 +144,18 @@ test('a worker whose topic or alerts topic does not exist exits with one line sa
   assert.equal(noAlertsTopic.code, 5);
   assert.equal(
     noAlertsTopic.stderr.split('\n').filter((l) => l.startsWith('error')).join('\n'),
-    `error EO_TOPIC_MISMATCH: output topic ${config.alertsTopic} does not exist at ${BROKERS}; run \`exactlyonce topic create\``,
+    `error EO_TOPIC_MISMATCH: output topic ${config.alertsTopic} does not exist at ${BROKERS}; run \`exactlyonce topic create --topic ${config.topic} --alerts-topic ${config.alertsTopic}\``,
   );
+});
+
+test("a sink whose topic does not exist: the hint creates that topic", async (t) => {
+  const config = testConfig();
+  await freshKeyspace(t, config);
+  const dir = mkdtempSync(join(tmpdir(), 'eo-sink-topic-'));
+  t.after(() => rmSync(dir, { recursive: true, force: true }));
+  const file = join(dir, 'orders.yaml');
+  writeFileSync(file, `name: orders\ntopic: ${config.topic}\ntable: orders\nmode: log\ncolumns:\n  id: bigint\n`);
+  const r = await runCli(['sink', '--config', file, ...connectionArgs(config)]);
+  assert.equal(r.stderr.split('\n').filter((l) => l.startsWith('error')).join('\n'), `error EO_TOPIC_MISMATCH: topic ${config.topic} does not exist at ${BROKERS}; run \`exactlyonce topic create --topic ${config.topic}\``);
+  assert.equal(r.code, 5);
 });

@@ -1,0 +1,14 @@
+/**
+ * The coded error for a topic a job reads or publishes to that does not exist. The hint is the
+ * command that creates that very topic: `topic create` makes its `--topic` and the compacted
+ * `--alerts-topic` (the events job's output), so the events job's hint names both of its topics.
+ */
+import type { ConnectionConfig } from '../config.js';
+import { ExactlyOnceError } from '../errors.js';
+
+export function missingTopic(config: Pick<ConnectionConfig, 'brokers' | 'topic' | 'alertsTopic'>, topic: string, outputTopics: readonly string[]): ExactlyOnceError {
+  const role = topic === config.topic ? 'topic' : 'output topic';
+  const alerts = outputTopics.includes(config.alertsTopic) ? ` --alerts-topic ${config.alertsTopic}` : '';
+  const create = topic === config.alertsTopic && alerts !== '' ? `--topic ${config.topic}${alerts}` : `--topic ${topic}${alerts}`;
+  return new ExactlyOnceError('EO_TOPIC_MISMATCH', `${role} ${topic} does not exist at ${config.brokers.join(',')}; run \`exactlyonce topic create ${create}\``);
+}
