@@ -124,16 +124,15 @@ interface Queue {
   messages: RawMessage[];
   fetchedAt: number[];
   /**
-   * Where the reading of messages[0] started: the offset after the record before it, or the offset
-   * assigned or restarted at; null while the partition is held (what is fetched then is dropped).
+   * Where the reading of messages[0] (or, with none queued, of the next message) started: the offset
+   * after the record handed over before it, or the offset assigned or restarted at; null while the
+   * partition is held (what is fetched then is dropped).
    */
   from: bigint | 'log-start' | null;
-  /** Where the reading goes on after the last message queued (`from` when none is). */
-  position: bigint | 'log-start' | null;
 }
 
 function newQueue(from: bigint | 'log-start' | null): Queue {
-  return { messages: [], fetchedAt: [], from, position: from };
+  return { messages: [], fetchedAt: [], from };
 }
 
 export class GroupConsumer {
@@ -353,7 +352,6 @@ export class GroupConsumer {
         // read again only from an explicit offset: reassigned, or restartAt).
         if (queue === undefined || this.held.has(m.partition) || m.topic !== this.options.topic) continue;
         queue.messages.push(m);
-        queue.position = BigInt(m.offset) + 1n;
         queue.fetchedAt.push(fetchedAt);
         this.queued++;
         this.queuedBytes += bytesOf(m);
@@ -411,7 +409,7 @@ export class GroupConsumer {
     queue.messages.length = 0;
     queue.fetchedAt.length = 0;
     // What is fetched next does not follow what was handed over: only a new start says where it begins.
-    queue.from = queue.position = null;
+    queue.from = null;
   }
 
   private sleep(ms: number): Promise<void> {
@@ -482,7 +480,7 @@ export class GroupConsumer {
       this.dropQueued(partition);
       this.consumer.incrementalUnassign([tp]);
       this.consumer.incrementalAssign([{ ...tp, offset: Number(offset) }]);
-      queue.from = queue.position = offset;
+      queue.from = offset;
       this.native(() => this.consumer.resume([tp]));
       this.held.delete(partition);
     });
