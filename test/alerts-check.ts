@@ -1,5 +1,5 @@
 /**
- * Invariant 3 of DESIGN.md §4: the `alerts` table, and the last message per key of the alerts topic,
+ * Invariant 3 of docs/design.md §4: the `alerts` table, and the last message per key of the alerts topic,
  * both equal the alerts recomputed from the `events` table.
  */
 import assert from 'node:assert/strict';

@@ -1,5 +1,5 @@
 /**
- * Helpers of the pipeline tests: worker processes, draining, and the exactly-once check of DESIGN.md
+ * Helpers of the pipeline tests: worker processes, draining, and the exactly-once check of docs/design.md
  * §4 invariants 1 and 2 (every offset of the log is in `events`, fields equal, or in `quarantine`
  * with the codec's reason, exactly once; nothing else is stored; every checkpoint is at the log end).
  */

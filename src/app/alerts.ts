@@ -1,5 +1,5 @@
 /**
- * Exactly-once event-time alerts across partitions (DESIGN.md §4a option a).
+ * Exactly-once event-time alerts across partitions (docs/design.md §5).
  *
  * 1. State per (source, window end, rule) and Kafka partition, in `alert_window_counts`: the number of
  *    counted events of that partition in the window, and the offset of the last one counted

@@ -1,5 +1,5 @@
 /**
- * Finds acknowledged writes the store lost, and writes them again (DESIGN §4.8).
+ * Finds acknowledged writes the store lost, and writes them again (docs/design.md §6).
  *
  * Cassandra acknowledges a write before its commit log is synced unless the node runs
  * `commitlog_sync: batch`: with the default (`periodic`, every 10 s), a node that crashes forgets what it

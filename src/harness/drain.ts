@@ -1,6 +1,6 @@
 /**
  * Watching a pipeline's checkpoints from outside: until every partition is drained (its checkpoint at
- * the end of what can be read), and, live, that no checkpoint ever moves backwards (DESIGN.md §4,
+ * the end of what can be read), and, live, that no checkpoint ever moves backwards (docs/design.md §4,
  * invariant 2). The one notion of drained of chaos, the demo, the bench and the tests.
  */
 import type { Watermarks } from '../kafka/admin.js';

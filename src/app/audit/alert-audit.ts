@@ -1,5 +1,5 @@
 /**
- * DESIGN.md §4 invariant 3, incrementally: the alerts recomputed from the topic's events, judged
+ * docs/design.md §4 invariant 3, incrementally: the alerts recomputed from the topic's events, judged
  * window by window against the `alerts` table and the latest message per key of the alerts topic.
  *
  * Which windows a new record can change: exactly those that contain its event time (for the rule's

@@ -1,5 +1,5 @@
 /**
- * DESIGN.md §4 invariant 3: the alerts recomputed from the events, compared with the `alerts` table
+ * docs/design.md §4 invariant 3: the alerts recomputed from the events, compared with the `alerts` table
  * and with the latest message per key of the alerts topic. Pure: rows and messages are fed in,
  * differences come out through `report`. Memory grows with the number of windows × sources.
  */

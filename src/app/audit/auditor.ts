@@ -1,5 +1,5 @@
 /**
- * The Auditor proves DESIGN.md §4 against the broker's log, while workers run or after they stopped:
+ * The Auditor proves docs/design.md §4 against the broker's log, while workers run or after they stopped:
  *
  * 1. It reads the checkpoints first, then the watermarks: every row below a checkpoint is durable
  *    before the audit looks at it, so a live pipeline can be audited.

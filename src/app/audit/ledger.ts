@@ -1,5 +1,5 @@
 /**
- * The offset ledger of one partition (DESIGN.md §4 invariant 1): merges the records the topic returns,
+ * The offset ledger of one partition (docs/design.md §4 invariant 1): merges the records the topic returns,
  * in offset order, with the `events` and `quarantine` rows of the same offset range, also in offset
  * order, and judges every offset once. Streaming: it holds one chunk of records and one row of each
  * table at a time, whatever the partition's size.

@@ -1,5 +1,5 @@
 /**
- * What an audit finds: the violations of DESIGN.md §4 (each naming its partition and offset, or its
+ * What an audit finds: the violations of docs/design.md §4 (each naming its partition and offset, or its
  * alert), the per-partition ledger and the alert comparison. Plain data, JSON-ready (offsets as
  * decimal strings, since they are 64-bit).
  */

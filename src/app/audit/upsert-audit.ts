@@ -1,5 +1,5 @@
 /**
- * An upsert job's table against its log, in bounded memory (DESIGN.md §4 invariant 7): per key, the
+ * An upsert job's table against its log, in bounded memory (docs/design.md §4 invariant 7): per key, the
  * row of its last record (the highest offset not quarantined), or no row when that record deletes
  * the key, written at that record's timestamp; every key's records on one partition; no row for a key
  * no record names.
