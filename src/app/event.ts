@@ -6,6 +6,7 @@
  */
 import { isLosslessNumber, parse } from 'lossless-json';
 import type { Decoded } from '../engine/job.js';
+import { jsonTooDeep } from '../formats/bounds.js';
 
 export const Health = { Nominal: 0, Warning: 1, Critical: 2 } as const;
 export type HealthCode = (typeof Health)[keyof typeof Health];
@@ -103,7 +104,7 @@ export function decodeCanonical(text: string): Decoded<Event> | undefined {
   } catch {
     return undefined;
   }
-  return validate(BigInt(m[1]!), BigInt(m[2]!), source, client, BigInt(m[5]!));
+  return validate(bigInteger(m[1]!), bigInteger(m[2]!), source, client, bigInteger(m[5]!));
 }
 
 /**
@@ -118,6 +119,9 @@ function literal(s: string): string {
 
 /** The general path: any JSON text, numbers parsed losslessly. Exported for the fast path's test. */
 export function decodeJson(text: string): Decoded<Event> {
+  // lossless-json recurses with the depth: past the bound, so that the stack never decides a record.
+  const deep = jsonTooDeep(text);
+  if (deep !== undefined) return bad('too_large', deep);
   let doc: unknown;
   try {
     doc = parse(text);
@@ -144,9 +148,9 @@ const isWellFormed = (s: string): boolean => (s as string & { isWellFormed(): bo
  */
 function validate(id: bigint | undefined, ts: bigint | undefined, source: unknown, client: unknown, health: bigint | undefined): Decoded<Event> {
   if (id === undefined) return bad('wrong_type', 'id: expected an integer');
-  if (id < INT64_MIN || id > INT64_MAX) return bad('id_out_of_range', `id ${id} is outside int64`);
+  if (id < INT64_MIN || id > INT64_MAX) return bad('id_out_of_range', `id ${shown(id)} is outside int64`);
   if (ts === undefined) return bad('wrong_type', 'ts: expected an integer (epoch ms)');
-  if (ts < -TS_LIMIT || ts > TS_LIMIT) return bad('ts_out_of_range', `ts ${ts} is outside ±${TS_LIMIT}`);
+  if (ts < -TS_LIMIT || ts > TS_LIMIT) return bad('ts_out_of_range', `ts ${shown(ts)} is outside ±${TS_LIMIT}`);
   if (typeof source !== 'string') return bad('wrong_type', 'source: expected a string');
   if (!isWellFormed(source)) return bad('invalid_unicode', 'source: a lone surrogate (not well-formed Unicode)');
   if (source.length === 0) return bad('empty_source', 'source is empty');
@@ -155,7 +159,7 @@ function validate(id: bigint | undefined, ts: bigint | undefined, source: unknow
   if (!isWellFormed(client)) return bad('invalid_unicode', 'client: a lone surrogate (not well-formed Unicode)');
   if (tooLong(client, MAX_CLIENT_BYTES)) return bad('field_too_long', `client: ${Buffer.byteLength(client)} bytes in UTF-8, limit ${MAX_CLIENT_BYTES}`);
   if (health === undefined) return bad('wrong_type', 'health: expected an integer');
-  if (health !== 0n && health !== 1n && health !== 2n) return bad('invalid_health', `health ${health} is not 0, 1 or 2`);
+  if (health !== 0n && health !== 1n && health !== 2n) return bad('invalid_health', `health ${shown(health)} is not 0, 1 or 2`);
   return { ok: true, value: { id, ts: Number(ts), source, client, health: Number(health) as HealthCode } };
 }
 
@@ -170,11 +174,27 @@ function tooLong(s: string, limit: number): boolean {
   return Buffer.byteLength(s, 'utf8') > limit;
 }
 
-/** A JSON integer (no fraction, no exponent) as bigint; undefined for anything else. */
+/**
+ * A JSON integer (no fraction, no exponent) as bigint; undefined for anything else. JSON has no
+ * leading zeros, so more than INTEGER_DIGITS digits is beyond every range checked here: such a number
+ * becomes ±10^INTEGER_DIGITS (the same reason, out of range) instead of a BigInt of a megabyte of
+ * digits, whose conversion is quadratic in its length.
+ */
 function integer(v: unknown): bigint | undefined {
   if (!isLosslessNumber(v)) return undefined;
-  return /^-?\d+$/.test(v.value) ? BigInt(v.value) : undefined;
+  return /^-?\d+$/.test(v.value) ? bigInteger(v.value) : undefined;
 }
+
+/** A JSON integer literal as bigint, bounded (see integer). */
+function bigInteger(text: string): bigint {
+  const negative = text.startsWith('-');
+  if (text.length - (negative ? 1 : 0) > INTEGER_DIGITS) return negative ? -HUGE : HUGE;
+  return BigInt(text);
+}
+const INTEGER_DIGITS = 40;
+const HUGE = 10n ** BigInt(INTEGER_DIGITS);
+/** An integer for a detail: a bounded one as written, a longer one by its length (never a megabyte of digits). */
+const shown = (n: bigint): string => (n >= HUGE || n <= -HUGE ? `${n < 0n ? '-' : ''}<more than ${INTEGER_DIGITS} digits>` : String(n));
 
 /** The event's JSON, with `id` written as an exact integer. */
 export function encodeEvent(e: Event): string {

@@ -18,6 +18,8 @@
  */
 import avro from 'avsc';
 import { LosslessNumber } from 'lossless-json';
+import { needsScan, scanAvro } from './avro-scan.js';
+import { DecodeBoundError, MAX_DECIMAL_BYTES } from './bounds.js';
 
 const INT64_MIN = -(2n ** 63n);
 const INT64_MAX = 2n ** 63n - 1n;
@@ -71,6 +73,8 @@ class DecimalType extends avro.types.LogicalType {
     this.precision = schema.precision;
   }
   override _fromValue(b: Buffer): LosslessNumber {
+    // Writing out the digits is quadratic in their count: a megabyte of them takes a second.
+    if (b.length > MAX_DECIMAL_BYTES) throw new DecodeBoundError('too_large', `a decimal of ${b.length} bytes; at most ${MAX_DECIMAL_BYTES} are read`);
     return new LosslessNumber(decimalText(bigFromBytes(b), this.scale));
   }
   // avsc's convention for every _toValue: undefined when the value is not one of this type's (so that a
@@ -173,8 +177,13 @@ export function avroType(schemaText: string): avro.Type {
   });
 }
 
-/** Decodes one payload (after the wire header); throws when it does not match the schema. */
+/**
+ * Decodes one payload (after the wire header); throws when it does not match the schema, a
+ * DecodeBoundError when it claims more than it holds (src/formats/avro-scan.ts: checked before avsc
+ * allocates, for the schemas with arrays, maps or recursion; the others allocate only what they read).
+ */
 export function decodeAvro(type: avro.Type, payload: Buffer): unknown {
+  if (needsScan(type)) scanAvro(type, payload);
   return type.fromBuffer(payload);
 }
 

@@ -14,13 +14,17 @@
  *                       backoff first: src/formats/schema-cache.ts)
  *   wrong_schema_type   the id names a schema of another format (a Protobuf schema on an Avro sink)
  *   bad_schema          the schema is registered but cannot be used (does not compile, references)
- *   bad_payload         the payload does not match its schema (truncated, wrong bytes, fails validation)
+ *   bad_payload         the payload does not match its schema (truncated, wrong bytes, fails validation),
+ *                       or claims more than it holds (an array of 2^31 items in 11 bytes)
+ *   too_large           beyond what one record may make a decoder allocate or compute (nested past
+ *                       MAX_NESTING, too many empty items, a huge decimal: src/formats/bounds.ts)
  *   bad_json            (json) not JSON
  */
 import { parse } from 'lossless-json';
 import type { DecodeLookup, SourceRecord } from '../engine/job.js';
 import type { SchemaRegistryConfig } from '../config.js';
 import { SchemaRegistry, type SchemaType } from '../registry/schema-registry.js';
+import { DecodeBoundError, jsonTooDeep } from './bounds.js';
 import { SchemaCache, type SchemaCacheOptions } from './schema-cache.js';
 import { readWireHeader } from './wire.js';
 
@@ -49,10 +53,13 @@ export const jsonDecoder: Decoder = {
   format: 'json',
   prepare: async () => undefined,
   decode(bytes) {
+    const text = bytes.toString('utf8');
+    const deep = jsonTooDeep(text);
+    if (deep !== undefined) return { ok: false, reason: 'too_large', detail: deep };
     try {
-      return { ok: true, value: parse(bytes.toString('utf8')) };
+      return { ok: true, value: parse(text) };
     } catch (e) {
-      return { ok: false, reason: 'bad_json', detail: (e as Error).message };
+      return { ok: false, reason: 'bad_json', detail: firstLine(e) };
     }
   },
 };
@@ -68,6 +75,9 @@ export function createDecoder(format: Format, cache?: SchemaCache): Decoder {
   if (cache === undefined) throw new Error(`the ${format} decoder needs a Schema Registry`);
   return new RegistryDecoder(format, cache);
 }
+
+/** A decode before its lookup: the caller's fault, never the record's (a job must not quarantine for it). */
+export class SchemaNotFetched extends Error {}
 
 class RegistryDecoder implements Decoder {
   constructor(
@@ -90,7 +100,7 @@ class RegistryDecoder implements Decoder {
     const h = readWireHeader(bytes);
     if (!h.ok) return { ok: false, reason: 'missing_magic_byte', detail: h.detail };
     const s = this.cache.get(h.id);
-    if (s === undefined) throw new Error(`schema id ${h.id} was not fetched: the job's lookup must run before decode`);
+    if (s === undefined) throw new SchemaNotFetched(`schema id ${h.id} was not fetched: the job's lookup must run before decode`);
     const where = `schema id ${h.id}`;
     if (s.kind === 'unknown') return { ok: false, reason: 'unknown_schema', detail: `${where} is not in the Schema Registry at ${this.cache.registry.config.url}` };
     if (s.kind === 'invalid') return { ok: false, reason: 'bad_schema', detail: `${where} (${s.type}) cannot be used: ${s.problem}` };
@@ -99,9 +109,17 @@ class RegistryDecoder implements Decoder {
       const value = s.decode(h.payload);
       return { ok: true, value, schemaId: h.id };
     } catch (e) {
-      return { ok: false, reason: 'bad_payload', detail: `the payload does not match ${where} (${s.kind}): ${(e as Error).message.split('\n')[0]!.slice(0, 200)}` };
+      // Whatever a library throws on a stranger's bytes (a RangeError, a TypeError, a non-Error) is the record's fault.
+      if (e instanceof DecodeBoundError) return { ok: false, reason: e.reason, detail: `${where} (${s.kind}): ${e.message}` };
+      return { ok: false, reason: 'bad_payload', detail: `the payload does not match ${where} (${s.kind}): ${firstLine(e)}` };
     }
   }
+}
+
+/** A thrown value's message, one line of at most 200 characters. */
+function firstLine(e: unknown): string {
+  const m = e instanceof Error ? e.message : String(e);
+  return m.split('\n')[0]!.slice(0, 200);
 }
 
 /**

@@ -10,6 +10,7 @@ import { Ajv, type ValidateFunction } from 'ajv';
 import { Ajv2019 } from 'ajv/dist/2019.js';
 import { Ajv2020 } from 'ajv/dist/2020.js';
 import { parse } from 'lossless-json';
+import { DecodeBoundError, jsonTooDeep } from './bounds.js';
 
 export interface JsonSchema {
   readonly validate: ValidateFunction;
@@ -29,6 +30,9 @@ export function jsonSchema(text: string): JsonSchema {
 /** The JSON value (numbers lossless); throws when it is not JSON or does not match the schema. */
 export function decodeJsonSchema(schema: JsonSchema, payload: Buffer): unknown {
   const text = payload.toString('utf8');
+  // Both parsers and ajv's validators recurse with the value's depth.
+  const deep = jsonTooDeep(text);
+  if (deep !== undefined) throw new DecodeBoundError('too_large', deep);
   const value = parse(text);
   if (!schema.validate(JSON.parse(text))) {
     const e = schema.validate.errors?.[0];

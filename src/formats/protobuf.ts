@@ -14,6 +14,7 @@
  * protobuf defines; a field with explicit presence (`optional`, or a message) is null when absent.
  */
 import protobuf from 'protobufjs';
+import { DecodeBoundError, MAX_NESTING, valueBudget } from './bounds.js';
 
 const LONGS = new Set(['int64', 'uint64', 'sint64', 'fixed64', 'sfixed64']);
 
@@ -52,6 +53,8 @@ function readVarint(b: Buffer, at: number): [number, number] {
 /** The message type the indexes name, and where the message starts. */
 function messageType(schema: ProtoSchema, payload: Buffer): [protobuf.Type, number] {
   let [count, at] = readVarint(payload, 0);
+  // Each index takes at least a byte: a count past the bytes left is a lie, not a path to allocate.
+  if (count < 0 || count > payload.length - at) throw new DecodeBoundError('bad_payload', `the message indexes claim ${count} indexes; ${payload.length - at} bytes are left`);
   const path = count === 0 ? [0] : [];
   for (let i = 0; i < count; i++) {
     let index: number;
@@ -70,10 +73,37 @@ function messageType(schema: ProtoSchema, payload: Buffer): [protobuf.Type, numb
 
 export function decodeProtobuf(schema: ProtoSchema, payload: Buffer): unknown {
   const [type, at] = messageType(schema, payload);
-  const message = type.decode(payload.subarray(at));
+  let message: protobuf.Message;
+  try {
+    message = type.decode(payload.subarray(at));
+  } catch (e) {
+    // protobufjs stops at protoc's recursion limit (100, as MAX_NESTING); lengths it checks itself.
+    if (e instanceof Error && /maximum nesting depth/.test(e.message)) throw new DecodeBoundError('too_large', `messages nest more than ${MAX_NESTING} deep`);
+    throw e;
+  }
+  // toObject gives every message all its schema's fields: a schema of many fields makes an empty
+  // message (two bytes in a repeated field) many values, so they are counted before it runs.
+  const budget = valueBudget(payload.length);
+  const values = countValues(type, message as unknown as Record<string, unknown>, budget);
+  if (values > budget) throw new DecodeBoundError('too_large', `it decodes to more than ${budget} values (messages, fields and items) from ${payload.length} bytes`);
   const err = type.verify(message);
   if (err !== null) throw new Error(err);
   return typed(type, type.toObject(message, { longs: String, enums: String, bytes: Buffer as never, defaults: true, arrays: true, objects: true }));
+}
+
+/** The values toObject makes of a decoded message (each message's fields and items), counted up to past `budget`. */
+function countValues(type: protobuf.Type, message: Record<string, unknown>, budget: number, seen = 0): number {
+  let n = seen + 1 + type.fieldsArray.length;
+  for (const f of type.fieldsArray) {
+    if (n > budget) return n;
+    const v = message[f.name];
+    if (v === undefined || v === null || !Object.prototype.hasOwnProperty.call(message, f.name)) continue;
+    const sub = f.resolvedType instanceof protobuf.Type ? f.resolvedType : undefined;
+    const items = f.map ? Object.values(v as Record<string, unknown>) : f.repeated ? (v as unknown[]) : [v];
+    if (f.map || f.repeated) n += items.length;
+    if (sub !== undefined) for (const x of items) if (n <= budget) n = countValues(sub, x as Record<string, unknown>, budget, n);
+  }
+  return n;
 }
 
 function typed(type: protobuf.Type, obj: Record<string, unknown>): Record<string, unknown> {

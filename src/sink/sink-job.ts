@@ -35,7 +35,8 @@
 import { isLosslessNumber, parse } from 'lossless-json';
 import { consistencies, toLong, type Client } from '../cassandra/session.js';
 import type { SchemaRegistryConfig } from '../config.js';
-import { createDecoder, decoderLookup, isRegistryFormat, schemaCache, type Decoder } from '../formats/decoder.js';
+import { createDecoder, decoderLookup, isRegistryFormat, schemaCache, SchemaNotFetched, type Decoder } from '../formats/decoder.js';
+import { jsonTooDeep } from '../formats/bounds.js';
 import type { DecodeLookup } from '../engine/job.js';
 import type { Expectation, JobAudit } from '../engine/job-audit.js';
 import type { Decoded, DecodedRecord, Job, JobContext, JobMigration, SourceRecord } from '../engine/job.js';
@@ -71,9 +72,12 @@ function isRecord(doc: unknown): doc is Record<string, unknown> {
 }
 
 function parseObject(bytes: Buffer): Record<string, unknown> | string {
+  const text = bytes.toString('utf8');
+  const deep = jsonTooDeep(text);
+  if (deep !== undefined) return deep;
   let doc: unknown;
   try {
-    doc = parse(bytes.toString('utf8'));
+    doc = parse(text);
   } catch (e) {
     return (e as Error).message;
   }
@@ -172,7 +176,17 @@ export class SinkCodec {
     return { ok: true, doc: d.value };
   }
 
+  /** Total: a record's bytes never make it throw (a thrown error would stop the partition on that record for good). */
   decode(record: SourceRecord): Decoded<SinkRow> {
+    try {
+      return this.decodeRecord(record);
+    } catch (e) {
+      if (e instanceof SchemaNotFetched || e instanceof ExactlyOnceError) throw e;
+      return bad('bad_payload', `the record cannot be decoded: ${(e instanceof Error ? e.message : String(e)).split('\n')[0]!.slice(0, 200)}`);
+    }
+  }
+
+  private decodeRecord(record: SourceRecord): Decoded<SinkRow> {
     const { config } = this;
     let key: unknown[] = [];
     if (config.mode === 'upsert') {
