@@ -8,7 +8,9 @@ import { formatTable } from '../../src/format/table.js';
 import type { Client } from '../../src/cassandra/session.js';
 import type { ConnectionConfig } from '../../src/config.js';
 import { CheckpointStore } from '../../src/engine/checkpoint-store.js';
-import { freshKeyspace, freshTopic, runCli, testConfig, waitFor } from '../helpers.js';
+import { join } from 'node:path';
+import { Producer } from '../../src/kafka/producer.js';
+import { freshKeyspace, freshTopic, repoRoot, runCli, testConfig, waitFor } from '../helpers.js';
 import { assertExactlyOnce, checkpoints, generate, sleep, startWorker, stopWorkers, waitDrained, waitOwns, type Worker } from '../pipeline.js';
 
 function cliArgs(config: ConnectionConfig): string[] {
@@ -304,4 +306,38 @@ test('a topic deleted and re-created under a running worker: reset --all --to ea
   // The old topic's rows were cleared by the rebind: the new topic's 2,000 records are all that remains.
   const ledger = await assertExactlyOnce(session, config);
   assert.equal(ledger.records, 2000);
+});
+
+test("a reset picked up while a job's onAssign still runs is not lost: the worker reads from the reset offset, each record once", async (t) => {
+  const config = testConfig();
+  const session = await freshKeyspace(t, config);
+  await freshTopic(t, config, 1);
+  const producer = new Producer(config);
+  t.after(() => producer.close());
+  await producer.connect();
+  await producer.send(config.topic, Array.from({ length: 200 }, (_, i) => ({ key: `k${i}`, value: `v${i}`, partition: 0 })));
+  const job = ['--job', join(repoRoot, 'test', 'fixtures', 'slow-assign-job.ts')];
+  const store = new CheckpointStore(session, config.keyspace, config.topic, 'slow-assign');
+  const stored = async () => (await store.readOne(0))?.next;
+  const first = startWorker(t, config, job);
+  await waitFor(async () => ((await stored()) === 200n ? true : undefined), { timeoutMs: 180_000, message: `the first worker stores 0..199 (${first.output().slice(-400)})` });
+  await stopWorkers([first]);
+
+  // The next worker plans partition 0 at 200 and its job's onAssign then takes 15 s: a reset to 0
+  // meanwhile is picked up (every 2 s) while the consumer has not taken the partition yet.
+  const second = startWorker(t, config, [...job, '--job-option', 'assignDelayMs=15000']);
+  await waitFor(() => (/slow-assign: onAssign waits/.test(second.output()) ? true : undefined), { timeoutMs: 120_000, message: 'the second worker is assigned' });
+  const before = await store.readOne(0);
+  await store.reset(0, 0n, before!.epoch);
+  await waitFor(() => (/partition 0 was reset to 0 .*resuming there/.test(second.output()) ? true : undefined), { timeoutMs: 12_000, message: `the reset picked up during onAssign (${second.output().slice(-600)})` });
+  await producer.send(config.topic, [{ key: 'k200', value: 'v200', partition: 0 }]);
+  await waitFor(async () => ((await stored()) === 201n ? true : undefined), { timeoutMs: 120_000, message: `the second worker stores 0..200 (${second.output().slice(-600)})` });
+  const written = second
+    .output()
+    .split('\n')
+    .filter((l) => l.includes('"slow-assign: wrote"'))
+    .flatMap((l) => (JSON.parse(l) as { offsets: string[] }).offsets.map(Number));
+  assert.deepEqual(written, Array.from({ length: 201 }, (_, i) => i), 'read again from the reset offset, each record once');
+  assert.doesNotMatch(second.output(), /EO_OFFSET_GAP/);
+  await stopWorkers([second]);
 });
