@@ -17,6 +17,7 @@ import { schemaCommand } from './schema.js';
 import { setupCommand } from './setup.js';
 import { sinkCommand } from './sink.js';
 import { stackCommand } from './stack.js';
+import { statusCommand } from './status.js';
 import { topicCommand } from './topic.js';
 import { verifyCommand } from './verify.js';
 import { packageFile } from '../package-root.js';
@@ -29,7 +30,7 @@ const program = new Command('exactlyonce')
   .showHelpAfterError('(run with --help for usage)')
   .exitOverride();
 
-for (const cmd of [setupCommand(), stackCommand(), schemaCommand(), topicCommand(), generateCommand(), runCommand(), sinkCommand(), alertsCommand(), quarantineCommand(), checkpointsCommand(), cqlCommand(), dashboardCommand(), demoCommand(), benchCommand(), verifyCommand(), chaosCommand()]) program.addCommand(cmd);
+for (const cmd of [setupCommand(), stackCommand(), schemaCommand(), topicCommand(), generateCommand(), runCommand(), sinkCommand(), alertsCommand(), quarantineCommand(), checkpointsCommand(), statusCommand(), cqlCommand(), dashboardCommand(), demoCommand(), benchCommand(), verifyCommand(), chaosCommand()]) program.addCommand(cmd);
 
 function exitOverrideAll(cmd: CommandUnknownOpts): void {
   cmd.exitOverride();

@@ -216,6 +216,20 @@ export class KafkaAdmin {
     return new Map(offsets.map((o) => [o.partition, BigInt(o.low)]));
   }
 
+  /**
+   * Per partition, the first offset whose record's timestamp is at or after `timestampMs` (Kafka's
+   * ListOffsets by timestamp, KIP-79), or the log end when no record is that recent. `checkpoints
+   * reset --to DATETIME` moves checkpoints there.
+   */
+  async offsetsForTime(topic: string, timestampMs: number): Promise<Map<number, bigint>> {
+    const offsets = await this.call(() => this.admin.fetchTopicOffsetsByTimestamp(topic, timestampMs, { timeout: this.timeoutMs } as never));
+    const unknown = offsets.filter((o) => BigInt(o.offset) < 0n);
+    if (unknown.length > 0) {
+      throw new ExactlyOnceError('EO_KAFKA_UNAVAILABLE', `Kafka did not answer for the offsets of ${topic} at ${new Date(timestampMs).toISOString()} on partition(s) ${unknown.map((o) => o.partition).join(', ')} (it reported -1); asking again`);
+    }
+    return new Map(offsets.map((o) => [o.partition, BigInt(o.offset)]));
+  }
+
   /** Idempotent; also releases a client whose connect failed. */
   async close(): Promise<void> {
     if (this.closed) return;
