@@ -1,11 +1,13 @@
 /**
  * The dashboard's HTTP server: one static page (./static), the charting library straight from
  * node_modules (uPlot: works offline, no CDN), a JSON snapshot at /api/snapshot, and live updates as
- * server-sent events at /api/events (one `tick` event per collector round).
+ * server-sent events at /api/events (one `tick` event per collector round). A request it cannot read
+ * is answered 400, and nothing a request carries can throw past the handler (engine/http-access.ts).
  */
 import { readFileSync } from 'node:fs';
 import { createServer, type Server, type ServerResponse } from 'node:http';
-import { httpAccess, refusal, TOKEN_COOKIE, type HttpAccess } from '../engine/http-access.js';
+import { guarded, httpAccess, refusal, requestTarget, SERVER_LIMITS, TOKEN_COOKIE, type HttpAccess } from '../engine/http-access.js';
+import type { Logger } from '../log.js';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -44,7 +46,13 @@ export interface DashboardServer {
   close(): Promise<void>;
 }
 
-export async function serveDashboard(collector: Collector, port: number, host = '127.0.0.1', access = dashboardAccess(host)): Promise<DashboardServer> {
+export async function serveDashboard(
+  collector: Collector,
+  port: number,
+  host = '127.0.0.1',
+  access = dashboardAccess(host),
+  log?: Pick<Logger, 'error'>,
+): Promise<DashboardServer> {
   const files = assets();
   const streams = new Set<ServerResponse>();
   const send = (res: ServerResponse, event: string, data: unknown) => res.write(`event: ${event}\ndata: ${JSON.stringify(data)}\n\n`);
@@ -53,17 +61,25 @@ export async function serveDashboard(collector: Collector, port: number, host = 
   };
   collector.on('tick', onTick);
 
-  const server = createServer((req, res) => {
-    const path = (req.url ?? '/').split('?')[0]!;
+  const server = createServer(SERVER_LIMITS, guarded((req, res) => {
     const refused = refusal(req, access);
     if (refused !== undefined) {
       res.writeHead(refused.status, { 'content-type': 'text/plain' }).end(refused.text);
       return;
     }
-    // A browser opened with ?token=…: keep it in a cookie the page's own requests carry, and drop it from the address bar.
-    const given = new URL(req.url ?? '/', 'http://x').searchParams.get('token');
+    const target = requestTarget(req.url);
+    if (typeof target === 'string') {
+      res.writeHead(400, { 'content-type': 'text/plain' }).end(`bad request: ${target}\n`);
+      return;
+    }
+    const path = target.path;
+    // A browser opened with ?token=…: keep it in a cookie the page's own requests carry, and drop it
+    // from the address bar. Only to a page of ours: a path such as `//elsewhere.example` would make
+    // this an open redirect.
+    const given = target.query.get('token');
     if (given !== null && access.token !== undefined) {
-      res.writeHead(303, { location: path, 'set-cookie': `${TOKEN_COOKIE}=${encodeURIComponent(given)}; HttpOnly; SameSite=Strict; Path=/` }).end();
+      const location = files.has(path) || path === '/index.html' ? path : '/';
+      res.writeHead(303, { location, 'set-cookie': `${TOKEN_COOKIE}=${encodeURIComponent(given)}; HttpOnly; SameSite=Strict; Path=/` }).end();
       return;
     }
     const asset = files.get(path === '/index.html' ? '/' : path);
@@ -87,7 +103,7 @@ export async function serveDashboard(collector: Collector, port: number, host = 
     } else {
       res.writeHead(404, { 'content-type': 'text/plain' }).end('not found\n');
     }
-  });
+  }, log));
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
     server.listen(port, host, () => resolve());

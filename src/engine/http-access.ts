@@ -12,8 +12,9 @@
  */
 import { timingSafeEqual } from 'node:crypto';
 import { readFileSync } from 'node:fs';
-import type { IncomingMessage } from 'node:http';
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import { ExactlyOnceError } from '../errors.js';
+import { createLogger, type Logger } from '../log.js';
 
 export const TOKEN_COOKIE = 'exactlyonce_token';
 
@@ -77,27 +78,107 @@ function same(a: string, b: string): boolean {
   return x.length === y.length && timingSafeEqual(x, y);
 }
 
-/** The token a request presents: bearer header, `?token=`, or the dashboard's cookie. */
-export function presentedToken(req: IncomingMessage): string | undefined {
-  const auth = req.headers.authorization;
-  if (auth !== undefined && /^Bearer /i.test(auth)) return auth.slice(7).trim();
-  const query = new URL(req.url ?? '/', 'http://x').searchParams.get('token');
-  if (query !== null) return query;
-  const cookie = (req.headers.cookie ?? '').split(';').map((c) => c.trim()).find((c) => c.startsWith(`${TOKEN_COOKIE}=`));
-  return cookie === undefined ? undefined : decodeURIComponent(cookie.slice(TOKEN_COOKIE.length + 1));
+/** What our servers read of a request's target: the path (never percent-decoded) and the query. */
+export interface RequestTarget {
+  path: string;
+  query: URLSearchParams;
 }
 
-/** Why a request is refused (status and a short text that never echoes a token), or undefined to serve it. */
+/**
+ * Splits a request's target without `new URL`, which throws on targets a stranger may send (`//`,
+ * `//[`, `http://[`). Only the origin form (`/path?query`, RFC 9112 §3.2.1) is served; anything else
+ * is a string saying why, which the servers answer with 400. The path is compared as sent, so `%`,
+ * `%zz` or bytes that are not UTF-8 only ever fail to match (404); URLSearchParams decodes the query
+ * leniently (a bad escape stays as it is).
+ */
+export function requestTarget(url: string | undefined): RequestTarget | string {
+  const raw = url ?? '/';
+  if (!raw.startsWith('/')) return 'the request target must be a path such as /metrics';
+  const q = raw.indexOf('?');
+  try {
+    return { path: q < 0 ? raw : raw.slice(0, q), query: new URLSearchParams(q < 0 ? '' : raw.slice(q + 1)) };
+  } catch {
+    return 'the query string cannot be parsed';
+  }
+}
+
+/** A token a request presents, or why what it presents cannot be read (answered 400). */
+export type Presented = { token: string | undefined } | { malformed: string };
+
+/** The token a request presents: bearer header, `?token=`, or the dashboard's cookie. Never throws. */
+export function presentedToken(req: IncomingMessage): Presented {
+  const auth = req.headers.authorization;
+  if (typeof auth === 'string' && /^Bearer /i.test(auth)) return { token: auth.slice(7).trim() };
+  const target = requestTarget(req.url);
+  if (typeof target === 'string') return { malformed: target };
+  const query = target.query.get('token');
+  if (query !== null) return { token: query };
+  // Only our own cookie is read: a browser also sends other applications' cookies for this host.
+  const cookie = (req.headers.cookie ?? '').split(';').map((c) => c.trim()).find((c) => c.startsWith(`${TOKEN_COOKIE}=`));
+  if (cookie === undefined) return { token: undefined };
+  try {
+    return { token: decodeURIComponent(cookie.slice(TOKEN_COOKIE.length + 1)) };
+  } catch {
+    return { malformed: `the ${TOKEN_COOKIE} cookie is not percent-encoded UTF-8` };
+  }
+}
+
+/**
+ * Why a request is refused (status and a short text that never echoes a token), or undefined to serve
+ * it: 421 for a foreign Host header, 400 for a target or a cookie that cannot be read, 401 without the
+ * right token. Never throws.
+ */
 export function refusal(req: IncomingMessage, access: HttpAccess): { status: number; text: string } | undefined {
   if (access.hosts !== undefined && !access.hosts.has(hostName(req.headers.host))) {
     return { status: 421, text: 'unexpected Host header: use http://127.0.0.1:<port>/ or http://localhost:<port>/\n' };
   }
+  const target = requestTarget(req.url);
+  if (typeof target === 'string') return { status: 400, text: `bad request: ${target}\n` };
   if (access.token !== undefined) {
     const given = presentedToken(req);
-    if (given === undefined || !same(given, access.token)) return { status: 401, text: 'a token is required: Authorization: Bearer <token> (or ?token=<token> in a browser)\n' };
+    if ('malformed' in given) return { status: 400, text: `bad request: ${given.malformed}\n` };
+    if (given.token === undefined || !same(given.token, access.token)) return { status: 401, text: 'a token is required: Authorization: Bearer <token> (or ?token=<token> in a browser)\n' };
   }
   return undefined;
 }
+
+type Handler = (req: IncomingMessage, res: ServerResponse) => void | Promise<void>;
+
+/**
+ * A server's request handler that no request can throw past: what the handler throws (or its
+ * promise rejects with) is logged and answered 500, or the connection is closed when the answer has
+ * begun. A client that goes away in the middle of an answer is its own business, not an 'error' event
+ * that would end the process.
+ */
+export function guarded(handler: Handler, log?: Pick<Logger, 'error'>): Handler {
+  const failed = (req: IncomingMessage, res: ServerResponse, e: unknown) => {
+    (log ?? createLogger('http')).error(
+      { method: req.method, target: (req.url ?? '').slice(0, 200), err: e instanceof Error ? e.message : String(e) },
+      'an HTTP request handler failed (a bug; please report it): answered 500',
+    );
+    try {
+      if (res.headersSent) res.destroy();
+      else res.writeHead(500, { 'content-type': 'text/plain' }).end('internal error\n');
+    } catch {
+      res.destroy();
+    }
+  };
+  return (req, res) => {
+    res.on('error', () => undefined);
+    try {
+      const done = handler(req, res);
+      if (done !== undefined) done.catch((e: unknown) => failed(req, res, e));
+    } catch (e) {
+      failed(req, res, e);
+    }
+  };
+}
+
+/**
+ * Server options that bound what a slow client can hold: the request line and headers within 10 s,
+ * the whole request within 15 s, checked every 2 s (Node's defaults: 60 s, 300 s, every 30 s).
+ */
+export const SERVER_LIMITS = { headersTimeout: 10_000, requestTimeout: 15_000, connectionsCheckingInterval: 2_000 } as const;
 
 /** What a server says at start about its access rule. */
 export function accessNotice(access: HttpAccess): string {

@@ -4,7 +4,7 @@ import type { IncomingMessage } from 'node:http';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { test } from 'node:test';
-import { httpAccess, httpToken, isLoopback, refusal } from '../../src/engine/http-access.js';
+import { httpAccess, httpToken, isLoopback, presentedToken, refusal, requestTarget } from '../../src/engine/http-access.js';
 import { EngineMetrics } from '../../src/engine/metrics.js';
 import { serveMetrics } from '../../src/engine/metrics-server.js';
 import { ExactlyOnceError } from '../../src/errors.js';
@@ -77,4 +77,53 @@ test('a loopback metrics server refuses a foreign Host header', async (t) => {
     http.get({ host: '127.0.0.1', port, path: '/healthz', headers: { host: 'rebound.example' } }, (res) => resolve(res.statusCode ?? 0)).on('error', reject),
   );
   assert.equal(status, 421);
+});
+
+test('what a stranger sends never throws: unreadable targets and cookies are 400, a missing or wrong token 401', () => {
+  const withToken = { token: TOKEN, hosts: undefined };
+  const loopback = httpAccess('127.0.0.1', 'x', {});
+  const badTarget = 'bad request: the request target must be a path such as /metrics\n';
+  const badCookie = 'bad request: the exactlyonce_token cookie is not percent-encoded UTF-8\n';
+  const unauthorized = { status: 401, text: 'a token is required: Authorization: Bearer <token> (or ?token=<token> in a browser)\n' };
+  const long = `/${'a'.repeat(100_000)}`;
+  const cases: Array<{ url: string | undefined; headers: Record<string, string>; presented: unknown; withToken: unknown; loopback: unknown }> = [
+    // `new URL('//', base)` throws "Invalid URL": a path of two slashes is a path like any other here.
+    { url: '//', headers: {}, presented: { token: undefined }, withToken: unauthorized, loopback: undefined },
+    { url: '//[', headers: {}, presented: { token: undefined }, withToken: unauthorized, loopback: undefined },
+    { url: '/%', headers: {}, presented: { token: undefined }, withToken: unauthorized, loopback: undefined },
+    { url: '/%zz?token=%zz', headers: {}, presented: { token: '%zz' }, withToken: unauthorized, loopback: undefined },
+    { url: '/\u00ff\u00fe?token=\u00ff', headers: {}, presented: { token: '\u00ff' }, withToken: unauthorized, loopback: undefined },
+    { url: long, headers: {}, presented: { token: undefined }, withToken: unauthorized, loopback: undefined },
+    { url: '/?token=', headers: {}, presented: { token: '' }, withToken: unauthorized, loopback: undefined },
+    { url: 'http://[', headers: {}, presented: { malformed: 'the request target must be a path such as /metrics' }, withToken: { status: 400, text: badTarget }, loopback: { status: 400, text: badTarget } },
+    { url: '*', headers: {}, presented: { malformed: 'the request target must be a path such as /metrics' }, withToken: { status: 400, text: badTarget }, loopback: { status: 400, text: badTarget } },
+    { url: '', headers: {}, presented: { malformed: 'the request target must be a path such as /metrics' }, withToken: { status: 400, text: badTarget }, loopback: { status: 400, text: badTarget } },
+    // decodeURIComponent throws "URI malformed" on these.
+    { url: '/', headers: { cookie: 'exactlyonce_token=%' }, presented: { malformed: 'the exactlyonce_token cookie is not percent-encoded UTF-8' }, withToken: { status: 400, text: badCookie }, loopback: undefined },
+    { url: '/', headers: { cookie: 'a=1; exactlyonce_token=%E0%A4%A' }, presented: { malformed: 'the exactlyonce_token cookie is not percent-encoded UTF-8' }, withToken: { status: 400, text: badCookie }, loopback: undefined },
+    { url: '/', headers: { cookie: 'exactlyonce_token=%ff' }, presented: { malformed: 'the exactlyonce_token cookie is not percent-encoded UTF-8' }, withToken: { status: 400, text: badCookie }, loopback: undefined },
+    // Another application's cookie for this host is not ours to read.
+    { url: '/', headers: { cookie: 'other=%; exactlyonce_token=' + encodeURIComponent(TOKEN) }, presented: { token: TOKEN }, withToken: undefined, loopback: undefined },
+    { url: '//', headers: { authorization: `Bearer ${TOKEN}` }, presented: { token: TOKEN }, withToken: undefined, loopback: undefined },
+    { url: '/', headers: { authorization: 'Bearer' }, presented: { token: undefined }, withToken: unauthorized, loopback: undefined },
+    { url: '/', headers: { authorization: 'Basic %' }, presented: { token: undefined }, withToken: unauthorized, loopback: undefined },
+  ];
+  for (const c of cases) {
+    const r = req({ host: '127.0.0.1:9100', ...c.headers }, c.url as string);
+    const label = `${JSON.stringify(c.url?.slice(0, 20))} ${JSON.stringify(c.headers)}`;
+    assert.deepEqual(presentedToken(r), c.presented, label);
+    assert.deepEqual(refusal(r, withToken), c.withToken, label);
+    assert.deepEqual(refusal(r, loopback), c.loopback, label);
+  }
+  // A foreign Host header is judged first, whatever the target.
+  assert.equal(refusal(req({ host: 'evil.example', cookie: 'exactlyonce_token=%' }, 'http://['), loopback)?.status, 421);
+});
+
+test('requestTarget: the path as sent, the query decoded leniently, anything but a path refused', () => {
+  const t = requestTarget('//a/%zz?x=%zz&token=a%20b');
+  assert.ok(typeof t !== 'string');
+  assert.equal(t.path, '//a/%zz');
+  assert.deepEqual([...t.query], [['x', '%zz'], ['token', 'a b']]);
+  assert.equal((requestTarget(undefined) as { path: string }).path, '/');
+  assert.equal(requestTarget('http://x/metrics'), 'the request target must be a path such as /metrics');
 });
