@@ -70,7 +70,12 @@ function render(fields: Array<[readonly string[], Json]>): string {
 export function* sampleRecords(config: SinkConfig, o: { seed: number; count: number; badRatio: number }): Generator<SampleRecord> {
   const rand = prng(o.seed);
   const keyCols = config.key.map((k) => config.columns.find((c) => c.name === k)!);
-  const keys: Json[][] = Array.from({ length: Math.max(5, Math.ceil(o.count / 8)) }, () => keyCols.map((c) => value(c.type, rand)));
+  // A key in its canonical spelling (src/sink/key-encoding.ts): a timestamp key as epoch ms.
+  const keyValue = (c: SinkColumn): Json => {
+    const v = value(c.type, rand);
+    return c.type.kind === 'scalar' && c.type.name === 'timestamp' && v.raw.startsWith('"') ? { raw: String(Date.parse(JSON.parse(v.raw) as string)) } : v;
+  };
+  const keys: Json[][] = Array.from({ length: Math.max(5, Math.ceil(o.count / 8)) }, () => keyCols.map(keyValue));
   const keyText = (k: Json[]) =>
     keyCols.length === 1
       ? keyCols[0]!.type.kind === 'scalar' && ['text', 'uuid', 'timestamp'].includes(keyCols[0]!.type.name) ? (JSON.parse(k[0]!.raw) as unknown as string).toString() : k[0]!.raw

@@ -43,13 +43,15 @@ import type { Decoded, DecodedRecord, Job, JobContext, JobMigration, SourceRecor
 import { ExactlyOnceError } from '../errors.js';
 import { BATCH_BYTES, cutBatches, ROWS_PER_BATCH } from '../cassandra/batches.js';
 import { canonical, convert, cqlColumnType, cqlTypeName } from './cql-types.js';
+import { canonicalKeyText } from './key-encoding.js';
 import { sampleRecords } from './sample.js';
 import type { AvroSampleIds } from './sample-avro.js';
 import { valueSubject, type SinkColumn, type SinkConfig } from './sink-config.js';
 import { SchemaRegistry } from '../registry/schema-registry.js';
+import { refusedKey, rowBytes } from './store-limits.js';
 
 /** What one record becomes. `values` follow `config.columns`; `key` follows `config.key`. */
-export type SinkRow = { kind: 'row'; key: unknown[]; values: unknown[] } | { kind: 'delete'; key: unknown[] };
+export type SinkRow = { kind: 'row'; key: unknown[]; values: unknown[]; bytes: number } | { kind: 'delete'; key: unknown[] };
 
 /** Upsert statements in flight at once per batch. */
 const UPSERT_CONCURRENCY = 64;
@@ -196,6 +198,16 @@ export class SinkCodec {
       const k = this.kafkaKey(record.key);
       if (!k.ok) return bad('bad_key', k.detail);
       key = k.key;
+      // A key Cassandra would refuse stops nothing: the record is quarantined (src/sink/store-limits.ts).
+      const refused = refusedKey(this.keyColumns, key);
+      if (refused !== undefined) return bad(refused.reason, refused.detail);
+      // One key, one spelling, so one partition (src/sink/key-encoding.ts).
+      if (this.keys === undefined) {
+        const want = canonicalKeyText(this.keyColumns, key);
+        if (!record.key.equals(Buffer.from(want, 'utf8'))) {
+          return bad('non_canonical_key', `the record key ${JSON.stringify(record.key.toString('utf8').slice(0, 80))} names the key ${JSON.stringify(want.slice(0, 80))}, whose one accepted spelling is that (another spelling may place the key's records on another partition)`);
+        }
+      }
       if (record.value === null) return { ok: true, value: { kind: 'delete', key } };
     } else if (record.value === null) {
       return bad('null_value', 'a record without a value (a tombstone) has no row in a log-mode table');
@@ -215,7 +227,9 @@ export class SinkCodec {
         return bad('key_mismatch', `the record key names ${JSON.stringify(canonical(key))}, the value ${JSON.stringify(canonical(inValue))}`);
       }
     }
-    return { ok: true, value: { kind: 'row', key, values } };
+    const size = rowBytes(config.columns, values);
+    if (size.refusal !== undefined) return bad(size.refusal.reason, size.refusal.detail);
+    return { ok: true, value: { kind: 'row', key, values, bytes: size.bytes } };
   }
 
   /** What the record must produce (for `verify --job`). */
@@ -385,10 +399,10 @@ export class SinkJob implements Job<SinkRow> {
     const { config } = this;
     const query = `INSERT INTO ${this.keyspace}.${config.table} (partition, offset, ${config.columns.map((c) => c.name).join(', ')}) VALUES (?, ?, ${config.columns.map(() => '?').join(', ')})`;
     // Unlogged batches of one Cassandra partition each (applied atomically), cut by rows and by bytes.
-    // A row's size is taken as its record's: its columns come from the record's value, whose numbers
-    // widen to 4-8 bytes each (plus a length per value), so a batch cut at 1 MiB of records stays a
-    // few MiB at most, below the 16 MiB a mutation may take with Cassandra's default commit log.
-    const batches = cutBatches(records, ROWS_PER_BATCH, BATCH_BYTES, ({ record }) => (record.value?.length ?? 0) + (record.key?.length ?? 0) + 32);
+    // A row's size is its values' as bound (a record's may be far smaller: a decimal 1e1000 spells out
+    // 1000 digits), and each row is below MAX_ROW_BYTES, so a batch stays below the 16 MiB a mutation
+    // may take with Cassandra's default commit log (src/sink/store-limits.ts).
+    const batches = cutBatches(records, ROWS_PER_BATCH, BATCH_BYTES, ({ value }) => (value as { bytes: number }).bytes + 32);
     await Promise.all(
       batches.map((batch) =>
         this.session!.batch(

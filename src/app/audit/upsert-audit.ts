@@ -14,7 +14,7 @@
  */
 import { types, type Client, type Row } from '../../cassandra/session.js';
 import type { Expectation } from '../../engine/job-audit.js';
-import { canonical } from '../../sink/cql-types.js';
+import { canonical, decimalText } from '../../sink/cql-types.js';
 import { ExternalSort } from './external-sort.js';
 import { execute, pagedRows } from './reads.js';
 import type { ViolationKind, ViolationLog } from './report.js';
@@ -255,7 +255,7 @@ export function packKey(v: unknown): unknown {
   if (typeof v === 'bigint') return { $b: v.toString() };
   if (v instanceof Date) return { $d: v.getTime() };
   if (v instanceof types.Long) return { $L: v.toString() };
-  if (v instanceof types.BigDecimal) return { $D: v.toString() };
+  if (v instanceof types.BigDecimal) return { $D: decimalText(v) }; // the driver's toString is quadratic in digits
   if (v instanceof types.TimeUuid) return { $T: v.toString() };
   if (v instanceof types.Uuid) return { $U: v.toString() };
   if (v instanceof types.LocalDate) return { $ld: v.toString() };
