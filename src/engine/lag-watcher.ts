@@ -74,6 +74,7 @@ export class LagWatcher {
   /** The partition is stopped on an error the user must act on. */
   partitionStopped(partition: number, code = 'unknown'): void {
     this.metrics.stops.inc({ code });
+    this.metrics.health.partitionStopped(partition, code);
     this.stopped.add(partition);
     this.metrics.stoppedPartitions.set({ partition: String(partition) }, 1);
   }

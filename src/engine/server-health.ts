@@ -1,7 +1,8 @@
 /**
  * The worker's health, as /readyz and the server_up gauge report it: whether it has been through a
- * group assignment, which partitions it owns, and whether Kafka or Cassandra is known to be down (from
- * the outcome of its last calls to each). State only; no timer, no I/O.
+ * group assignment, which partitions it owns and which of them are stopped, and whether Kafka or
+ * Cassandra is known to be down (from the outcome of its last calls to each). State only; no timer,
+ * no I/O.
  */
 
 /** A server is reported down this long after its last failed call, unless a call succeeds first, in ms. */
@@ -21,6 +22,8 @@ export class ServerHealth {
   private readonly lastFailure = new Map<Server, number>();
   private readonly lastSuccess = new Map<Server, number>();
   private readonly owned = new Set<number>();
+  /** Owned partitions stopped on an error the user must act on, with its code. */
+  private readonly stopped = new Map<number, string>();
   private joined = false;
 
   /** `onFailure` counts each failure (the errors_total counter). */
@@ -53,10 +56,17 @@ export class ServerHealth {
     this.answered('Kafka');
     this.joined = true;
     this.owned.add(partition);
+    this.stopped.delete(partition);
   }
 
   partitionRevoked(partition: number): void {
     this.owned.delete(partition);
+    this.stopped.delete(partition);
+  }
+
+  /** The owned partition is stopped on `code` until it is assigned again (a reset, a rebalance). */
+  partitionStopped(partition: number, code: string): void {
+    if (this.owned.has(partition)) this.stopped.set(partition, code);
   }
 
   /**
@@ -73,13 +83,21 @@ export class ServerHealth {
 
   /**
    * Ready: the worker has been through a group assignment (it may own no partition when the group has
-   * more workers than partitions) and neither server is known to be down.
+   * more workers than partitions), neither server is known to be down, and at least one partition it
+   * owns is not stopped. A worker whose every partition is stopped does nothing until someone acts, and
+   * an orchestrator or a load balancer must see that; one with some stopped still serves the others,
+   * and says which are stopped.
    */
   readiness(): Readiness {
     if (!this.joined) return { ready: false, detail: 'not ready: waiting for the consumer group to assign partitions' };
     const down = this.servers().filter((server) => this.isDown(server));
     if (down.length > 0) return { ready: false, detail: `not ready: ${down.join(' and ')} not answering` };
     const owned = [...this.owned].sort((a, b) => a - b);
-    return { ready: true, detail: `ready: owns ${owned.length === 0 ? 'no partition' : `partitions ${owned.join(',')}`}` };
+    const stopped = owned.filter((p) => this.stopped.has(p)).map((p) => `${p} ${this.stopped.get(p)!}`).join(', ');
+    if (owned.length > 0 && owned.every((p) => this.stopped.has(p))) {
+      return { ready: false, detail: `not ready: every partition it owns is stopped: ${stopped} (the error log says why; \`exactlyonce checkpoints list\` too)` };
+    }
+    const owns = `ready: owns ${owned.length === 0 ? 'no partition' : `partitions ${owned.join(',')}`}`;
+    return { ready: true, detail: stopped === '' ? owns : `${owns} (stopped: ${stopped})` };
   }
 }

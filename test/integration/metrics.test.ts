@@ -51,9 +51,9 @@ test("a worker's /metrics: exact per-partition counts, checkpoints, lag refreshe
   await waitFor(
     async () => {
       const r = await fetch(`http://127.0.0.1:${port}/readyz`);
-      return r.status === 200 && (await r.text()) === 'ready: owns partitions 0,1,2\n';
+      return r.status === 200 && (await r.text()) === 'ready: owns partitions 0,1,2 (stopped: 0 EO_CHECKPOINT_OUT_OF_RANGE)\n';
     },
-    { timeoutMs: 60_000, message: '/readyz answers 200 "ready: owns partitions 0,1,2"' },
+    { timeoutMs: 60_000, message: '/readyz answers 200 "ready: owns partitions 0,1,2 (stopped: 0 EO_CHECKPOINT_OUT_OF_RANGE)"' },
   );
 
   // Partition 1: 300 events and 7 undecodable records; partition 2: 120 events; partition 0: 80 records (not read).

@@ -8,7 +8,7 @@ import type { Client } from '../../src/cassandra/session.js';
 import type { ConnectionConfig } from '../../src/config.js';
 import { KafkaAdmin } from '../../src/kafka/admin.js';
 import { freshKeyspace, freshTopic, runCli, testConfig, waitFor } from '../helpers.js';
-import { checkpoints, connectionArgs, generate, sleep, startServedWorker, waitDrained, type Worker } from '../pipeline.js';
+import { checkpoints, connectionArgs, generate, readyz, sleep, startServedWorker, waitDrained, type Worker } from '../pipeline.js';
 
 /** The worker's error-level log lines (pino level 50) carrying `code`, as {partition, msg}. */
 function coded(worker: Worker, code: string): Array<{ partition: number | undefined; msg: string }> {
@@ -87,6 +87,11 @@ test('a topic deleted and re-created with more records than the checkpoints: sto
   }
   assert.deepEqual(await metric(again, 'exactlyonce_partition_stops_total'), ['exactlyonce_partition_stops_total{code="EO_TOPIC_RECREATED"} 2']);
   assert.deepEqual((await metric(again, 'exactlyonce_partition_stopped')).sort(), ['exactlyonce_partition_stopped{partition="0"} 1', 'exactlyonce_partition_stopped{partition="1"} 1']);
+  // Every partition it owns is stopped: not ready, so an orchestrator does not count it as working (issue 43 item 5).
+  assert.deepEqual(await readyz(again), {
+    status: 503,
+    detail: 'not ready: every partition it owns is stopped: 0 EO_TOPIC_RECREATED, 1 EO_TOPIC_RECREATED (the error log says why; `exactlyonce checkpoints list` too)',
+  });
   // Nothing of the new topic was stored over the old rows, and no checkpoint moved.
   await sleep(3000);
   assert.deepEqual(await checkpoints(session, config), ends);
