@@ -4,6 +4,7 @@ import { Command, Option } from '@commander-js/extra-typings';
 import { intOption } from '../config.js';
 import { ExactlyOnceError } from '../errors.js';
 import { startDashboard } from '../dashboard/dashboard.js';
+import { DEFAULT_SCRAPE_ALLOW } from '../dashboard/scrape.js';
 import { accessNotice } from '../engine/http-access.js';
 import { action, connection, withConnection } from './common.js';
 
@@ -13,6 +14,13 @@ function addressList(value: string): string[] {
   if (list.length === 0 || bad.length > 0) {
     throw new ExactlyOnceError('EO_CONFIG_INVALID', `--worker-metrics: expected host:port[,host:port…] (got '${value}')`);
   }
+  return list;
+}
+
+function hostList(value: string): string[] {
+  const list = value.split(',').map((s) => s.trim()).filter((s) => s.length > 0);
+  const bad = list.filter((h) => !/^[A-Za-z0-9.-]+(:\d{1,5})?$|^\[?[0-9a-fA-F:]+\]?(:\d{1,5})?$/.test(h));
+  if (list.length === 0 || bad.length > 0) throw new ExactlyOnceError('EO_CONFIG_INVALID', `--scrape-allow: expected host[,host…] (got '${value}')`);
   return list;
 }
 
@@ -29,6 +37,11 @@ export function dashboardCommand(): Command {
         new Option('--host <address>', 'address to listen on (0.0.0.0: every interface; beyond loopback a token is required, from EXACTLYONCE_HTTP_TOKEN_FILE or EXACTLYONCE_HTTP_TOKEN)').default('127.0.0.1'),
       )
       .addOption(new Option('--worker-metrics <list>', "workers' metrics addresses host:port[,…] (their --metrics-port), besides those that register themselves").default([], 'none').argParser(addressList))
+      .addOption(
+        new Option('--scrape-allow <hosts>', 'hosts (or host:port) of self-registered workers that are sent the token (EXACTLYONCE_HTTP_TOKEN[_FILE]); others are scraped without it')
+          .default(DEFAULT_SCRAPE_ALLOW, DEFAULT_SCRAPE_ALLOW.join(','))
+          .argParser(hostList),
+      )
       // The old name of --worker-metrics: elsewhere --workers is a count (chaos, demo, bench).
       .addOption(new Option('--workers <list>').hideHelp().argParser(renamedWorkers))
       .addOption(new Option('--interval-ms <ms>', 'how often the workers are scraped').default(1000).argParser(intOption('--interval-ms', 200, 60000))),
@@ -41,6 +54,7 @@ export function dashboardCommand(): Command {
         port: opts.port,
         host,
         workerMetrics: opts.workerMetrics,
+        scrapeAllow: opts.scrapeAllow,
         intervalMs: opts.intervalMs,
       });
       const url = host === '0.0.0.0' || host === '::' ? dashboard.url.replace(/\/\/[^/]+:/, `//${hostname()}:`) : dashboard.url;

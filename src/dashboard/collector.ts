@@ -8,13 +8,18 @@
 import { EventEmitter } from 'node:events';
 import type { ConnectionConfig } from '../config.js';
 import type { KafkaAdmin, Watermarks } from '../kafka/admin.js';
-import { scrapeWorker, type WorkerScrape } from './scrape.js';
+import { DEFAULT_SCRAPE_ALLOW, SCRAPE_TIMEOUT_MS, scrapeWorker, tokenAllowed, type WorkerScrape } from './scrape.js';
 import type { AlertRow, DashboardStore, QuarantineCounts, VerifyRun } from './store.js';
 import type { RegisteredWorker } from './worker-registry.js';
 
 export interface CollectorOptions {
-  /** Workers' metrics addresses given with --worker-metrics, `host:port`. */
+  /** Workers' metrics addresses given with --worker-metrics, `host:port` (sent the token, if one is set). */
   workerMetrics: readonly string[];
+  /**
+   * Hosts (or `host:port`) of workers found in the workers table that are sent the token
+   * (--scrape-allow; default DEFAULT_SCRAPE_ALLOW, this machine). Others are scraped without it.
+   */
+  scrapeAllow?: readonly string[];
   /** Scrape and history period, in ms (default 1000). */
   intervalMs: number;
   /** History kept, in points (default 600: ten minutes at 1 s). */
@@ -277,7 +282,7 @@ export class Collector extends EventEmitter {
     const addresses = this.addresses();
     const timeout = Math.max(1_000, this.options.intervalMs * 1.5);
     const [scrapes, checkpoints, marks] = await Promise.all([
-      Promise.all([...addresses.keys()].map((a) => scrapeWorker(a))),
+      Promise.all([...addresses].map(([a, listed]) => scrapeWorker(a, SCRAPE_TIMEOUT_MS, listed.via.has('flag') || tokenAllowed(a, this.options.scrapeAllow ?? DEFAULT_SCRAPE_ALLOW)))),
       withTimeout(this.readCheckpoints(), timeout, 'Cassandra').catch((e: unknown) => {
         problems.push(`Cassandra (checkpoints): ${oneLine(e)}`);
         return undefined;

@@ -17,6 +17,8 @@ export interface DashboardOptions {
   host: string;
   /** Workers' metrics addresses, `host:port` (--worker-metrics), besides those registered in `<keyspace>.workers`. */
   workerMetrics: readonly string[];
+  /** Hosts of registered workers sent the token (--scrape-allow); default this machine (scrape.ts DEFAULT_SCRAPE_ALLOW). */
+  scrapeAllow?: readonly string[];
   /** Scrape period, in ms. */
   intervalMs: number;
 }
@@ -42,6 +44,7 @@ export async function startDashboard(config: ConnectionConfig, o: DashboardOptio
   });
   const collector = new Collector(config, new DashboardStore(session, config.keyspace, config.topic), admin, {
     workerMetrics: o.workerMetrics,
+    ...(o.scrapeAllow !== undefined ? { scrapeAllow: o.scrapeAllow } : {}),
     intervalMs: o.intervalMs,
     historyPoints: 600,
   });

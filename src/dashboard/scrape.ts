@@ -1,8 +1,32 @@
 /**
  * Reads one worker's /metrics and /readyz and turns them into what the dashboard shows about it. Every
  * number here comes from the worker's own /metrics, so the page and a Prometheus scrape agree.
+ *
+ * The bearer token (EXACTLYONCE_HTTP_TOKEN[_FILE]) goes only to addresses an operator named: the
+ * --worker-metrics list, and hosts in --scrape-allow (this machine's loopback names by default). An
+ * address read from the `workers` table, which any worker role can write, is scraped without it
+ * otherwise: a row must not be able to send our credentials to a host of its choosing.
  */
 import { authHeaders } from '../engine/http-access.js';
+
+/** Hosts whose registered workers are sent the token when --scrape-allow is not given: this machine. */
+export const DEFAULT_SCRAPE_ALLOW: readonly string[] = ['127.0.0.1', 'localhost', '::1'];
+
+/** The host of `host:port` or `[v6]:port`, lower case, without brackets. */
+export function addressHost(address: string): string {
+  const m = /^\[([^\]]*)\](?::\d*)?$/.exec(address.trim());
+  return (m !== null ? m[1]! : address.trim().replace(/:\d*$/, '')).toLowerCase();
+}
+
+/** Whether `address` (`host:port`) may be sent the token: its host, or the address itself, is in `allow`. */
+export function tokenAllowed(address: string, allow: readonly string[]): boolean {
+  const host = addressHost(address);
+  const a = address.trim().toLowerCase();
+  return allow.some((entry) => {
+    const e = entry.trim().toLowerCase();
+    return e === a || e.replace(/^\[|\]$/g, '') === host;
+  });
+}
 import { byLabel, histogramQuantile, parsePrometheus, select, total, type Sample } from './prometheus.js';
 
 /** How long one worker may take to answer, in ms. */
@@ -94,15 +118,22 @@ export function summarize(address: string, samples: readonly Sample[], at: numbe
   };
 }
 
-/** Scrapes `host:port`; never throws (a worker that does not answer is reported down). */
-export async function scrapeWorker(address: string, timeoutMs = SCRAPE_TIMEOUT_MS): Promise<WorkerScrape> {
+/**
+ * Scrapes `host:port`, with the token only when `withToken` (see the header); never throws (a worker
+ * that does not answer is reported down).
+ */
+export async function scrapeWorker(address: string, timeoutMs = SCRAPE_TIMEOUT_MS, withToken = false): Promise<WorkerScrape> {
   const base = `http://${address}`;
   try {
-    const headers = authHeaders();
+    const headers = withToken ? authHeaders() : {};
+    // A redirect is not followed: it could lead the token to another host.
     const [metrics, ready] = await Promise.all([
-      fetch(`${base}/metrics`, { headers, signal: AbortSignal.timeout(timeoutMs) }),
-      fetch(`${base}/readyz`, { headers, signal: AbortSignal.timeout(timeoutMs) }).catch(() => null),
+      fetch(`${base}/metrics`, { headers, redirect: 'error', signal: AbortSignal.timeout(timeoutMs) }),
+      fetch(`${base}/readyz`, { headers, redirect: 'error', signal: AbortSignal.timeout(timeoutMs) }).catch(() => null),
     ]);
+    if (metrics.status === 401 && !withToken) {
+      throw new Error(`/metrics answered HTTP 401: the token is sent only to --worker-metrics addresses and --scrape-allow hosts, and ${addressHost(address)} is neither`);
+    }
     if (!metrics.ok) throw new Error(`/metrics answered HTTP ${metrics.status}`);
     const text = await metrics.text();
     const readyText = ready === null ? null : (await ready.text()).trim();
