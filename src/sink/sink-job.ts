@@ -49,9 +49,11 @@ import type { AvroSampleIds } from './sample-avro.js';
 import { valueSubject, type SinkColumn, type SinkConfig } from './sink-config.js';
 import { SchemaRegistry } from '../registry/schema-registry.js';
 import { refusedKey, rowBytes } from './store-limits.js';
+import { UnmatchedReporter } from './unmatched-columns.js';
+import { createLogger } from '../log.js';
 
 /** What one record becomes. `values` follow `config.columns`; `key` follows `config.key`. */
-export type SinkRow = { kind: 'row'; key: unknown[]; values: unknown[]; bytes: number } | { kind: 'delete'; key: unknown[] };
+export type SinkRow = { kind: 'row'; key: unknown[]; values: unknown[]; bytes: number; absent: number[] } | { kind: 'delete'; key: unknown[] };
 
 /** Upsert statements in flight at once per batch. */
 const UPSERT_CONCURRENCY = 64;
@@ -216,7 +218,10 @@ export class SinkCodec {
     if (!v.ok) return bad(v.reason, v.detail);
     const doc = v.doc;
     const values: unknown[] = [];
+    // Columns whose field path matched nothing in this record (src/sink/unmatched-columns.ts).
+    const absent: number[] = [];
     for (const col of config.columns) {
+      if (field(doc, col.field) === undefined) absent.push(values.length);
       const v = columnValue(config.key.includes(col.name) ? { ...col, required: true } : col, doc);
       if (!v.ok) return bad(v.reason, v.detail);
       values.push(v.value);
@@ -229,7 +234,7 @@ export class SinkCodec {
     }
     const size = rowBytes(config.columns, values);
     if (size.refusal !== undefined) return bad(size.refusal.reason, size.refusal.detail);
-    return { ok: true, value: { kind: 'row', key, values, bytes: size.bytes } };
+    return { ok: true, value: { kind: 'row', key, values, bytes: size.bytes, absent } };
   }
 
   /** What the record must produce (for `verify --job`). */
@@ -291,10 +296,13 @@ export class SinkJob implements Job<SinkRow> {
   private readonly codec: SinkCodec;
   private session: Client | undefined;
   private keyspace = '';
+  private readonly unmatched: UnmatchedReporter;
 
   /** `registry`: the Schema Registry of a registry format (the connection's). */
   constructor(readonly config: SinkConfig, registry?: SchemaRegistryConfig) {
     this.codec = new SinkCodec(config, registry);
+    const log = createLogger('sink');
+    this.unmatched = new UnmatchedReporter(config.columns, (column, line) => log.warn({ column, sink: config.name }, line));
     this.lookup = this.codec.lookup;
     this.name = config.name;
     this.topic = config.topic;
@@ -390,6 +398,7 @@ export class SinkJob implements Job<SinkRow> {
   }
 
   async write(partition: number, records: readonly DecodedRecord<SinkRow>[], signal: AbortSignal): Promise<void> {
+    this.unmatched.batch(partition, records.map((r) => r.value), records.length);
     if (this.config.mode === 'log') return this.writeLog(partition, records);
     return this.writeUpsert(records, signal);
   }
