@@ -63,7 +63,7 @@ export async function runWorker(job: Job<any>, options: WorkerOptions = {}): Pro
   const access = port > 0 ? metricsAccess(host) : undefined;
   const server =
     access !== undefined
-      ? await serveMetrics(metrics, port, () => running, host, access).catch((e: unknown) => {
+      ? await serveMetrics(metrics, port, () => running, host, access, log).catch((e: unknown) => {
           throw new ExactlyOnceError('EO_PORT_IN_USE', `--metrics-port: cannot listen on ${host}:${port} (${(e as Error).message})`, { cause: e });
         })
       : undefined;

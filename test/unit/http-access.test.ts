@@ -127,3 +127,19 @@ test('requestTarget: the path as sent, the query decoded leniently, anything but
   assert.equal((requestTarget(undefined) as { path: string }).path, '/');
   assert.equal(requestTarget('http://x/metrics'), 'the request target must be a path such as /metrics');
 });
+
+test('a handler that throws is answered 500 and logged once, and the server goes on serving', async (t) => {
+  const logged: Array<{ fields: Record<string, unknown>; msg: string }> = [];
+  const log = { error: (fields: Record<string, unknown>, msg: string) => logged.push({ fields, msg }) };
+  const metrics = new EngineMetrics();
+  const source = { registry: metrics.registry, workerId: 'w', health: { readiness: (): never => { throw new Error('readiness broke'); } } };
+  const server = await serveMetrics(source, 0, () => true, '127.0.0.1', httpAccess('127.0.0.1', 'x', {}), log as never);
+  t.after(() => server.close());
+  const port = (server.address() as { port: number }).port;
+  const res = await fetch(`http://127.0.0.1:${port}/readyz`);
+  assert.equal(res.status, 500);
+  assert.equal(await res.text(), 'internal error\n');
+  assert.deepEqual(logged, [{ fields: { method: 'GET', target: '/readyz', err: 'readiness broke' }, msg: 'an HTTP request handler failed (a bug; please report it): answered 500' }]);
+  const ok = await fetch(`http://127.0.0.1:${port}/healthz`);
+  assert.equal(ok.status, 200);
+});
