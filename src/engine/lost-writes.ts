@@ -66,6 +66,11 @@ export function isLost(stored: StoredCheckpoint | undefined | null, epoch: numbe
   return checkpointTimestamp(stored.epoch, stored.next) < checkpointTimestamp(epoch, acked);
 }
 
+/** ' (epoch N)' after the stored checkpoint and the task's, when they differ (a lost reset), else ''. */
+function epochs(stored: StoredCheckpoint | null, epoch: number): [string, string] {
+  return stored === null || stored.epoch === epoch ? ['', ''] : [` (epoch ${stored.epoch})`, ` (epoch ${epoch})`];
+}
+
 /** Thrown inside a batch's write or checkpoint write that found the stored checkpoint lower than one acknowledged before. */
 export class LostWritesFound extends Error {
   constructor(
@@ -94,7 +99,8 @@ export interface LostWritesDeps {
 export class LostWrites {
   /** Cassandra failures seen so far: a task whose last check is older reads its checkpoint back first. */
   private outages = 0;
-  private readonly rewinding = new Set<PartitionTask>();
+  /** The move of each task under way (one at a time per task: see move). */
+  private readonly moving = new Map<PartitionTask, Promise<void>>();
   private deps: LostWritesDeps | undefined;
   /** When Cassandra last answered (performance.now()): a node that crashed did so after it. */
   private lastAnswer = performance.now();
@@ -180,39 +186,60 @@ export class LostWrites {
    * Moves `task`'s partition back to where `where` says: `to`, with `lost` the checkpoint found lost
    * (null: a replay of what a crashed node may have forgotten, the checkpoint intact).
    */
-  private async move(
+  /**
+   * Moves `task`'s partition where `where` decides, one move per task at a time. A replay
+   * (`decideFirst`) is decided before the task stops: it may not concern it (someone went on). A loss
+   * already found stops the task at once — it must hand over no later batch, and write nothing that
+   * builds on what the store lost — even while a replay of it is still deciding (waiting for
+   * Cassandra); it then moves once that one is done, unless that one moved the partition already.
+   */
+  private move(
     task: PartitionTask,
     where: (deps: LostWritesDeps) => Promise<{ stored: StoredCheckpoint | null; to: bigint; lost: bigint | null } | null>,
     decideFirst = false,
   ): Promise<void> {
     const deps = this.deps;
-    if (deps === undefined || this.rewinding.has(task)) return;
+    if (deps === undefined) return Promise.resolve();
+    const before = this.moving.get(task);
+    if (before !== undefined && decideFirst) return before; // the move under way reads the store afresh
+    if (!decideFirst && deps.tasks()?.tasks.get(task.partition) === task) {
+      task.abandon();
+      deps.consumer.pause([task.partition]);
+    }
+    const run = (before ?? Promise.resolve()).then(() => this.moveNow(deps, task, where, decideFirst));
+    this.moving.set(task, run);
+    void run.finally(() => {
+      if (this.moving.get(task) === run) this.moving.delete(task);
+    });
+    return run;
+  }
+
+  private async moveNow(
+    deps: LostWritesDeps,
+    task: PartitionTask,
+    where: (deps: LostWritesDeps) => Promise<{ stored: StoredCheckpoint | null; to: bigint; lost: bigint | null } | null>,
+    decideFirst: boolean,
+  ): Promise<void> {
     const p = task.partition;
     // A task that is no longer its partition's (rewound already, reset, revoked) has nothing to rewind:
     // the partition's owner started from a checkpoint read afresh. Its batches still retrying find the
     // loss again once Cassandra is back; pausing the partition for them would stall the new owner.
-    if (deps.tasks()?.tasks.get(p) !== task || task.status.state !== 'running') return;
-    this.rewinding.add(task);
+    const current = () => deps.tasks()?.tasks.get(p) === task;
+    if (!current() || (decideFirst && task.status.state !== 'running')) return;
     try {
-      // A loss already found: the task writes nothing more before anything else (a write of it would
-      // build on what the store lost). A replay is decided first: it may not concern this task.
-      const stop = () => {
-        task.abandon();
-        deps.consumer.pause([p]);
-      };
-      if (!decideFirst) stop();
       const found = await where(deps);
       if (found === null) return;
       if (decideFirst) {
-        if (deps.tasks()?.tasks.get(p) !== task || task.status.state !== 'running') return;
-        stop();
+        if (!current() || task.status.state === 'stopped') return;
+        task.abandon();
+        deps.consumer.pause([p]);
       }
       const { stored, to, lost } = found;
       if (lost !== null) {
         deps.metrics.lostWrites.inc({ partition: String(p) });
         deps.log.warn(
           { partition: p, stored: stored === null ? null : String(stored.next), acknowledged: String(lost), code: 'EO_WRITES_LOST' },
-          `partition ${p}: Cassandra lost acknowledged writes (its checkpoint is ${stored === null ? 'gone' : String(stored.next)}, below ${lost}, written and acknowledged before; a node crashed before syncing its commit log?); ` +
+          `partition ${p}: Cassandra lost acknowledged writes (its checkpoint is ${stored === null ? 'gone' : String(stored.next)}${epochs(stored, task.epoch ?? 0)[0]}, below ${lost}${epochs(stored, task.epoch ?? 0)[1]}, written and acknowledged before; a node crashed before syncing its commit log?); ` +
             `writing every record from ${to} again`,
         );
       } else {
@@ -237,8 +264,6 @@ export class LostWrites {
       // Shutting down: the next owner reads the stored checkpoint anyway. Anything else (a refusal no
       // retry fixes) stops the partition where it is, visibly, rather than leaving it paused.
       if (!(e instanceof AbortedError)) task.stop(permanentError(p, e));
-    } finally {
-      this.rewinding.delete(task);
     }
   }
 }

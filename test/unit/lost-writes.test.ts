@@ -28,9 +28,10 @@ test('a reset (a higher epoch) is never a loss, whatever its offset; a lost rese
 
 /**
  * The TaskManager over fakes with LostWrites wired as the Runner wires it (window `windowMs`), partition
- * 0 checkpointed at `stored` (epoch 0) in a log [0, 9000]; `calls` records what the rewinds do.
+ * 0 checkpointed at `stored` (epoch 0) in a log [0, 9000]; `calls` records what the rewinds do; the
+ * rewinds' reads of the stored checkpoint wait for `gate` (Cassandra not back yet).
  */
-function wired(stored: bigint, windowMs = 60_000) {
+function wired(stored: bigint, windowMs = 60_000, gate: () => Promise<void> = async () => undefined) {
   const world = { stored: new Map([[0, { next: stored, epoch: 0 }]]), marks: [{ partition: 0, low: 0n, high: 9000n, stable: 9000n }] };
   const { tasks, planner, metrics, log, ctx, world: w } = fakeEngine(world);
   const lostWrites = new LostWrites(windowMs);
@@ -39,7 +40,7 @@ function wired(stored: bigint, windowMs = 60_000) {
   const calls: string[] = [];
   lostWrites.wire({
     checkpoints: {
-      readOne: async (p) => w.stored.get(p) ?? null,
+      readOne: async (p) => (await gate(), w.stored.get(p) ?? null),
       reset: async (p, to, fromEpoch) => {
         calls.push(`reset ${p}:${to}@${fromEpoch + 1}`);
         return { next: to, epoch: fromEpoch + 1 };
@@ -139,4 +140,31 @@ test('a node going down does not move a partition someone went on with (a new ow
   assert.deepEqual(calls, []);
   assert.equal(tasks.tasks.get(0)!.status.state, 'running', 'this task goes on until its revocation reaches it');
   assert.deepEqual(await series(metrics, 'crash_replays_total'), []);
+});
+
+test('a loss found while a replay still waits for Cassandra stops the task at once: no later batch is handed to it, and the partition moves once', async () => {
+  let release!: () => void;
+  const back = new Promise<void>((r) => (release = r));
+  const { tasks, metrics, lostWrites, calls, w } = wired(100n, 60_000, () => back);
+  await tasks.assign([0]);
+  const task = tasks.tasks.get(0)!;
+  await tasks.process(0, [rec(100n), rec(101n)]);
+  await task.flush();
+  // A node goes down: the replay waits for Cassandra to read the stored checkpoint.
+  lostWrites.nodeDown();
+  await settle(5);
+  assert.deepEqual(calls, []);
+  // Meanwhile the next batch reads the checkpoint back (gone) and finds the loss.
+  w.stored.delete(0);
+  await tasks.process(0, [rec(102n), rec(103n)]);
+  assert.deepEqual(calls, ['pause 0'], 'stopped at once');
+  assert.equal(task.status.state, 'revoked');
+  // A batch handed over before the pause took effect writes nothing and moves nothing.
+  await tasks.process(0, [rec(104n)]);
+  assert.equal(task.status.next, 102n);
+  release();
+  await settle(5);
+  assert.deepEqual(calls, ['pause 0', 'pause 0', 'reset 0:0@1', 'onRewind 0:0', 'restartAt 0:0']);
+  assert.deepEqual(await series(metrics, 'lost_writes_total'), ['exactlyonce_lost_writes_total{partition="0"} 1']);
+  assert.deepEqual(w.events.filter((e) => e.startsWith('rows')), ['rows 0:100,101']);
 });
