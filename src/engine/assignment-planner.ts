@@ -9,7 +9,7 @@ import { ExactlyOnceError } from '../errors.js';
 import type { Watermarks } from '../kafka/admin.js';
 import type { StoredCheckpoint } from './checkpoint-store.js';
 import { partitionsAdded, topicRecreated } from './job-binding.js';
-import { outOfRange } from './partition-task.js';
+import { outOfRange } from './task-errors.js';
 import { AbortedError } from './retry.js';
 
 /** Reads the stored checkpoints (CheckpointStore). */

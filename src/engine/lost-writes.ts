@@ -54,32 +54,15 @@ import type { Logger } from '../log.js';
 import type { AssignmentPlanner } from './assignment-planner.js';
 import { checkpointTimestamp, type CheckpointStore, type StoredCheckpoint } from './checkpoint-store.js';
 import type { EngineMetrics } from './metrics.js';
-import { permanentError, type PartitionTask } from './partition-task.js';
+import type { PartitionTask } from './partition-task.js';
+import { isLost, permanentError } from './task-errors.js';
 import { AbortedError } from './retry.js';
 import type { PartitionControl } from './position-watcher.js';
 import type { TaskManager } from './task-manager.js';
 
-/** Whether `stored` is below the checkpoint `acked` that a task of reset epoch `epoch` saw acknowledged. */
-export function isLost(stored: StoredCheckpoint | undefined | null, epoch: number, acked: bigint | null): boolean {
-  if (acked === null) return false;
-  if (stored === undefined || stored === null) return true;
-  return checkpointTimestamp(stored.epoch, stored.next) < checkpointTimestamp(epoch, acked);
-}
-
 /** ' (epoch N)' after the stored checkpoint and the task's, when they differ (a lost reset), else ''. */
 function epochs(stored: StoredCheckpoint | null, epoch: number): [string, string] {
   return stored === null || stored.epoch === epoch ? ['', ''] : [` (epoch ${stored.epoch})`, ` (epoch ${epoch})`];
-}
-
-/** Thrown inside a batch's write or checkpoint write that found the stored checkpoint lower than one acknowledged before. */
-export class LostWritesFound extends Error {
-  constructor(
-    readonly stored: StoredCheckpoint | null,
-    readonly acked: bigint,
-  ) {
-    super(`stored checkpoint ${stored === null ? 'none' : String(stored.next)} is below ${acked}, written and acknowledged before`);
-    this.name = 'LostWritesFound';
-  }
 }
 
 export interface LostWritesDeps {

@@ -8,7 +8,8 @@ import type { Logger } from '../log.js';
 import type { CheckpointStore } from './checkpoint-store.js';
 import type { DecodedRecord, Job, SourceRecord } from './job.js';
 import type { LagWatcher } from './lag-watcher.js';
-import { isLost, LostWritesFound, type LostWrites } from './lost-writes.js';
+import type { LostWrites } from './lost-writes.js';
+import { isLost, LostWritesFound, outOfRange, permanentError } from './task-errors.js';
 import type { EngineMetrics } from './metrics.js';
 import type { Quarantine, QuarantineEntry } from './quarantine.js';
 import { AbortedError } from './retry.js';
@@ -387,30 +388,4 @@ export class PartitionTask {
   flush(): Promise<void> {
     return this.checkpointing;
   }
-}
-
-export function outOfRange(partition: number, checkpoint: bigint, where: 'below' | 'beyond', bound: bigint): ExactlyOnceError {
-  const message =
-    where === 'beyond'
-      ? `partition ${partition}: checkpoint ${checkpoint} is beyond the log end ${bound} (was the topic deleted and re-created?). ` +
-        'The partition is stopped and nothing is skipped; see `exactlyonce checkpoints list`. To read this log from its start, run ' +
-        `\`exactlyonce checkpoints reset --partition ${partition} --to earliest\` (workers pick it up while running).`
-      : `partition ${partition}: checkpoint ${checkpoint} is below the log start ${bound}: records ${checkpoint}..${bound - 1n} ` +
-        'were deleted (retention) before they were processed. The partition is stopped; raise the topic\'s retention, and ' +
-        `to accept the loss, run \`exactlyonce checkpoints reset --partition ${partition} --to earliest\` (workers pick it up while running).`;
-  return new ExactlyOnceError('EO_CHECKPOINT_OUT_OF_RANGE', message);
-}
-
-/** An error no retry can fix, as the coded error that stops a partition (with the server's own words). */
-export function permanentError(partition: number, e: unknown): ExactlyOnceError {
-  if (isExactlyOnceError(e) && !e.retriable) return e;
-  let what = e instanceof Error ? `${e.name}: ${e.message.split('\n')[0]}` : String(e);
-  // The driver re-prepares a statement the server forgot; when that fails too, the server's answer
-  // is the bare "Prepared query … not found" (0x2500): say what it means.
-  if (/Prepared query with ID \w+ not found/.test(what)) what = 'a statement no longer prepares: a table or column it uses was altered or dropped';
-  return new ExactlyOnceError(
-    'EO_PERMANENT_ERROR',
-    `partition ${partition}: a write failed for good (${what}); retrying cannot fix it. The partition is stopped at its checkpoint and nothing is skipped; fix the cause (schema, permissions, sizes), then restart the worker`,
-    { cause: e },
-  );
 }

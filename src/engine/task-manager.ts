@@ -10,7 +10,8 @@ import type { Logger } from '../log.js';
 import type { AssignmentPlanner, PartitionPlan } from './assignment-planner.js';
 import type { SourceRecord } from './job.js';
 import type { EngineMetrics } from './metrics.js';
-import { PartitionTask, permanentError, type TaskContext } from './partition-task.js';
+import { PartitionTask, type TaskContext } from './partition-task.js';
+import { permanentError } from './task-errors.js';
 import type { IdentityGate } from './position-watcher.js';
 import { AbortedError } from './retry.js';
 

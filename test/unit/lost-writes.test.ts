@@ -2,7 +2,8 @@
 // timestamps (epoch·2^44 + offset), so a reset (a higher epoch, any offset) never looks like a loss.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { isLost, LostWrites } from '../../src/engine/lost-writes.js';
+import { LostWrites } from '../../src/engine/lost-writes.js';
+import { isLost } from '../../src/engine/task-errors.js';
 import { fakeEngine, rec, series, settle } from './engine-fakes.js';
 
 test('nothing acknowledged yet: nothing can be lost', () => {

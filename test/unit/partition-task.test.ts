@@ -7,7 +7,8 @@ import type { CheckpointStore } from '../../src/engine/checkpoint-store.js';
 import type { Job, SourceRecord } from '../../src/engine/job.js';
 import { LagWatcher } from '../../src/engine/lag-watcher.js';
 import { EngineMetrics } from '../../src/engine/metrics.js';
-import { LostWrites, LostWritesFound } from '../../src/engine/lost-writes.js';
+import { LostWrites } from '../../src/engine/lost-writes.js';
+import { LostWritesFound } from '../../src/engine/task-errors.js';
 import { PartitionTask } from '../../src/engine/partition-task.js';
 import type { Quarantine, QuarantineEntry } from '../../src/engine/quarantine.js';
 
