@@ -3,7 +3,7 @@
 SHELL := /bin/bash
 EO := bin/exactlyonce
 
-.PHONY: deps build demo test test-unit test-integration typecheck stack-up stack-down bench bench-verify soak cluster-test
+.PHONY: deps build demo test test-unit test-integration typecheck stack-up stack-down bench bench-verify soak cluster-test image
 
 deps:
 	@scripts/install-deps.sh
@@ -50,3 +50,9 @@ soak: build
 # ending in verify; not part of `make test` (it takes ~4.2 GiB of RAM and several minutes, README "cluster").
 cluster-test: build
 	@scripts/cluster-test.sh
+
+# The worker's container image, exactlyonce:<version> (deploy/image/Containerfile, docs/deployment.md):
+# podman (and, where no registry can be pulled from, a Debian base made with mmdebstrap) installed
+# through apt-get when missing; reused while its inputs do not change.
+image:
+	@scripts/image.sh
