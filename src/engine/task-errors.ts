@@ -36,7 +36,7 @@ export function outOfRange(partition: number, checkpoint: bigint, where: 'below'
 }
 
 /** An error no retry can fix, as the coded error that stops a partition (with the server's own words). */
-export function permanentError(partition: number, e: unknown): ExactlyOnceError {
+export function permanentError(partition: number, e: unknown, offsets?: { first: bigint; last: bigint }): ExactlyOnceError {
   if (isExactlyOnceError(e) && !e.retriable) return e;
   let what = e instanceof Error ? `${e.name}: ${e.message.split('\n')[0]}` : String(e);
   // The driver re-prepares a statement the server forgot; when that fails too, the server's answer
@@ -44,7 +44,8 @@ export function permanentError(partition: number, e: unknown): ExactlyOnceError 
   if (/Prepared query with ID \w+ not found/.test(what)) what = 'a statement no longer prepares: a table or column it uses was altered or dropped';
   return new ExactlyOnceError(
     'EO_PERMANENT_ERROR',
-    `partition ${partition}: a write failed for good (${what}); retrying cannot fix it. The partition is stopped at its checkpoint and nothing is skipped; fix the cause (schema, permissions, sizes), then restart the worker`,
+    `partition ${partition}: a write ${offsets === undefined ? '' : offsets.first === offsets.last ? `of offset ${offsets.first} ` : `of offsets ${offsets.first}..${offsets.last} `}failed for good (${what}); retrying cannot fix it. ` +
+      'The partition is stopped at its checkpoint and nothing is skipped; fix the cause (schema, permissions, sizes), then restart the worker',
     { cause: e },
   );
 }

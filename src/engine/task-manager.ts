@@ -129,7 +129,7 @@ export class TaskManager {
       // Anything else is an error retrying cannot fix (transient ones are retried inside): stop
       // the partition where its checkpoint is, visibly, instead of letting the client redeliver
       // the batch in a loop.
-      task.stop(permanentError(partition, e));
+      task.stop(permanentError(partition, e, records.length === 0 ? undefined : { first: records[0]!.offset, last: records[records.length - 1]!.offset }));
     }
     return task.status.state === 'stopped';
   }

@@ -80,10 +80,11 @@ test('an error no retry can fix stops the partition at its checkpoint (EO_PERMAN
     },
   });
   await tasks.assign([0]);
-  assert.equal(await tasks.process(0, [rec(5n)]), true);
+  assert.equal(await tasks.process(0, [rec(5n), rec(6n), rec(8n)]), true);
   const { state, next, error } = tasks.tasks.get(0)!.status;
   assert.deepEqual([state, next, error?.code], ['stopped', 5n, 'EO_PERMANENT_ERROR']);
-  assert.match(error!.message, /^partition 0: a write failed for good \(ResponseError: Undefined column name x\); retrying cannot fix it/);
+  // It names the batch's offsets: the records one of which the store refused.
+  assert.match(error!.message, /^partition 0: a write of offsets 5\.\.8 failed for good \(ResponseError: Undefined column name x\); retrying cannot fix it/);
   assert.deepEqual(world.events, ['stop 0:EO_PERMANENT_ERROR']);
 });
 
