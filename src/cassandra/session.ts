@@ -52,6 +52,9 @@ export async function connect(config: ConnectionConfig, options: SessionOptions 
     // LOCAL_QUORUM is right for a real cluster and equals ONE on the single-node local stack.
     queryOptions: { consistency: consistencies.localQuorum, prepare: true },
     pooling: { coreConnectionsPerHost: { [cassandra.types.distance.local]: 2 } },
+    // A set column reads as a JS Set (the driver's default is an array, in Cassandra's order), so a
+    // sink's set<T> compares as a set with the value it bound (src/sink/cql-types.ts canonical).
+    encoding: { set: Set },
   });
   // Works around a driver bug (4.10): when every contact point was down (a Cassandra restart), the
   // control connection re-initialises and replaces each Host object without shutting the old one

@@ -15,35 +15,57 @@
  * - uuid: the canonical 8-4-4-4-12 hex string;
  * - decimal: a number or numeric string, digits kept as written (1.50 stays 1.50), in plain or
  *   exponent notation (1E+3 is 1000, 1.5e-7 is 0.00000015);
- * - list<T>: an array of T (no null elements); map<text, T>: an object (JSON, an Avro map) of T.
+ * - smallint, tinyint: a whole number in [-2^15, 2^15), [-2^7, 2^7);
+ * - float: a number, rounded to float32 as Cassandra stores it (so the value bound is the value read);
+ * - date: `YYYY-MM-DD` (or a Date: its UTC day); time: `HH:MM[:SS[.fraction, up to 9 digits]]`;
+ * - blob: bytes (Avro, Protobuf) or, in JSON, their base64 text (as Kafka Connect's JsonConverter writes
+ *   bytes); inet: an IPv4 or IPv6 address; timeuuid: a version-1 UUID; varchar: CQL's other name of text;
+ * - list<T>, set<T>: an array of T (no null elements; a set's duplicates are one element); map<text, T>:
+ *   an object (JSON, an Avro map) of T; T may itself be a collection (stored frozen).
  */
+import { isIP } from 'node:net';
 import { isLosslessNumber, type LosslessNumber } from 'lossless-json';
 import { types } from '../cassandra/session.js';
 
-export const SCALAR_TYPES = ['text', 'int', 'bigint', 'double', 'boolean', 'timestamp', 'uuid', 'decimal'] as const;
+export const SCALAR_TYPES = ['text', 'int', 'bigint', 'double', 'boolean', 'timestamp', 'uuid', 'decimal', 'smallint', 'tinyint', 'float', 'date', 'time', 'blob', 'inet', 'timeuuid'] as const;
 export type ScalarType = (typeof SCALAR_TYPES)[number];
-export type CqlType = { kind: 'scalar'; name: ScalarType } | { kind: 'list'; of: ScalarType } | { kind: 'map'; of: ScalarType };
+/** Other names CQL gives one of ours: `varchar` is `text` (CQL's reference, "Data types"). */
+const ALIASES: Readonly<Record<string, ScalarType>> = { varchar: 'text' };
+export type CqlType = { kind: 'scalar'; name: ScalarType } | { kind: 'list' | 'set'; of: CqlType } | { kind: 'map'; of: CqlType };
+/** How deep collections may nest (a bound on the parser, far beyond any table's need). */
+const MAX_DEPTH = 8;
 
-/** Parses `text`, `list<int>`, `map<text, bigint>` (spaces and case ignored); undefined if not one of ours. */
+/**
+ * Parses `text`, `varchar`, `list<int>`, `set<uuid>`, `map<text, bigint>`, `list<frozen<map<text, int>>>`
+ * (spaces and case ignored; `frozen<…>` accepted anywhere, since every collection is stored frozen);
+ * undefined if not one of ours.
+ */
 export function parseCqlType(spec: string): CqlType | undefined {
-  const s = spec.replace(/\s+/g, '').toLowerCase();
-  const scalar = (x: string) => (SCALAR_TYPES as readonly string[]).includes(x) ? (x as ScalarType) : undefined;
-  const list = /^list<(\w+)>$/.exec(s);
-  if (list) {
-    const of = scalar(list[1]!);
-    return of && { kind: 'list', of };
+  return parseAt(spec.replace(/\s+/g, '').toLowerCase(), 0);
+}
+
+function parseAt(s: string, depth: number): CqlType | undefined {
+  if (depth > MAX_DEPTH) return undefined;
+  const frozen = /^frozen<(.+)>$/.exec(s);
+  if (frozen) return parseAt(frozen[1]!, depth);
+  const coll = /^(list|set)<(.+)>$/.exec(s);
+  if (coll) {
+    const of = parseAt(coll[2]!, depth + 1);
+    return of && { kind: coll[1] as 'list' | 'set', of };
   }
-  const map = /^map<text,(\w+)>$/.exec(s);
+  const map = /^map<(?:text|varchar),(.+)>$/.exec(s);
   if (map) {
-    const of = scalar(map[1]!);
+    const of = parseAt(map[1]!, depth + 1);
     return of && { kind: 'map', of };
   }
-  const name = scalar(s);
+  const name = ALIASES[s] ?? ((SCALAR_TYPES as readonly string[]).includes(s) ? (s as ScalarType) : undefined);
   return name && { kind: 'scalar', name };
 }
 
+/** The type's name; a collection inside a collection is named frozen, as CQL requires it. */
 export function cqlTypeName(t: CqlType): string {
-  return t.kind === 'scalar' ? t.name : t.kind === 'list' ? `list<${t.of}>` : `map<text, ${t.of}>`;
+  const inner = (x: CqlType) => (x.kind === 'scalar' ? x.name : `frozen<${cqlTypeName(x)}>`);
+  return t.kind === 'scalar' ? t.name : t.kind === 'map' ? `map<text, ${inner(t.of)}>` : `${t.kind}<${inner(t.of)}>`;
 }
 
 /**
@@ -64,6 +86,10 @@ const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 const ISO_8601 = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d{1,9})?)?(Z|[+-]\d{2}:?\d{2})$/;
 /** A JSON number's grammar (RFC 8259 §6), with a leading + tolerated in the exponent only. */
 const DECIMAL = /^(-?)(\d+)(?:\.(\d+))?(?:[eE]([+-]?\d+))?$/;
+const DATE = /^(\d{4})-(\d{2})-(\d{2})$/;
+const TIME = /^(\d{2}):(\d{2})(?::(\d{2})(?:\.(\d{1,9}))?)?$/;
+/** RFC 4648 base64 with its padding (what JSON serializers write for bytes). */
+const BASE64 = /^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$/;
 
 /**
  * A decimal's digits in the plain notation the driver's BigDecimal reads (it does not read exponents):
@@ -120,9 +146,58 @@ function numberText(v: unknown): string | undefined {
   return undefined;
 }
 
+/** A whole number within [min, max], or why not. */
+function whole(type: string, num: string | undefined, v: unknown, min: number, max: number): Converted {
+  if (num === undefined || !/^-?\d+$/.test(num)) return fail(`expected a whole number, got ${shown(v)}`);
+  const n = Number(num);
+  return n >= min && n <= max ? { ok: true, value: n } : fail(`${num} is outside ${type}'s range [${min}, ${max}]`);
+}
+
+function date(v: unknown): Converted {
+  if (v instanceof Date) return Number.isNaN(v.getTime()) ? fail('an invalid date') : { ok: true, value: new types.LocalDate(v.getUTCFullYear(), v.getUTCMonth() + 1, v.getUTCDate()) };
+  const m = typeof v === 'string' ? DATE.exec(v) : null;
+  if (m === null) return fail(`expected a date YYYY-MM-DD, got ${shown(v)}`);
+  const [y, mo, d] = [Number(m[1]), Number(m[2]), Number(m[3])];
+  const day = new Date(Date.UTC(y, mo - 1, d));
+  // Date.UTC rolls 2026-02-30 over into March: a day that does not exist is refused instead.
+  if (day.getUTCFullYear() !== y || day.getUTCMonth() !== mo - 1 || day.getUTCDate() !== d) return fail(`${String(v)} is not a day of the calendar`);
+  return { ok: true, value: new types.LocalDate(y, mo, d) };
+}
+
+function time(v: unknown): Converted {
+  const m = typeof v === 'string' ? TIME.exec(v) : null;
+  if (m === null) return fail(`expected a time of day HH:MM[:SS[.fraction]], got ${shown(v)}`);
+  const [h, mi, sec] = [Number(m[1]), Number(m[2]), Number(m[3] ?? 0)];
+  if (h > 23 || mi > 59 || sec > 59) return fail(`${String(v)} is not a time of day`);
+  const nanos = (BigInt(h * 3600 + mi * 60 + sec) * 1_000_000_000n + BigInt((m[4] ?? '').padEnd(9, '0') || '0')).toString();
+  return { ok: true, value: new types.LocalTime(types.Long.fromString(nanos)) };
+}
+
 function scalar(type: ScalarType, v: unknown): Converted {
   const num = numberText(v);
   switch (type) {
+    case 'smallint':
+      return whole(type, num, v, -(2 ** 15), 2 ** 15 - 1);
+    case 'tinyint':
+      return whole(type, num, v, -(2 ** 7), 2 ** 7 - 1);
+    case 'float': {
+      if (num === undefined) return fail(`expected a number, got ${shown(v)}`);
+      const n = Math.fround(Number(num));
+      return Number.isFinite(n) ? { ok: true, value: n } : fail(`${num} is outside float's range`);
+    }
+    case 'date':
+      return date(v);
+    case 'time':
+      return time(v);
+    case 'blob':
+      if (Buffer.isBuffer(v)) return { ok: true, value: v };
+      if (v instanceof Uint8Array) return { ok: true, value: Buffer.from(v) };
+      return typeof v === 'string' && BASE64.test(v) ? { ok: true, value: Buffer.from(v, 'base64') } : fail(`expected bytes (base64 text in JSON), got ${shown(v)}`);
+    case 'inet':
+      return typeof v === 'string' && isIP(v) !== 0 ? { ok: true, value: types.InetAddress.fromString(v) } : fail(`expected an IPv4 or IPv6 address, got ${shown(v)}`);
+    case 'timeuuid':
+      // A time-based UUID is version 1: its 13th hex digit (RFC 4122 §4.1.3); Cassandra refuses others.
+      return typeof v === 'string' && UUID.test(v) && v[14] === '1' ? { ok: true, value: types.TimeUuid.fromString(v.toLowerCase()) } : fail(`expected a version-1 (time-based) UUID, got ${shown(v)}`);
     case 'text':
       return typeof v === 'string' ? { ok: true, value: v } : fail(`expected a string, got ${shown(v)}`);
     case 'boolean':
@@ -166,22 +241,27 @@ function scalar(type: ScalarType, v: unknown): Converted {
 /** Converts a JSON value (not null: the caller applies required/default) to the column's type. */
 export function convert(type: CqlType, v: unknown): Converted {
   if (type.kind === 'scalar') return scalar(type.name, v);
-  if (type.kind === 'list') {
+  if (type.kind === 'list' || type.kind === 'set') {
     if (!Array.isArray(v)) return fail(`expected a JSON array (or an array), got ${shown(v)}`);
     const out: unknown[] = [];
     for (const [i, x] of v.entries()) {
-      if (x === null) return fail(`element ${i} is null (a list cannot hold null)`);
-      const c = scalar(type.of, x);
+      if (x === null) return fail(`element ${i} is null (a ${type.kind} cannot hold null)`);
+      const c = convert(type.of, x);
       if (!c.ok) return fail(`element ${i}: ${c.problem}`);
       out.push(c.value);
     }
-    return { ok: true, value: out };
+    if (type.kind === 'list') return { ok: true, value: out };
+    // A set holds each value once, as Cassandra does (it would merge duplicates): equal values by their
+    // canonical text, so the value bound equals the set read back (the session reads sets as Set).
+    const seen = new Map<string, unknown>();
+    for (const x of out) seen.set(JSON.stringify(canonical(x)), x);
+    return { ok: true, value: new Set(seen.values()) };
   }
   if (v === null || typeof v !== 'object' || Array.isArray(v) || isLosslessNumber(v) || v instanceof Date || Buffer.isBuffer(v)) return fail(`expected a JSON object (or a map), got ${shown(v)}`);
   const out: Record<string, unknown> = {};
   for (const [k, x] of Object.entries(v as Record<string, unknown>)) {
     if (x === null) return fail(`value of "${k}" is null (a map cannot hold null)`);
-    const c = scalar(type.of, x);
+    const c = convert(type.of, x);
     if (!c.ok) return fail(`value of "${k}": ${c.problem}`);
     out[k] = c.value;
   }
@@ -210,21 +290,28 @@ export function decimalText(v: InstanceType<typeof types.BigDecimal>): string {
 
 /**
  * A value as comparable text, the same for what a sink binds and what Cassandra returns: Long,
- * BigDecimal and Uuid by their text, dates by epoch ms, an empty collection as null (Cassandra stores
- * none), map entries in key order.
+ * BigDecimal, Uuid, LocalDate, LocalTime and InetAddress by their text, dates by epoch ms, bytes in
+ * hex, an empty collection as null (Cassandra stores none), map entries in key order, a set's elements
+ * sorted by their canonical text (Cassandra returns them in its own order).
  */
 export function canonical(v: unknown): unknown {
   if (v === null || v === undefined) return null;
   if (v instanceof Date) return v.getTime();
   if (typeof v === 'bigint') return v.toString();
   if (v instanceof types.BigDecimal) return decimalText(v);
-  if (v instanceof types.Long || v instanceof types.Uuid) return v.toString();
+  if (v instanceof types.Long || v instanceof types.Uuid || v instanceof types.LocalDate || v instanceof types.LocalTime || v instanceof types.InetAddress) return v.toString();
+  if (v instanceof Set) {
+    const items = [...v].map(canonical).sort((a, b) => compareText(JSON.stringify(a), JSON.stringify(b)));
+    return items.length === 0 ? null : items;
+  }
   if (Buffer.isBuffer(v)) return v.toString('hex');
   if (Array.isArray(v)) return v.length === 0 ? null : v.map(canonical);
   if (v instanceof Map) return canonical(Object.fromEntries(v));
   if (typeof v === 'object') {
-    const entries = Object.entries(v as Record<string, unknown>).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+    const entries = Object.entries(v as Record<string, unknown>).sort(([a], [b]) => compareText(a, b));
     return entries.length === 0 ? null : Object.fromEntries(entries.map(([k, x]) => [k, canonical(x)]));
   }
   return v;
 }
+
+const compareText = (a: string, b: string) => (a < b ? -1 : a > b ? 1 : 0);

@@ -14,7 +14,7 @@
  * - one key column: the value's text: text as is; int and bigint in decimal digits without leading
  *   zeros or `+` (`-` for negatives; 0, never -0); decimal with its digits as written in plain notation
  *   (1.50, not 1.5E0 or 01.50: 1.50 and 1.5 are two keys in Cassandra); boolean `true`/`false`; a
- *   timestamp as epoch milliseconds; a uuid in lower case;
+ *   timestamp as epoch milliseconds; a uuid or timeuuid in lower case; smallint and tinyint as int;
  * - several key columns: a JSON object of the key fields (nested by their field paths), in the order of
  *   the config's `key`, without spaces, each value as above, numbers bare (`{"shop":"s1","id":7}`;
  *   JavaScript's JSON.stringify of such an object, Python's `json.dumps(key, separators=(',', ':'),
@@ -32,6 +32,7 @@ function scalarText(col: SinkColumn, v: unknown): { text: string; quoted: boolea
   switch (name) {
     case 'text':
     case 'uuid':
+    case 'timeuuid':
       return { text: String(v), quoted: true };
     case 'timestamp':
       return { text: String((v as Date).getTime()), quoted: false };

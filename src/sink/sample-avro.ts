@@ -27,14 +27,24 @@ function scalarSchema(t: ScalarType): unknown {
       return { type: 'string', logicalType: 'uuid' };
     case 'decimal':
       return { type: 'bytes', logicalType: 'decimal', precision: 38, scale: 2 };
+    case 'smallint':
+    case 'tinyint':
+      return 'int';
+    case 'date':
+    case 'time':
+    case 'inet':
+    case 'timeuuid':
+      return 'string'; // the sink reads these from their text
+    case 'blob':
+      return 'bytes';
     default:
-      return t; // int, double, boolean
+      return t; // int, float, double, boolean
   }
 }
 
 function fieldSchema(t: CqlType): unknown {
   if (t.kind === 'scalar') return scalarSchema(t.name);
-  return t.kind === 'list' ? { type: 'array', items: scalarSchema(t.of) } : { type: 'map', values: scalarSchema(t.of) };
+  return t.kind === 'map' ? { type: 'map', values: fieldSchema(t.of) } : { type: 'array', items: fieldSchema(t.of) };
 }
 
 /** The value schema of a sink's samples: its columns at their field paths, nested records for `a.b`. */
@@ -71,10 +81,19 @@ function avroValue(t: ScalarType, v: unknown): unknown {
   switch (t) {
     case 'text':
     case 'uuid':
+    case 'date':
+    case 'time':
+    case 'inet':
+    case 'timeuuid':
       return typeof v === 'string' ? v : undefined;
+    case 'blob':
+      return typeof v === 'string' ? Buffer.from(v, 'base64') : undefined;
     case 'boolean':
       return typeof v === 'boolean' ? v : undefined;
     case 'int':
+    case 'smallint':
+    case 'tinyint':
+    case 'float':
     case 'double':
       return num === undefined ? undefined : Number(num);
     case 'bigint':
@@ -89,8 +108,8 @@ function avroValue(t: ScalarType, v: unknown): unknown {
 function convertField(t: CqlType, v: unknown): unknown {
   if (v === undefined || v === null) return null;
   if (t.kind === 'scalar') return avroValue(t.name, v);
-  if (t.kind === 'list') return Array.isArray(v) ? v.map((x) => avroValue(t.of, x)) : undefined;
-  return typeof v === 'object' && !Array.isArray(v) && !isLosslessNumber(v) ? Object.fromEntries(Object.entries(v as object).map(([k, x]) => [k, avroValue(t.of, x)])) : undefined;
+  if (t.kind !== 'map') return Array.isArray(v) ? v.map((x) => convertField(t.of, x)) : undefined;
+  return typeof v === 'object' && !Array.isArray(v) && !isLosslessNumber(v) ? Object.fromEntries(Object.entries(v as object).map(([k, x]) => [k, convertField(t.of, x)])) : undefined;
 }
 
 /** The Avro value of a JSON sample document (fields at the config's paths), or undefined when it cannot be one. */

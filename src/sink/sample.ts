@@ -44,14 +44,30 @@ function scalarValue(type: ScalarType, rand: () => number): Json {
       return { raw: JSON.stringify(`${hex(rand, 8)}-${hex(rand, 4)}-4${hex(rand, 3)}-a${hex(rand, 3)}-${hex(rand, 12)}`) };
     case 'decimal':
       return { raw: `${Math.floor(rand() * 1e6)}.${String(Math.floor(rand() * 100)).padStart(2, '0')}` };
+    case 'smallint':
+      return { raw: String(Math.floor(rand() * 2 ** 16) - 2 ** 15) };
+    case 'tinyint':
+      return { raw: String(Math.floor(rand() * 2 ** 8) - 2 ** 7) };
+    case 'float':
+      return { raw: String(Math.round((rand() - 0.5) * 1e5) / 100) };
+    case 'date':
+      return { raw: JSON.stringify(new Date(1_600_000_000_000 + Math.floor(rand() * 1e11)).toISOString().slice(0, 10)) };
+    case 'time':
+      return { raw: JSON.stringify(`${String(Math.floor(rand() * 24)).padStart(2, '0')}:${String(Math.floor(rand() * 60)).padStart(2, '0')}:07.${hex(rand, 3).replace(/[a-f]/g, '5')}`) };
+    case 'blob':
+      return { raw: JSON.stringify(Buffer.from(hex(rand, 8), 'hex').toString('base64')) };
+    case 'inet':
+      return { raw: JSON.stringify(`10.${Math.floor(rand() * 256)}.${Math.floor(rand() * 256)}.1`) };
+    case 'timeuuid':
+      return { raw: JSON.stringify(`${hex(rand, 8)}-${hex(rand, 4)}-1${hex(rand, 3)}-a${hex(rand, 3)}-${hex(rand, 12)}`) };
   }
 }
 
 function value(type: CqlType, rand: () => number): Json {
   if (type.kind === 'scalar') return scalarValue(type.name, rand);
   const n = Math.floor(rand() * 4);
-  if (type.kind === 'list') return { raw: `[${Array.from({ length: n }, () => scalarValue(type.of, rand).raw).join(',')}]` };
-  return { raw: `{${Array.from({ length: n }, (_, i) => `"k${i}":${scalarValue(type.of, rand).raw}`).join(',')}}` };
+  if (type.kind === 'list' || type.kind === 'set') return { raw: `[${Array.from({ length: n }, () => value(type.of, rand).raw).join(',')}]` };
+  return { raw: `{${Array.from({ length: n }, (_, i) => `"k${i}":${value(type.of, rand).raw}`).join(',')}}` };
 }
 
 /** A JSON object text with each column's value at its field path. */

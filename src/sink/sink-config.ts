@@ -25,12 +25,12 @@ import { z } from 'zod';
 import { ExactlyOnceError } from '../errors.js';
 import { FORMATS, isRegistryFormat, schemaCache, type Format } from '../formats/decoder.js';
 import type { SchemaRegistryConfig } from '../config.js';
-import { convert, parseCqlType, SCALAR_TYPES, type CqlType } from './cql-types.js';
+import { convert, cqlTypeName, parseCqlType, SCALAR_TYPES, type CqlType } from './cql-types.js';
 import { retry } from '../engine/retry.js';
 
 /** Unquoted CQL identifiers in lower case (so the generated CQL needs no quoting). */
 const identifier = z.string().regex(/^[a-z][a-z0-9_]{0,47}$/, 'expected a lower-case CQL name: a letter, then letters, digits or _ (at most 48)');
-const TYPES_HELP = `${SCALAR_TYPES.join(', ')}, list<T> or map<text, T> of those`;
+const TYPES_HELP = `${SCALAR_TYPES.join(', ')}, varchar (text), list<T>, set<T> or map<text, T> of those (nested collections too)`;
 const cqlType = z.string().refine((s) => parseCqlType(s) !== undefined, { message: `expected a CQL type: ${TYPES_HELP}` });
 
 const columnSchema = z.union([
@@ -88,6 +88,13 @@ export interface SinkConfig {
   readonly source: string;
 }
 
+/**
+ * The types a key column may have: those whose record key has one canonical text (src/sink/key-encoding.ts).
+ * Not double or float (1.0 and 1 are one value), nor blob, inet, date, time or collections (no spelling
+ * rule for them yet).
+ */
+const KEY_TYPES: readonly string[] = ['text', 'int', 'bigint', 'smallint', 'tinyint', 'boolean', 'timestamp', 'uuid', 'timeuuid', 'decimal'];
+
 /** Columns a log-mode table has already: the record's position. */
 const LOG_COLUMNS = ['partition', 'offset'];
 
@@ -131,7 +138,7 @@ export function sinkConfig(raw: unknown, where = 'sink config'): SinkConfig {
     for (const [i, k] of (c.key ?? []).entries()) {
       const col = columns.find((x) => x.name === k);
       if (col === undefined) problems.push(`key.${i}: ${k} is not one of the columns`);
-      else if (col.type.kind !== 'scalar' || col.type.name === 'double') problems.push(`key.${i}: ${k} is a ${col.type.kind === 'scalar' ? 'double' : col.type.kind}; a key column is text, int, bigint, boolean, timestamp, uuid or decimal`);
+      else if (col.type.kind !== 'scalar' || !KEY_TYPES.includes(col.type.name)) problems.push(`key.${i}: ${k} is a ${cqlTypeName(col.type)}; a key column is ${KEY_TYPES.join(', ')}`);
       else if (col.default !== undefined) problems.push(`columns.${k}.default: a key column has no default (a record without its key cannot be placed)`);
     }
     if (columns.length === (c.key ?? []).length) problems.push('columns: an upsert table needs at least one column besides the key');

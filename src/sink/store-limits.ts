@@ -45,8 +45,22 @@ function scalarBytes(type: ScalarType, v: unknown): number {
   switch (type) {
     case 'text':
       return Buffer.byteLength(v as string, 'utf8');
+    case 'blob':
+      return (v as Buffer).length;
+    case 'tinyint':
+      return 1;
+    case 'smallint':
+      return 2;
     case 'int':
+    case 'float':
+    case 'date':
       return 4;
+    case 'time':
+      return 8;
+    case 'inet':
+      return (v as InstanceType<typeof types.InetAddress>).getBuffer().length;
+    case 'timeuuid':
+      return 16;
     case 'bigint':
     case 'double':
     case 'timestamp':
@@ -64,13 +78,13 @@ function scalarBytes(type: ScalarType, v: unknown): number {
 export function valueBytes(type: CqlType, v: unknown): number {
   if (v === null || v === undefined) return 0;
   if (type.kind === 'scalar') return scalarBytes(type.name, v);
-  if (type.kind === 'list') {
+  if (type.kind === 'list' || type.kind === 'set') {
     let n = 4;
-    for (const x of v as unknown[]) n += 4 + scalarBytes(type.of, x);
+    for (const x of v as Iterable<unknown>) n += 4 + valueBytes(type.of, x);
     return n;
   }
   let n = 4;
-  for (const [k, x] of Object.entries(v as Record<string, unknown>)) n += 8 + Buffer.byteLength(k, 'utf8') + scalarBytes(type.of, x);
+  for (const [k, x] of Object.entries(v as Record<string, unknown>)) n += 8 + Buffer.byteLength(k, 'utf8') + valueBytes(type.of, x);
   return n;
 }
 

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { LosslessNumber } from 'lossless-json';
-import { canonical, convert, parseCqlType, plainDecimal, type CqlType } from '../../src/sink/cql-types.js';
+import { canonical, convert, cqlColumnType, cqlTypeName, parseCqlType, plainDecimal, type CqlType } from '../../src/sink/cql-types.js';
 
 const t = (s: string) => parseCqlType(s)!;
 const n = (s: string) => new LosslessNumber(s);
@@ -18,9 +18,60 @@ const no = (type: CqlType, v: unknown, problem: RegExp) => {
 
 test('types parse, spaces and case ignored; others are refused', () => {
   assert.deepEqual(parseCqlType('BIGINT'), { kind: 'scalar', name: 'bigint' });
-  assert.deepEqual(parseCqlType('list< int >'), { kind: 'list', of: 'int' });
-  assert.deepEqual(parseCqlType('map<text, decimal>'), { kind: 'map', of: 'decimal' });
-  for (const bad of ['varchar', 'map<int, text>', 'list<list<int>>', 'set<text>', 'blob']) assert.equal(parseCqlType(bad), undefined, bad);
+  assert.deepEqual(parseCqlType('list< int >'), { kind: 'list', of: { kind: 'scalar', name: 'int' } });
+  assert.deepEqual(parseCqlType('map<text, decimal>'), { kind: 'map', of: { kind: 'scalar', name: 'decimal' } });
+  assert.deepEqual(parseCqlType('varchar'), { kind: 'scalar', name: 'text' });
+  assert.deepEqual(parseCqlType('set<timeuuid>'), { kind: 'set', of: { kind: 'scalar', name: 'timeuuid' } });
+  for (const bad of ['map<int, text>', 'list<list<nope>>', 'set<>', 'varint', 'list<int>>', 'frozen<>', 'tuple<int,int>']) assert.equal(parseCqlType(bad), undefined, bad);
+});
+
+test('nested collections parse with or without frozen, and are named with it', () => {
+  const spelled = (s: string) => cqlTypeName(t(s));
+  assert.equal(spelled('list<map<text,int>>'), 'list<frozen<map<text, int>>>');
+  assert.equal(spelled('list<frozen<map<text, int>>>'), 'list<frozen<map<text, int>>>');
+  assert.equal(spelled('map<varchar, frozen<set<bigint>>>'), 'map<text, frozen<set<bigint>>>');
+  assert.equal(spelled('frozen<set<list<text>>>'), 'set<frozen<list<text>>>');
+  assert.equal(cqlColumnType(t('set<list<text>>')), 'frozen<set<frozen<list<text>>>>');
+  assert.equal(cqlColumnType(t('varchar')), 'text');
+  assert.equal(parseCqlType('list<'.repeat(10) + 'int' + '>'.repeat(10)), undefined);
+});
+
+test('smallint, tinyint, float, date, time, blob, inet, timeuuid', () => {
+  assert.equal(ok(t('smallint'), n('-32768')), -32768);
+  no(t('smallint'), n('32768'), /outside smallint's range \[-32768, 32767\]/);
+  assert.equal(ok(t('tinyint'), 127), 127);
+  no(t('tinyint'), n('-129'), /outside tinyint's range/);
+  no(t('tinyint'), n('1.5'), /whole number/);
+  assert.equal(ok(t('float'), n('1.1')), Math.fround(1.1));
+  no(t('float'), n('1e39'), /outside float's range/);
+  assert.equal(ok(t('date'), '2024-02-29'), '2024-02-29');
+  assert.equal(ok(t('date'), new Date(Date.UTC(2026, 0, 31, 23, 59))), '2026-01-31');
+  no(t('date'), '2026-02-29', /not a day of the calendar/);
+  no(t('date'), '2026-1-31', /expected a date YYYY-MM-DD/);
+  assert.equal(ok(t('time'), '13:05'), '13:05:00');
+  assert.equal(ok(t('time'), '23:59:59.123456789'), '23:59:59.123456789');
+  assert.equal(ok(t('time'), '00:00:01.5'), '00:00:01.5');
+  no(t('time'), '24:00:00', /not a time of day/);
+  assert.equal(ok(t('blob'), 'AAEC/w=='), '000102ff');
+  assert.equal(ok(t('blob'), Buffer.from([9])), '09');
+  no(t('blob'), 'not base64!', /base64/);
+  assert.equal(ok(t('inet'), '10.0.0.1'), '10.0.0.1');
+  assert.equal(ok(t('inet'), '::1'), '::1');
+  no(t('inet'), '10.0.0.256', /IPv4 or IPv6/);
+  assert.equal(ok(t('timeuuid'), 'D2177DD0-EAA2-11DE-A572-001B779C76E3'), 'd2177dd0-eaa2-11de-a572-001b779c76e3');
+  no(t('timeuuid'), '123e4567-e89b-42d3-a456-426614174000', /version-1/);
+});
+
+test('a set holds each value once and compares whatever its order; nested collections convert element by element', () => {
+  const set = convert(t('set<bigint>'), [n('3'), '1', n('3')]);
+  assert.ok(set.ok && set.value instanceof Set && set.value.size === 2);
+  assert.deepEqual(canonical(set.value), ['"1"', '"3"'].map((x) => JSON.parse(x)));
+  assert.deepEqual(canonical(new Set(['b', 'a'])), canonical(new Set(['a', 'b'])));
+  assert.equal(canonical(new Set()), null);
+  assert.deepEqual(ok(t('list<frozen<map<text, int>>>'), [{ b: 2, a: 1 }, {}]), [{ a: 1, b: 2 }, null]);
+  assert.deepEqual(ok(t('map<text, set<date>>'), { x: ['2026-01-02', '2026-01-01'] }), { x: ['2026-01-01', '2026-01-02'] });
+  no(t('list<frozen<list<int>>>'), [[1], [2, 'x']], /element 1: element 1: expected a whole number/);
+  no(t('set<text>'), ['a', null], /element 1 is null \(a set cannot hold null\)/);
 });
 
 test('bigint is exact over the whole int64 range, from numbers or digit strings', () => {
