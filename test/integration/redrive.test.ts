@@ -26,7 +26,7 @@ const GONE = 60; // partition 1's records below this offset are deleted from the
 const kind = (i: number) => (i % 50 === 7 ? 'never' : i % 3 === 1 ? 'late' : 'known');
 const long = (i: number) => i % 2 === 1;
 
-async function produce(config: ConnectionConfig, records: Array<{ value: Buffer; partition: number }>): Promise<void> {
+async function produce(config: ConnectionConfig, records: Array<{ value: Buffer; partition: number; key?: string }>): Promise<void> {
   const p = new Producer(config);
   try {
     await p.connect();
@@ -187,9 +187,9 @@ test('redrive into an upsert sink: a redriven old record never overwrites a newe
   const known = (id: bigint, page: string) => withWireHeader(id1, encodeAvro(t1!, { id, page }));
   const lateRecord = (id: bigint, page: string) => withWireHeader(late, encodeAvro(t2!, { id, page, channel: 'app' }));
   await produce(config, [
-    { value: lateRecord(1n, '/old'), partition: 0 },
-    { value: known(1n, '/new'), partition: 0 },
-    { value: lateRecord(2n, '/only'), partition: 0 },
+    { key: '1', value: lateRecord(1n, '/old'), partition: 0 },
+    { key: '1', value: known(1n, '/new'), partition: 0 },
+    { key: '2', value: lateRecord(2n, '/only'), partition: 0 },
   ]);
   const worker = startCli(t, ['sink', ...conn(config), '--config', file], REGISTRY_ENV);
   const rows = async () =>
@@ -197,7 +197,9 @@ test('redrive into an upsert sink: a redriven old record never overwrites a newe
       .map((r) => ({ id: String(r['id']), page: r['page'] as string, channel: r['channel'] as string | null, wt: String(r['wt']) }))
       .sort((a, b) => a.id.localeCompare(b.id));
   const quarantined = async () => (await session.execute(`SELECT offset FROM ${config.keyspace}.job_quarantine WHERE job = 'latest_items' AND partition = 0`)).rows.map((r) => String(r['offset'])).sort();
-  await waitFor(async () => ((await quarantined()).length === 2 && (await rows()).length === 1 ? true : undefined), { timeoutMs: 180_000, message: 'offsets 0 and 2 quarantined, key 1 stored from offset 1' });
+  await waitFor(async () => ((await quarantined()).length === 2 && (await rows()).length === 1 ? true : undefined), { timeoutMs: 180_000, message: 'offsets 0 and 2 quarantined, key 1 stored from offset 1' }).catch((e: unknown) => {
+    throw new Error(`${String(e)}; the worker said:\n${worker.output().slice(-3000)}`);
+  });
   assert.deepEqual(await rows(), [{ id: '1', page: '/new', channel: null, wt: '1' }]);
   assert.equal(await registry.register(subject, 'AVRO', JSON.stringify(v2)), late, 'the registry handed out the next id (no other registration meanwhile)');
 
