@@ -127,11 +127,10 @@ export async function redrive(config: ConnectionConfig, session: Client, target:
       const before = await cassandra(() => store.readOne(p));
       if (before === null) continue; // never checkpointed: nothing of it was quarantined yet
       const upTo = o.to === undefined || o.to >= before.next ? before.next - 1n : o.to;
-      const rows = await readRows(session, t, p, o.from ?? 0n, upTo);
       report.inFlight += await countFrom(session, t, p, before.next, o.to);
-      const wanted = rows.filter((r) => o.reason === undefined || r.reason === o.reason);
-      for (let i = 0; i < wanted.length; i += o.batch ?? 500) {
-        const step = wanted.slice(i, i + (o.batch ?? 500));
+      // A page of the quarantine per step: memory stays bounded by --batch whatever its size.
+      for await (const page of readRows(session, t, p, o.from ?? 0n, upTo, o.batch ?? 500)) {
+        const step = page.filter((r) => o.reason === undefined || r.reason === o.reason);
         const records: Array<{ row: QRow; record: SourceRecord }> = [];
         for (const row of step) {
           const record = await rebuild(topic, p, row, w.low, async () => (reader ??= await LogReader.open(config, 'exactlyonce-redrive')), report, o.onLine);
@@ -171,23 +170,25 @@ export async function redrive(config: ConnectionConfig, session: Client, target:
   return report;
 }
 
-/** The job's quarantine rows of [from, to] of a partition, ascending. */
-async function readRows(session: Client, t: EngineTables, p: number, from: bigint, to: bigint): Promise<QRow[]> {
-  if (to < from) return [];
-  const out: QRow[] = [];
-  let pageState: string | undefined;
-  do {
+/**
+ * The job's quarantine rows of [from, to] of a partition, ascending, `size` a page. Each page is read
+ * after the one before was handled (its rows deleted or kept): the next starts past the last offset
+ * seen, so deletions behind it change nothing ahead.
+ */
+async function* readRows(session: Client, t: EngineTables, p: number, from: bigint, to: bigint, size: number): AsyncGenerator<QRow[]> {
+  for (let next = from; next <= to; ) {
     const r = await cassandra(() =>
       session.execute(
-        `SELECT offset, reason, detail, key, raw, raw_length, raw_sha256, kafka_ts FROM ${t.quarantine} WHERE ${t.jobWhere}partition = ? AND offset >= ? AND offset <= ? ORDER BY offset ASC`,
-        [...t.jobParams, p, toLong(from), toLong(to)],
-        { prepare: true, fetchSize: 1000, pageState, consistency: consistencies.localQuorum },
+        `SELECT offset, reason, detail, key, raw, raw_length, raw_sha256, kafka_ts FROM ${t.quarantine} WHERE ${t.jobWhere}partition = ? AND offset >= ? AND offset <= ? ORDER BY offset ASC LIMIT ?`,
+        [...t.jobParams, p, toLong(next), toLong(to), size],
+        { prepare: true, consistency: consistencies.localQuorum },
       ),
     );
-    out.push(...r.rows.map(fromRow));
-    pageState = r.pageState ?? undefined;
-  } while (pageState !== undefined);
-  return out;
+    const rows = r.rows.map(fromRow);
+    if (rows.length === 0) return;
+    yield rows;
+    next = rows.at(-1)!.offset + 1n;
+  }
 }
 
 function fromRow(row: Row): QRow {

@@ -100,25 +100,30 @@ async function jobStatus(config: ConnectionConfig, session: Client, admin: Kafka
     lag: partitions.reduce((n, r) => n + (r.lag ?? 0n), 0n),
     workers: [...new Set(partitions.flatMap((r) => (r.owner === null ? [] : [r.owner])))].sort(),
     stopped: partitions.flatMap((r) => (r.stopped === null ? [] : [{ partition: r.partition, code: r.stopped.code, message: r.stopped.message, fix: stopFix(job.name, r, r.stopped.code) }])),
-    quarantine: await quarantineCounts(session, config.keyspace, key),
+    quarantine: await quarantineCounts(session, config.keyspace, key, partitions.map((r) => r.partition)),
     lastVerify: await lastVerify(session, config.keyspace, job.name, job.inputTopic),
   };
 }
 
-/** Quarantined records by reason: the job's rows, read page by page (two small columns each). */
-async function quarantineCounts(session: Client, keyspace: string, key: string | undefined): Promise<Record<string, number>> {
+/**
+ * Quarantined records by reason, read page by page (one small column each): a job's rows partition by
+ * partition of its topic (its Cassandra partitions, (job, partition)); the events job's whole table.
+ */
+async function quarantineCounts(session: Client, keyspace: string, key: string | undefined, partitions: readonly number[]): Promise<Record<string, number>> {
   const t = engineTables(keyspace, key);
   const counts: Record<string, number> = {};
-  let pageState: string | undefined;
-  do {
-    const r = await session.execute(`SELECT ${t.jobColumn}reason FROM ${t.quarantine}`, [], { prepare: true, fetchSize: 5000, pageState });
-    for (const row of r.rows) {
-      if (key !== undefined && row['job'] !== key) continue;
-      const reason = (row['reason'] as string | null) ?? 'unknown';
-      counts[reason] = (counts[reason] ?? 0) + 1;
-    }
-    pageState = r.pageState ?? undefined;
-  } while (pageState !== undefined);
+  const reads = key === undefined ? [{ where: '', params: [] as unknown[] }] : partitions.map((p) => ({ where: ` WHERE ${t.jobWhere}partition = ?`, params: [...t.jobParams, p] }));
+  for (const { where, params } of reads) {
+    let pageState: string | undefined;
+    do {
+      const r = await session.execute(`SELECT reason FROM ${t.quarantine}${where}`, params, { prepare: true, fetchSize: 5000, pageState });
+      for (const row of r.rows) {
+        const reason = (row['reason'] as string | null) ?? 'unknown';
+        counts[reason] = (counts[reason] ?? 0) + 1;
+      }
+      pageState = r.pageState ?? undefined;
+    } while (pageState !== undefined);
+  }
   return counts;
 }
 
