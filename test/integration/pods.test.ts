@@ -28,7 +28,7 @@ import { sleep } from '../../src/harness/sleep.js';
 import { Producer } from '../../src/kafka/producer.js';
 import { KafkaAdmin } from '../../src/kafka/admin.js';
 import { connect } from '../../src/cassandra/session.js';
-import { BROKERS, CASSANDRA, cassandraSession, freshTopic, repoRoot, runCli, runProcess, testConfig, waitFor } from '../helpers.js';
+import { BROKERS, CASSANDRA, cassandraSession, freshKeyspace, freshTopic, repoRoot, runCli, runProcess, testConfig, waitFor } from '../helpers.js';
 
 const PARTITIONS = 6;
 const VERSION = (JSON.parse(readFileSync(path.join(repoRoot, 'package.json'), 'utf8')) as { version: string }).version;
@@ -61,6 +61,52 @@ async function podman(args: string[], timeoutMs = 120_000): Promise<string> {
 type Doc = any;
 const load = (file: string): Doc[] => parseAllDocuments(readFileSync(path.join(kube, file), 'utf8')).map((d) => d.toJS());
 
+/** A Deployment of the manifests as podman runs it on the host's network: one replica, its own port and names, the local image. */
+function forPodman(deployment: Doc, o: { name: string; port: number; connection: string; configMap?: string; secret: string }): Doc {
+  const d = structuredClone(deployment);
+  d.metadata.name = o.name;
+  d.spec.replicas = 1;
+  const pod = d.spec.template.spec;
+  const c = pod.containers[0];
+  c.image = IMAGE;
+  c.args = c.args.map((a: string) => a.replace(/^--metrics-port=9464$/, `--metrics-port=${o.port}`));
+  for (const probe of ['startupProbe', 'livenessProbe', 'readinessProbe']) c[probe].exec.command = c[probe].exec.command.map((x: string) => (x === '9464' ? String(o.port) : x));
+  // podman refuses port mappings on the host's network (the port is the host's already).
+  delete c.ports;
+  c.envFrom[0].configMapRef.name = o.connection;
+  for (const v of pod.volumes) {
+    if (v.configMap) v.configMap.name = o.configMap;
+    // podman 4.3.1 dereferences `optional` without checking it is set.
+    if (v.secret) v.secret = { ...v.secret, secretName: o.secret, optional: false };
+  }
+  return d;
+}
+
+/** The manifests' Secret for the test stack, as a podman secret named `${name}-credentials`, removed when the test ends. */
+async function createSecret(t: TestContext, dir: string, name: string, token: string): Promise<string> {
+  const [secret] = load('secret.example.yaml');
+  const secretName = `${name}-credentials`;
+  const plain = { 'http-token': `${token}\n`, 'kafka.properties': 'security.protocol=PLAINTEXT\n', 'cassandra.password': 'unused-on-the-test-stack\n' };
+  assert.deepEqual(Object.keys(secret.stringData).sort(), [...Object.keys(plain), 'ca.pem'].sort(), 'the example Secret holds the files the Deployment names');
+  const secretFile = path.join(dir, `${secretName}.yaml`);
+  // podman 4.3.1 writes `data` values to the volume as they are in the YAML (not base64-decoded).
+  writeFileSync(secretFile, stringify({ ...secret, metadata: { ...secret.metadata, name: secretName }, stringData: undefined, data: plain }), { mode: 0o600 });
+  await podman(['secret', 'create', secretName, secretFile]);
+  t.after(() => podman(['secret', 'rm', secretName]).catch(() => undefined));
+  // podman keeps a pod's Secret and ConfigMap volumes (named after them) when the pod goes.
+  t.after(() => podman(['volume', 'rm', '-f', secretName, `${name}-sink`]).catch(() => undefined));
+  return secretName;
+}
+
+/** The connection ConfigMap pointed at the test stack (plaintext: no CA). */
+function testConnection(name: string, config: ReturnType<typeof testConfig>, extra: Record<string, string> = {}): Doc {
+  const [connection] = load('connection.yaml');
+  const conn = { ...connection, metadata: { ...connection.metadata, name: `${name}-connection` } };
+  conn.data = { ...conn.data, EXACTLYONCE_BROKERS: BROKERS, EXACTLYONCE_CASSANDRA: CASSANDRA, EXACTLYONCE_DATACENTER: config.datacenter, EXACTLYONCE_KEYSPACE: config.keyspace, ...extra };
+  delete conn.data.EXACTLYONCE_CASSANDRA_CA;
+  return conn;
+}
+
 test('the image runs the sink from deploy/kubernetes as pods through a SIGKILL, 3 -> 1 -> 3 and a rolling replace: verify --job passes, every offset stored once', { skip: skipReason() }, async (t) => {
   // The image: built, or reused when its inputs did not change (scripts/image.sh; the first build on a
   // machine makes the base and compiles the Kafka client, several minutes on 2 cores).
@@ -92,46 +138,19 @@ test('the image runs the sink from deploy/kubernetes as pods through a SIGKILL, 
 
   // The Secret: the token, the Kafka properties and the Cassandra password as files.
   const token = randomBytes(24).toString('hex');
-  const [secret] = load('secret.example.yaml');
-  const secretName = `${name}-credentials`;
-  const plain = { 'http-token': `${token}\n`, 'kafka.properties': 'security.protocol=PLAINTEXT\n', 'cassandra.password': 'unused-on-the-test-stack\n' };
-  assert.deepEqual(Object.keys(secret.stringData).sort(), [...Object.keys(plain), 'ca.pem'].sort(), 'the example Secret holds the files the Deployment names');
-  const secretFile = path.join(dir, 'secret.yaml');
-  writeFileSync(secretFile, stringify({ ...secret, metadata: { ...secret.metadata, name: secretName }, stringData: undefined, data: plain }), { mode: 0o600 });
-  await podman(['secret', 'create', secretName, secretFile]);
-  t.after(() => podman(['secret', 'rm', secretName]).catch(() => undefined));
-  // podman keeps a pod's Secret and ConfigMap volumes (named after them) when the pod goes.
-  t.after(() => podman(['volume', 'rm', '-f', secretName, `${name}-sink`]).catch(() => undefined));
+  const secretName = await createSecret(t, dir, name, token);
 
   // The manifests, for slot i: the connection to the test stack, the sink's config, the image, a port.
-  const [connection] = load('connection.yaml');
   const [sinkConfig] = load('sink-config.yaml');
   const [deployment] = load('sink-deployment.yaml');
   assert.equal(deployment.spec.replicas, 3);
   assert.ok(!String(deployment.spec.template.spec.containers[0].image).endsWith(':latest'));
-  const conn = { ...connection, metadata: { ...connection.metadata, name: `${name}-connection` } };
-  conn.data = { ...conn.data, EXACTLYONCE_BROKERS: BROKERS, EXACTLYONCE_CASSANDRA: CASSANDRA, EXACTLYONCE_DATACENTER: config.datacenter, EXACTLYONCE_KEYSPACE: config.keyspace };
-  delete conn.data.EXACTLYONCE_CASSANDRA_CA; // the test stack's Cassandra is plaintext
+  const conn = testConnection(name, config);
   const sinkMap = { ...sinkConfig, metadata: { ...sinkConfig.metadata, name: `${name}-sink` }, data: { 'sink.yaml': sinkYaml } };
   const basePort = 19460 + (parseInt(s.slice(0, 4), 16) % 400) * 10;
   const slotFile = (i: number) => path.join(dir, `slot-${i}.yaml`);
   for (let i = 0; i < 3; i++) {
-    const d = structuredClone(deployment);
-    d.metadata.name = `${name}-${i}`;
-    d.spec.replicas = 1;
-    const pod = d.spec.template.spec;
-    const c = pod.containers[0];
-    c.image = IMAGE;
-    c.args = c.args.map((a: string) => a.replace(/^--metrics-port=9464$/, `--metrics-port=${basePort + i}`));
-    for (const probe of ['startupProbe', 'livenessProbe', 'readinessProbe']) c[probe].exec.command = c[probe].exec.command.map((x: string) => (x === '9464' ? String(basePort + i) : x));
-    // podman refuses port mappings on the host's network (the port is the host's already).
-    delete c.ports;
-    c.envFrom[0].configMapRef.name = conn.metadata.name;
-    for (const v of pod.volumes) {
-      if (v.configMap) v.configMap.name = sinkMap.metadata.name;
-      // podman 4.3.1 dereferences `optional` without checking it is set.
-      if (v.secret) v.secret = { ...v.secret, secretName, optional: false };
-    }
+    const d = forPodman(deployment, { name: `${name}-${i}`, port: basePort + i, connection: conn.metadata.name, configMap: sinkMap.metadata.name, secret: secretName });
     writeFileSync(slotFile(i), [conn, sinkMap, d].map((x) => stringify(x)).join('---\n'));
   }
   const podName = (i: number) => `${name}-${i}-pod-0`;
@@ -265,4 +284,77 @@ test('the image runs the sink from deploy/kubernetes as pods through a SIGKILL, 
       `pod start to ready: median ${(sorted[Math.floor(sorted.length / 2)]! / 1000).toFixed(1)} s, max ${(sorted.at(-1)! / 1000).toFixed(1)} s over ${sorted.length} starts; ` +
       `${produced} records, 1 SIGKILL, scale 3 -> 1 -> 3, 3 pods replaced, verify ok`,
   );
+});
+
+test('deploy/kubernetes holds what a platform expects, and its events job (run) runs as a pod: ready, probed, stopped cleanly', { skip: skipReason() }, async (t) => {
+  // What kubectl apply -k would apply: every resource parses; explicit tags; each Deployment bounded, probed, disrupted one pod at a time.
+  const [kustomization] = load('kustomization.yaml');
+  const docs: Doc[] = kustomization.resources.flatMap((f: string) => load(f));
+  assert.deepEqual(docs.map((d) => `${d.kind}/${d.metadata.name}`).sort(), [
+    'ConfigMap/exactlyonce-connection',
+    'ConfigMap/exactlyonce-sink-orders',
+    'Deployment/exactlyonce-events',
+    'Deployment/exactlyonce-sink-orders',
+    'PodDisruptionBudget/exactlyonce-events',
+    'PodDisruptionBudget/exactlyonce-sink-orders',
+  ]);
+  assert.deepEqual(kustomization.images, [{ name: 'exactlyonce', newName: 'exactlyonce', newTag: VERSION }]);
+  for (const d of docs.filter((x) => x.kind === 'Deployment')) {
+    const pod = d.spec.template.spec;
+    const c = pod.containers[0];
+    assert.equal(c.image, `exactlyonce:${VERSION}`, d.metadata.name);
+    assert.deepEqual(d.spec.selector.matchLabels, Object.fromEntries(Object.entries(d.spec.template.metadata.labels).filter(([k]) => k !== 'app.kubernetes.io/version')));
+    const pdb = docs.find((x) => x.kind === 'PodDisruptionBudget' && x.metadata.name === d.metadata.name);
+    assert.deepEqual(pdb.spec.selector.matchLabels, d.spec.selector.matchLabels);
+    assert.equal(d.spec.template.metadata.annotations['prometheus.io/scrape'], 'true');
+    assert.ok(pod.terminationGracePeriodSeconds >= 30);
+    assert.deepEqual(c.livenessProbe.exec.command, ['exactlyonce-probe', '/healthz', '9464']);
+    assert.deepEqual(c.readinessProbe.exec.command, ['exactlyonce-probe', '/readyz', '9464']);
+    assert.ok(c.args.includes('--metrics-port=9464') && c.args.includes('--max-heap-mb=160') && c.args.includes('--max-buffer-mb=2'));
+    assert.equal(c.resources.limits.memory, '384Mi');
+    assert.equal(c.securityContext.readOnlyRootFilesystem, true);
+    // Credentials only as files: no env value that looks like one.
+    assert.deepEqual(c.env.filter((e: Doc) => !e.name.endsWith('_FILE')), []);
+  }
+
+  const built = await runProcess(path.join(repoRoot, 'scripts/image.sh'), [], { timeoutMs: 1_500_000 });
+  assert.equal(built.code, 0, built.stdout.slice(-2000) + built.stderr.slice(-2000));
+  const config = testConfig();
+  await freshKeyspace(t, config);
+  await freshTopic(t, config, 3);
+  const s = config.keyspace.replace(/^eo_test_/, '');
+  const name = `eo-pods-events-${s}`;
+  const dir = mkdtempSync(path.join(os.tmpdir(), 'eo-pods-'));
+  t.after(() => rmSync(dir, { recursive: true, force: true }));
+  const token = randomBytes(24).toString('hex');
+  const secret = await createSecret(t, dir, name, token);
+  const conn = testConnection(name, config, { EXACTLYONCE_GROUP: config.group });
+  const events = docs.find((x) => x.kind === 'Deployment' && x.metadata.name === 'exactlyonce-events');
+  const port = 19460 + (parseInt(s.slice(0, 4), 16) % 400) * 10 + 5;
+  const d = forPodman(events, { name, port, connection: conn.metadata.name, secret });
+  const c = d.spec.template.spec.containers[0];
+  c.args = c.args.map((a: string) => a.replace(/^--topic=.*/, `--topic=${config.topic}`).replace(/^--alerts-topic=.*/, `--alerts-topic=${config.alertsTopic}`));
+  const file = path.join(dir, 'events.yaml');
+  writeFileSync(file, [conn, d].map((x) => stringify(x)).join('---\n'));
+  const pod = `${name}-pod-0`;
+  const ctr = `${pod}-worker`;
+  const began = Date.now();
+  await podman(['kube', 'play', '--network', 'host', file], 180_000);
+  t.after(() => podman(['pod', 'rm', '-f', pod]).catch(() => undefined));
+  await waitFor(
+    async () => {
+      const state = (await podman(['inspect', '--format', '{{.State.Status}}', ctr])).trim();
+      if (state !== 'running') throw new Error(`${ctr} is ${state}: ${(await runProcess('podman', ['logs', ctr])).stderr.slice(-600)}`);
+      return (await runProcess('podman', ['exec', ctr, 'exactlyonce-probe', '/readyz', String(port)])).code === 0;
+    },
+    { timeoutMs: 180_000, intervalMs: 500, message: `${pod} ready` },
+  );
+  const readyS = (Date.now() - began) / 1000;
+  await podman(['pod', 'stop', '-t', String(d.spec.template.spec.terminationGracePeriodSeconds), pod], 120_000);
+  const logs = await runProcess('podman', ['logs', ctr]);
+  mkdirSync(path.join(repoRoot, 'test-artifacts', 'pods'), { recursive: true });
+  writeFileSync(path.join(repoRoot, 'test-artifacts', 'pods', `${ctr}.log`), logs.stdout + logs.stderr);
+  assert.equal((await podman(['inspect', '--format', '{{.State.ExitCode}}', ctr])).trim(), '0');
+  assert.match(logs.stdout + logs.stderr, /assigned partitions/);
+  t.diagnostic(`events job pod ready ${readyS.toFixed(1)} s after play; stopped cleanly`);
 });
