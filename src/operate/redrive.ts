@@ -68,7 +68,8 @@ const cassandra = <T>(fn: () => Promise<T>) => retry(fn, { server: 'Cassandra', 
 const add = (m: Offsets, p: number, o: bigint) => m.set(p, [...(m.get(p) ?? []), o]);
 const sha256 = (b: Buffer | null) => createHash('sha256').update(b ?? Buffer.alloc(0)).digest('hex');
 
-interface QRow {
+/** A quarantine row as redrive reads it. */
+export interface QRow {
   offset: bigint;
   reason: string;
   detail: string;
@@ -218,7 +219,7 @@ async function countFrom(session: Client, t: EngineTables, p: number, from: bigi
  * (when the log still holds it, and only when its bytes hash as the row says). Null (said in a line)
  * when it cannot be had.
  */
-async function rebuild(topic: string, p: number, row: QRow, logStart: bigint, reader: () => Promise<LogReader>, report: RedriveReport, onLine?: (line: string) => void): Promise<SourceRecord | null> {
+export async function rebuild(topic: string, p: number, row: QRow, logStart: bigint, reader: () => Promise<Pick<LogReader, 'read'>>, report: RedriveReport, onLine?: (line: string) => void): Promise<SourceRecord | null> {
   const whole = row.raw === null ? row.rawLength === 0 : row.raw.length === row.rawLength;
   const fromRowRecord: SourceRecord = { topic, partition: p, offset: row.offset, key: row.key, value: row.raw, timestampMs: row.kafkaTs?.getTime() ?? 0 };
   if (whole && sha256(row.raw) === row.rawSha256) return fromRowRecord;
