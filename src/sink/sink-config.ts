@@ -27,39 +27,84 @@ import { FORMATS, isRegistryFormat, schemaCache, type Format } from '../formats/
 import type { SchemaRegistryConfig } from '../config.js';
 import { convert, cqlTypeName, parseCqlType, SCALAR_TYPES, type CqlType } from './cql-types.js';
 import { retry } from '../engine/retry.js';
+import { didYouMean } from '../suggest.js';
 
 /** Unquoted CQL identifiers in lower case (so the generated CQL needs no quoting). */
 const identifier = z.string().regex(/^[a-z][a-z0-9_]{0,47}$/, 'expected a lower-case CQL name: a letter, then letters, digits or _ (at most 48)');
 const TYPES_HELP = `${SCALAR_TYPES.join(', ')}, varchar (text), list<T>, set<T> or map<text, T> of those (nested collections too)`;
 const cqlType = z.string().refine((s) => parseCqlType(s) !== undefined, { message: `expected a CQL type: ${TYPES_HELP}` });
 
-const columnSchema = z.union([
-  cqlType,
-  z
-    .object({
-      type: cqlType,
-      field: z.string().min(1).optional(),
-      required: z.boolean().optional(),
-      default: z.unknown().optional(),
-    })
-    .strict(),
-]);
+const columnObject = z
+  .object({
+    type: cqlType.describe('the CQL type (required)'),
+    field: z.string().min(1).optional().describe("the value's field the column holds; a.b: nested (default: the column's name)"),
+    required: z.boolean().optional().describe('true: a record whose field is missing or null is quarantined (missing_field)'),
+    default: z.unknown().optional().describe('stored when the field is missing or null'),
+  })
+  .strict();
+const columnSchema = z.union([cqlType, columnObject]);
 
+const formats = z.enum(FORMATS, { message: `expected one of ${FORMATS.join(', ')}` });
 const sinkSchema = z
   .object({
-    name: z.string().regex(/^[A-Za-z0-9_-]{1,64}$/, 'expected 1-64 letters, digits, _ or -').optional(),
-    topic: z.string().regex(/^[A-Za-z0-9._-]{1,249}$/, 'expected a Kafka topic name: 1-249 characters of [A-Za-z0-9._-]'),
-    table: identifier,
-    format: z.enum(FORMATS, { message: `expected one of ${FORMATS.join(', ')}` }).optional(),
-    keyFormat: z.enum(FORMATS, { message: `expected one of ${FORMATS.join(', ')}` }).optional(),
-    mode: z.enum(['log', 'upsert']),
-    key: z.array(identifier).min(1).optional(),
+    name: z.string().regex(/^[A-Za-z0-9_-]{1,64}$/, 'expected 1-64 letters, digits, _ or -').optional().describe("the job's name: its checkpoints, quarantine and consumer group exactlyonce.<name> (default: the table's)"),
+    topic: z.string().regex(/^[A-Za-z0-9._-]{1,249}$/, 'expected a Kafka topic name: 1-249 characters of [A-Za-z0-9._-]').describe('the input topic (required)'),
+    table: identifier.describe('the table, in the keyspace of --keyspace (required)'),
+    format: formats.optional().describe(`the values: ${FORMATS.join(', ')} (default json; the others through a Schema Registry)`),
+    keyFormat: formats.optional().describe('the record keys, the same choices (default json: the key\'s canonical text, or a JSON object of several)'),
+    mode: z.enum(['log', 'upsert']).describe('log: one row per (partition, offset); upsert: one row per key, its record with the highest offset (required)'),
+    key: z.array(identifier).min(1).optional().describe('upsert: the key columns, e.g. [order_id]'),
     columns: z
       .record(identifier, columnSchema)
       .refine((c) => Object.keys(c).length > 0, { message: 'expected at least one column' })
-      .optional(),
+      .optional()
+      .describe('column: TYPE, or column: { type, field, required, default } (a registry format may leave them out: derived from the schema)'),
   })
   .strict();
+
+/** The config's keys and a column's, with what each means: `sink --help` lists them (generated here, so they cannot drift). */
+export function sinkConfigKeysHelp(): string {
+  const lines = (shape: Record<string, z.ZodType>, indent: string) => Object.entries(shape).map(([k, v]) => `${indent}${k.padEnd(10)} ${v.description ?? ''}`);
+  return [
+    'Config keys (YAML, or JSON for .json; unknown keys are refused):',
+    ...lines(sinkSchema.shape, '  '),
+    '  a column\'s keys:',
+    ...lines(columnObject.shape, '    '),
+    `  types: ${TYPES_HELP}`,
+  ].join('\n');
+}
+
+/** The keys the schema knows at a path of the config (the top level, or a column's). */
+function knownKeys(at: readonly PropertyKey[]): string[] {
+  if (at.length === 0) return Object.keys(sinkSchema.shape);
+  if (at.length === 2 && at[0] === 'columns') return Object.keys(columnObject.shape);
+  return [];
+}
+
+const keyPath = (at: readonly PropertyKey[]) => (at.length > 0 ? at.map(String).join('.') : '(top level)');
+
+/** One line per problem; an unknown key names the key meant, or lists the keys. */
+function issueLines(issues: readonly z.core.$ZodIssue[], raw: unknown, base: readonly PropertyKey[] = []): string[] {
+  return issues.flatMap((i) => {
+    const at = [...base, ...i.path];
+    if (i.code === 'invalid_union') {
+      // A column is written as a type or as an object: report against the spelling the user chose.
+      const value = at.reduce<unknown>((v, k) => (v !== null && typeof v === 'object' ? (v as Record<PropertyKey, unknown>)[k] : undefined), raw);
+      const branch = value !== null && typeof value === 'object' && i.errors.length > 1 ? i.errors[1]! : i.errors[0]!;
+      return issueLines(branch, raw, at);
+    }
+    if (i.code === 'unrecognized_keys') {
+      const known = knownKeys(at);
+      return i.keys.map((k) => {
+        const hint = didYouMean(k, known);
+        return `${keyPath([...at, k])}: unknown key${hint !== '' ? hint : known.length > 0 ? `; the keys are ${known.join(', ')}` : ''}`;
+      });
+    }
+    // Zod says `expected string, received undefined` of a key left out.
+    if (i.code === 'invalid_type' && / received undefined$/.test(i.message)) return [`${keyPath(at)}: missing (a required key)`];
+    return [`${keyPath(at)}: ${i.message}`];
+  });
+}
 
 export interface SinkColumn {
   readonly name: string;
@@ -106,7 +151,7 @@ function invalid(where: string, lines: string[]): ExactlyOnceError {
 export function sinkConfig(raw: unknown, where = 'sink config'): SinkConfig {
   const parsed = sinkSchema.safeParse(raw);
   if (!parsed.success) {
-    throw invalid(where, parsed.error.issues.map((i) => `${i.path.length > 0 ? i.path.join('.') : '(top level)'}: ${i.message}`));
+    throw invalid(where, issueLines(parsed.error.issues, raw));
   }
   const c = parsed.data;
   const format = c.format ?? 'json';

@@ -66,7 +66,7 @@ test('config errors name every bad key', () => {
   bad({ topic: 't', table: 'x', mode: 'upsert', columns: { a: 'text', b: 'int' } }, /^f\.yaml: key: mode upsert needs the key columns/);
   bad({ topic: 't', table: 'x', mode: 'upsert', key: ['a'], columns: { a: 'list<int>', b: 'int' } }, /key\.0: a is a list/);
   bad({ topic: 't', table: 'x', mode: 'log', columns: { offset: 'int' } }, /columns\.offset: the name is taken/);
-  bad({ topic: 't', table: 'x', mode: 'log', columns: { a: { type: 'int', default: 'x' } }, extra: 1 }, /Unrecognized key: "extra"/);
+  bad({ topic: 't', table: 'x', mode: 'log', columns: { a: { type: 'int', default: 'x' } }, extra: 1 }, /extra: unknown key; the keys are name, topic/);
   bad({ topic: 't', table: 'x', mode: 'log', columns: { a: { type: 'int', default: 'x' } } }, /columns\.a\.default: expected a whole number/);
   bad({ topic: 't', table: 'x', mode: 'merge', columns: { a: 'int' } }, /mode: /);
   bad({ topic: 't', table: 'x', mode: 'log', format: 'xml', columns: { a: 'int' } }, /^f\.yaml: format: expected one of json, avro, protobuf, json-schema/);

@@ -1,0 +1,44 @@
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { sinkConfig, sinkConfigKeysHelp } from '../../src/sink/sink-config.js';
+import { didYouMean, editDistance } from '../../src/suggest.js';
+
+const problem = (raw: unknown) => {
+  try {
+    sinkConfig(raw, 'orders.yaml');
+  } catch (e) {
+    return (e as Error).message;
+  }
+  assert.fail('expected EO_CONFIG_INVALID');
+};
+const base = { topic: 'shop.orders', table: 'orders', mode: 'log', columns: { total: 'decimal' } };
+
+test('an unknown key names the key meant: tabel, requried, tpye', () => {
+  const { table: _, ...noTable } = base;
+  assert.equal(problem({ ...noTable, tabel: 'orders' }), 'orders.yaml: table: missing (a required key); tabel: unknown key (did you mean table?)');
+  assert.equal(problem({ ...base, columns: { total: { type: 'decimal', requried: true } } }), 'orders.yaml: columns.total.requried: unknown key (did you mean required?)');
+  assert.equal(problem({ ...base, columns: { total: { tpye: 'decimal' } } }), 'orders.yaml: columns.total.type: missing (a required key); columns.total.tpye: unknown key (did you mean type?)');
+  assert.equal(problem({ ...base, keyformat: 'json' }), 'orders.yaml: keyformat: unknown key (did you mean keyFormat?)');
+});
+
+test('an unknown key nothing resembles lists the keys', () => {
+  assert.equal(problem({ ...base, partitions: 3 }), 'orders.yaml: partitions: unknown key; the keys are name, topic, table, format, keyFormat, mode, key, columns');
+  assert.equal(problem({ ...base, columns: { total: { type: 'decimal', nullable: true } } }), 'orders.yaml: columns.total.nullable: unknown key; the keys are type, field, required, default');
+});
+
+test("a column written as a type keeps the type's message", () => {
+  assert.match(problem({ ...base, columns: { total: 'money' } }), /^orders\.yaml: columns\.total: expected a CQL type: text, int, /);
+});
+
+test('sink --help lists every key of the schema and of a column', () => {
+  const help = sinkConfigKeysHelp();
+  for (const k of ['name', 'topic', 'table', 'format', 'keyFormat', 'mode', 'key', 'columns', 'type', 'field', 'required', 'default']) assert.match(help, new RegExp(`^ +${k} +\\S`, 'm'), k);
+});
+
+test('edit distance counts a swap of neighbours as one edit; far names get no suggestion', () => {
+  assert.equal(editDistance('tabel', 'table'), 1);
+  assert.equal(editDistance('requried', 'required'), 1);
+  assert.equal(editDistance('colums', 'columns'), 1);
+  assert.equal(didYouMean('zzz', ['table', 'topic']), '');
+  assert.equal(didYouMean('mdoe', ['mode', 'name']), ' (did you mean mode?)');
+});
