@@ -54,7 +54,7 @@ function withCompanions(used: readonly ConnectionKey[]): ConnectionKey[] {
   if (used.includes('kafkaConfig')) out.add('kafkaConfigFile');
   // Whatever reads Kafka records may meet Avro, Protobuf or JSON Schema ones: the registry's settings too.
   if (used.includes('kafkaConfig')) for (const k of ['schemaRegistryUrl', 'schemaRegistryUsername', 'schemaRegistryPassword'] as const) out.add(k);
-  if (used.includes('schemaRegistryPassword')) out.add('schemaRegistryPasswordFile');
+  if (out.has('schemaRegistryPassword')) out.add('schemaRegistryPasswordFile');
   return [...out];
 }
 

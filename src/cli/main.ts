@@ -20,6 +20,7 @@ import { stackCommand } from './stack.js';
 import { statusCommand } from './status.js';
 import { topicCommand } from './topic.js';
 import { verifyCommand } from './verify.js';
+import { withExamples } from './examples.js';
 import { packageFile } from '../package-root.js';
 
 const { version } = JSON.parse(readFileSync(packageFile('package.json'), 'utf8')) as { version: string };
@@ -38,6 +39,7 @@ function exitOverrideAll(cmd: CommandUnknownOpts): void {
   for (const sub of cmd.commands) exitOverrideAll(sub);
 }
 exitOverrideAll(program);
+withExamples(program);
 
 try {
   await program.parseAsync(process.argv);

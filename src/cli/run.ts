@@ -104,7 +104,11 @@ export function runCommand(): Command {
         new Option('--layout <layout>', "where events are stored: original (the events table, one Cassandra partition per Kafka partition) or bucketed[:N] (events_bucketed, N offsets per Cassandra partition, default 100000); left out: the job's stored value (a new job: original)"),
       ),
   );
-  return withConnection(cmd).action(
+  const withConn = withConnection(cmd);
+  // With --job the group is the job's own (below): --help says both.
+  const group = withConn.options.find((o) => o.attributeName() === 'group');
+  if (group !== undefined) group.defaultValueDescription = `${String(group.defaultValue)}; with --job: exactlyonce.<the job's name>`;
+  return withConn.action(
     action(async (opts, cmd) => {
       const log = createLogger('worker');
       const w = opts as unknown as WorkerFlags; // added by withWorkerFlags

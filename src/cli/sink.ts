@@ -1,6 +1,6 @@
 /** `exactlyonce sink --config <file>`: a declarative sink, any topic into any table, exactly once. */
 import { Command } from '@commander-js/extra-typings';
-import { loadResolvedSinkConfig, type SinkConfig } from '../sink/sink-config.js';
+import { loadResolvedSinkConfig, sinkConfigKeysHelp, type SinkConfig } from '../sink/sink-config.js';
 import { canonical, cqlTypeName } from '../sink/cql-types.js';
 import { createTableCql, SinkJob } from '../sink/sink-job.js';
 import { createLogger } from '../log.js';
@@ -18,7 +18,12 @@ export function sinkCommand(): Command {
       .requiredOption('--config <file>', 'the sink config, YAML or JSON (.json): topic, format, table, mode, key, columns')
       .option('--print-cql', "print the CQL of the sink's table and exit (connects to nothing but, when columns are left out, the Schema Registry)"),
   );
-  return withConnection(cmd, ['brokers', 'cassandra', 'datacenter', 'keyspace', 'group', 'cassandraUsername', 'cassandraPassword', 'kafkaConfig']).action(
+  const withConn = withConnection(cmd, ['brokers', 'cassandra', 'datacenter', 'keyspace', 'group', 'cassandraUsername', 'cassandraPassword', 'kafkaConfig']);
+  // A sink's group is its own (see below), not the events job's EventStreamingApp: --help says so.
+  const group = withConn.options.find((o) => o.attributeName() === 'group');
+  if (group !== undefined) group.defaultValueDescription = "exactlyonce.<name>, the config's name";
+  withConn.addHelpText('after', `\n${sinkConfigKeysHelp()}`);
+  return withConn.action(
     action(async (opts, cmd) => {
       let conn = connection(cmd);
       const config = await loadResolvedSinkConfig(opts.config, conn.schemaRegistry);

@@ -7,6 +7,7 @@ import { formatTable } from '../format/table.js';
 import { clusterDefaults, stackNodes } from '../stack/cluster.js';
 import { COMMITLOG_SYNCS, isSecure, secureSummary, stackCommitlogPeriodMs, stackCommitlogSync, stackDown, stackLogs, stackStatus, stackUp, stopServer, type ServerStatus, type StackOptions } from '../stack/index.js';
 import { registryUrl } from '../stack/registry-server.js';
+import { stackDirServing } from '../stack/find-stack.js';
 import { action } from './common.js';
 import { stackFlags, stackOptionsFrom } from './stack-flags.js';
 
@@ -86,10 +87,20 @@ export function stackCommand(): Command {
     }),
   );
 
-  stackFlags(stack.command('status').description('show each server: pid, port, readiness')).action(
+  stackFlags(stack.command('status').description('show each server: pid, port, readiness (of the stack in ./.stack, or --stack-dir; else of the stack serving the ports)')).action(
     action(async (opts) => {
-      const o = stackOptionsFrom(opts);
-      const servers = await stackStatus(o);
+      let o = stackOptionsFrom(opts);
+      let servers = await stackStatus(o);
+      // None of this folder's servers runs: the ports may be served by a stack started elsewhere.
+      const elsewhere = servers.some((s) => s.running) ? undefined : stackDirServing(o.kafkaPort) ?? stackDirServing(o.cassandraPort);
+      if (elsewhere !== undefined && path.resolve(elsewhere) !== path.resolve(o.dir)) {
+        process.stdout.write(
+          `no stack runs from ${path.resolve(o.dir)} (./.stack of the working directory; --stack-dir or EXACTLYONCE_STACK_DIR point elsewhere); ` +
+            `the one serving 127.0.0.1:${o.kafkaPort} is in ${elsewhere} (commands here use it; for \`stack\` commands: --stack-dir ${elsewhere})\n`,
+        );
+        o = { ...o, dir: elsewhere };
+        servers = await stackStatus(o);
+      }
       process.stdout.write(`stack in ${path.resolve(o.dir)}\n`);
       printStatus(servers);
       process.stdout.write(commitlogLine(o, servers));

@@ -1,7 +1,11 @@
-/** `exactlyonce topic create`: the events topic and the compacted alerts topic, through the Admin API. */
+/**
+ * `exactlyonce topic create`: the events topic and the compacted alerts topic (or only --topic, a sink's),
+ * through the Admin API; `topic produce`: a record or a few, for a first try of a sink.
+ */
 import { Command, Option } from '@commander-js/extra-typings';
 import { intOption } from '../config.js';
 import { KafkaAdmin } from '../kafka/admin.js';
+import { Producer } from '../kafka/producer.js';
 import { localCluster } from '../stack/cluster.js';
 import { action, connection, withConnection } from './common.js';
 
@@ -16,6 +20,7 @@ export function topicCommand(): Command {
         'create the events topic and the compacted alerts topic (idempotent): one line per topic, created or already there; warns when one exists with another partition count or replication factor',
       )
       .addOption(new Option('--partitions <n>', 'partition count').default(3).argParser(intOption('--partitions', 1, 10000)))
+      .option('--no-alerts', "only the --topic (a sink's or your job's input), not the events job's alerts topic")
       .addOption(new Option('--replication-factor <n>', 'replicas per partition (on a local cluster stack: its broker count, up to 3)').default(localCluster()?.topicReplication ?? 1).argParser(intOption('--replication-factor', 1, 32))),
     ['brokers', 'topic', 'alertsTopic', 'kafkaConfig'],
   ).action(
@@ -29,10 +34,10 @@ export function topicCommand(): Command {
           { role: 'events', topic: config.topic, compacted: false },
           { role: 'alerts', topic: config.alertsTopic, compacted: true },
         ];
-        for (const { role, topic, compacted } of topics) {
+        for (const { role, topic, compacted } of opts.alerts ? topics : topics.slice(0, 1)) {
           const configs: Record<string, string> = compacted ? { 'cleanup.policy': 'compact' } : {};
           const r = await admin.ensureTopic({ topic, partitions, replicationFactor, configs });
-          const name = `${role} topic ${topic}`;
+          const name = opts.alerts ? `${role} topic ${topic}` : `topic ${topic}`;
           const rf = `replication factor ${r.replicationFactor}`;
           if (r.created) {
             process.stdout.write(`${name}: created, ${partitionCount(r.partitions)}, ${rf}, ${compacted ? 'compacted' : 'not compacted'}\n`);
@@ -49,6 +54,27 @@ export function topicCommand(): Command {
       } finally {
         await admin.close();
       }
+    }),
+  );
+  withConnection(
+    topic
+      .command('produce')
+      .description("send records to --topic, each VALUE one record with the key --key; prints each record's partition and offset")
+      .argument('<value...>', 'the record values, e.g. a JSON object')
+      .option('--key <key>', "the record key: for an upsert sink the key's canonical text (README \"A sink in five minutes\")"),
+    ['brokers', 'topic', 'kafkaConfig'],
+  ).action(
+    action(async (values, opts, cmd) => {
+      const config = connection(cmd);
+      const producer = new Producer(config);
+      const delivered: string[] = [];
+      producer.onDelivered = (t, p, o) => delivered.push(`${t} partition ${p} offset ${o}`);
+      try {
+        await producer.send(config.topic, values.map((value) => ({ key: opts.key ?? null, value })));
+      } finally {
+        await producer.close();
+      }
+      for (const d of delivered) process.stdout.write(`produced to ${d}\n`);
     }),
   );
   return topic;

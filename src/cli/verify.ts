@@ -22,24 +22,27 @@ import { action, connection, withConnection } from './common.js';
 import { Progress } from './progress.js';
 
 export function verifyCommand(): Command {
+  // The events job's alert flags come after the flags every job's audit takes (they apply without --job only).
   return withConnection(
-    withAlertRule(new Command('verify'))
-      .description('audit the pipeline against the topic: every offset up to the checkpoints stored exactly once, alerts exact (exit 0 only if all holds); from the last recorded proof on')
-      .addOption(settingOption('max-record-bytes', "the workers' limit: larger records must be quarantined; left out: the job's stored value (a new job: the default)"))
-      .option('--job <module>', "audit this job's table instead (a job module with `audit`, or a sink config): log mode offset by offset, upsert mode key by key against each key's last record")
-      .option('--job-option <key=value...>', 'passed to the job factory as context.options (repeatable)')
-      .option('--json', 'print the full report as JSON on stdout (with --every: one line per round)')
-      .option('--skip-alerts', 'check the events ledger only')
-      .option('--full', 'check every offset from the log start again (default: only what came after the last recorded proof; with --every: the first round)')
-      .option('--no-record', 'do not record the run in <keyspace>.audit_runs, nor its proof for the next run')
-      .addOption(
-        new Option('--every <duration>', 'keep auditing while the pipeline runs: a round every DURATION (30s, 5m), each recorded and continuing the last proof; until SIGTERM/SIGINT')
-          .argParser(durationOption('--every', 1000, 7 * 86_400_000)),
-      )
-      .addOption(new Option('--metrics-port <port>', 'with --every: serve /metrics (last verified offset per partition, proof lag, violations), /healthz, /readyz on this port').argParser(intOption('--metrics-port', 1, 65535)))
-      .addOption(new Option('--lanes <n>', 'partitions read at once, each with a Kafka reader of its own').default(4).argParser(intOption('--lanes', 1, 64)))
-      .addOption(new Option('--memory-mb <n>', '--job in upsert mode: MiB the keyed merge holds before it spills sorted runs to a temporary folder').default(64).argParser(intOption('--memory-mb', 1, 65536)))
-      .addOption(new Option('--list <n>', 'violations listed in the summary').default(20).argParser(intOption('--list', 0, 1000))),
+    withAlertRule(
+      new Command('verify')
+        .description('audit the pipeline against the topic: every offset up to the checkpoints stored exactly once, alerts exact (exit 0 only if all holds); from the last recorded proof on')
+        .option('--job <module>', "audit this job's table instead (a job module with `audit`, or a sink config): log mode offset by offset, upsert mode key by key against each key's last record")
+        .option('--job-option <key=value...>', 'passed to the job factory as context.options (repeatable)')
+        .option('--json', 'print the full report as JSON on stdout (with --every: one line per round)')
+        .option('--skip-alerts', 'check the events ledger only')
+        .option('--full', 'check every offset from the log start again (default: only what came after the last recorded proof; with --every: the first round)')
+        .option('--no-record', 'do not record the run in <keyspace>.audit_runs, nor its proof for the next run')
+        .addOption(
+          new Option('--every <duration>', 'keep auditing while the pipeline runs: a round every DURATION (30s, 5m), each recorded and continuing the last proof; until SIGTERM/SIGINT')
+            .argParser(durationOption('--every', 1000, 7 * 86_400_000)),
+        )
+        .addOption(new Option('--metrics-port <port>', 'with --every: serve /metrics (last verified offset per partition, proof lag, violations), /healthz, /readyz on this port').argParser(intOption('--metrics-port', 1, 65535)))
+        .addOption(new Option('--lanes <n>', 'partitions read at once, each with a Kafka reader of its own').default(4).argParser(intOption('--lanes', 1, 64)))
+        .addOption(new Option('--memory-mb <n>', '--job in upsert mode: MiB the keyed merge holds before it spills sorted runs to a temporary folder').default(64).argParser(intOption('--memory-mb', 1, 65536)))
+        .addOption(new Option('--list <n>', 'violations listed in the summary').default(20).argParser(intOption('--list', 0, 1000)))
+        .addOption(settingOption('max-record-bytes', "without --job: the events workers' limit, larger records must be quarantined; left out: the job's stored value (a new job: the default)")),
+    ),
     ['brokers', 'cassandra', 'datacenter', 'keyspace', 'topic', 'alertsTopic', 'cassandraUsername', 'cassandraPassword', 'kafkaConfig'],
   ).action(
     action(async (opts, cmd) => {

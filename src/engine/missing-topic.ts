@@ -1,7 +1,8 @@
 /**
  * The coded error for a topic a job reads or publishes to that does not exist. The hint is the
  * command that creates that very topic: `topic create` makes its `--topic` and the compacted
- * `--alerts-topic` (the events job's output), so the events job's hint names both of its topics.
+ * `--alerts-topic` (the events job's output), so the events job's hint names both of its topics, and
+ * another job's (a sink's) says `--no-alerts`: only its own topic.
  */
 import type { ConnectionConfig } from '../config.js';
 import { ExactlyOnceError } from '../errors.js';
@@ -9,6 +10,6 @@ import { ExactlyOnceError } from '../errors.js';
 export function missingTopic(config: Pick<ConnectionConfig, 'brokers' | 'topic' | 'alertsTopic'>, topic: string, outputTopics: readonly string[]): ExactlyOnceError {
   const role = topic === config.topic ? 'topic' : 'output topic';
   const alerts = outputTopics.includes(config.alertsTopic) ? ` --alerts-topic ${config.alertsTopic}` : '';
-  const create = topic === config.alertsTopic && alerts !== '' ? `--topic ${config.topic}${alerts}` : `--topic ${topic}${alerts}`;
+  const create = topic === config.alertsTopic && alerts !== '' ? `--topic ${config.topic}${alerts}` : `--topic ${topic}${alerts === '' ? ' --no-alerts' : alerts}`;
   return new ExactlyOnceError('EO_TOPIC_MISMATCH', `${role} ${topic} does not exist at ${config.brokers.join(',')}; run \`exactlyonce topic create ${create}\``);
 }

@@ -156,6 +156,6 @@ test("a sink whose topic does not exist: the hint creates that topic", async (t)
   const file = join(dir, 'orders.yaml');
   writeFileSync(file, `name: orders\ntopic: ${config.topic}\ntable: orders\nmode: log\ncolumns:\n  id: bigint\n`);
   const r = await runCli(['sink', '--config', file, ...connectionArgs(config)]);
-  assert.equal(r.stderr.split('\n').filter((l) => l.startsWith('error')).join('\n'), `error EO_TOPIC_MISMATCH: topic ${config.topic} does not exist at ${BROKERS}; run \`exactlyonce topic create --topic ${config.topic}\``);
+  assert.equal(r.stderr.split('\n').filter((l) => l.startsWith('error')).join('\n'), `error EO_TOPIC_MISMATCH: topic ${config.topic} does not exist at ${BROKERS}; run \`exactlyonce topic create --topic ${config.topic} --no-alerts\``);
   assert.equal(r.code, 5);
 });
