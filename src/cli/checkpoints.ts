@@ -51,8 +51,7 @@ function listCommand(): Command {
       )
       .option('--job <module|config|name>', JOB_FLAG)
       .option('--job-option <key=value...>', 'passed to the job factory as context.options (repeatable)')
-      .option('--json', 'one JSON object per partition and line (offsets as strings)')
-      .addHelpText('after', '\nExamples:\n  exactlyonce checkpoints list\n  exactlyonce checkpoints list --job examples/sinks/orders.yaml --json\n  exactlyonce checkpoints list --job orders'),
+      .option('--json', 'one JSON object per partition and line (offsets as strings)'),
     USED,
   ).action(
     action(async (opts, cmd) => {
@@ -87,12 +86,7 @@ function resetCommand(): Command {
         new Option('--to <where>', 'earliest (the log start), latest (the log end), an offset within the log, or a time: ISO-8601 with its zone, or @EPOCH_MS (each partition from its first record at or after it; Kafka offsets-for-times)').argParser(parseTarget),
       )
       .option('--rebind', "with --all: start the job over on the topic as it is now (after it was deleted and re-created): clears the old topic's outputs (the job's rows, quarantine; the events job's alert counts and alerts too), then binds the job to the new topic")
-      .option('--dry-run', 'print what would change, change nothing')
-      .addHelpText(
-        'after',
-        '\nExamples:\n  exactlyonce checkpoints reset --job examples/sinks/orders.yaml --all --to 2026-12-05T09:00:00Z --dry-run\n' +
-          '  exactlyonce checkpoints reset --job orders --partition 2 --to earliest\n  exactlyonce checkpoints reset --all --to @1733389200000',
-      ),
+      .option('--dry-run', 'print what would change, change nothing'),
     USED,
   ).action(
     action(async (opts, cmd) => {

@@ -27,8 +27,7 @@ function listCommand(): Command {
       .addOption(new Option('--partition <p>', 'only this partition').argParser(intOption('--partition', 0, 1e6)))
       .addOption(new Option('--limit <n>', 'most rows shown').default(100).argParser(intOption('--limit', 1, 1e7)))
       .option('--job <module|config|name>', JOB_FLAG)
-      .option('--json', 'one JSON object per line (raw bytes in base64)')
-      .addHelpText('after', '\nExamples:\n  exactlyonce quarantine list --job examples/sinks/orders.yaml --partition 0\n  exactlyonce quarantine list --job orders --json'),
+      .option('--json', 'one JSON object per line (raw bytes in base64)'),
     ['cassandra', 'datacenter', 'keyspace', 'cassandraUsername', 'cassandraPassword'],
   ).action(
     action(async (opts, cmd) => {
@@ -73,12 +72,7 @@ function redriveCommand(): Command {
       .addOption(new Option('--from <offset>', 'only offsets from this one (inclusive)').argParser(offsetOption('--from')))
       .addOption(new Option('--to <offset>', 'only offsets up to this one (inclusive)').argParser(offsetOption('--to')))
       .addOption(new Option('--batch <n>', 'records written, then taken out of the quarantine, per step').default(500).argParser(intOption('--batch', 1, 100_000)))
-      .option('--dry-run', 'decode and count, write and delete nothing')
-      .addHelpText(
-        'after',
-        '\nExamples:\n  exactlyonce quarantine redrive --job examples/sinks/orders-avro.yaml --reason unknown_schema\n' +
-          '  exactlyonce quarantine redrive --job job.ts --partition 2 --from 1000 --to 1999 --dry-run',
-      ),
+      .option('--dry-run', 'decode and count, write and delete nothing'),
     ['brokers', 'cassandra', 'datacenter', 'keyspace', 'topic', 'cassandraUsername', 'cassandraPassword', 'kafkaConfig'],
   ).action(
     action(async (opts, cmd) => {

@@ -56,8 +56,7 @@ export function statusCommand(): Command {
   return withConnection(
     new Command('status')
       .description('every job of the keyspace on one screen: its workers, lag per partition, stopped partitions with their code and the command that gets them going, quarantine counts by reason, the last verify')
-      .option('--json', 'one JSON object: { keyspace, jobs: [...] } (offsets as strings)')
-      .addHelpText('after', '\nExamples:\n  exactlyonce status\n  exactlyonce status --keyspace shop --json | jq \'.jobs[] | {name, lag}\''),
+      .option('--json', 'one JSON object: { keyspace, jobs: [...] } (offsets as strings)'),
     ['brokers', 'cassandra', 'datacenter', 'keyspace', 'cassandraUsername', 'cassandraPassword', 'kafkaConfig'],
   ).action(
     action(async (_opts, cmd) => {
