@@ -9,7 +9,7 @@ import type { CheckpointStore } from './checkpoint-store.js';
 import type { DecodedRecord, Job, SourceRecord } from './job.js';
 import type { LagWatcher } from './lag-watcher.js';
 import type { LostWrites } from './lost-writes.js';
-import { isLost, LostWritesFound, outOfRange, permanentError } from './task-errors.js';
+import { forJob, isLost, LostWritesFound, outOfRange, permanentError } from './task-errors.js';
 import type { EngineMetrics } from './metrics.js';
 import type { Quarantine, QuarantineEntry } from './quarantine.js';
 import { AbortedError } from './retry.js';
@@ -108,7 +108,9 @@ export class PartitionTask {
   }
 
   /** Stops the partition on an error the user must act on; its checkpoint stays where it is. */
-  stop(error: ExactlyOnceError): void {
+  stop(stopped: ExactlyOnceError): void {
+    // Its way out names this job (`--job`), unless it is the events job the commands address by default.
+    const error = forJob(stopped, this.ctx.job.legacyTables === true ? undefined : this.ctx.job.name);
     this.state = 'stopped';
     this.error = error;
     this.ctx.lag.partitionStopped(this.partition, error.code);

@@ -49,3 +49,13 @@ export function permanentError(partition: number, e: unknown, offsets?: { first:
     { cause: e },
   );
 }
+
+/**
+ * The error as a job other than the events job must read it: the operator commands it names address
+ * the events job unless given `--job`, so `--job <name>` is put in each (`exactlyonce checkpoints …`).
+ */
+export function forJob(error: ExactlyOnceError, job: string | undefined): ExactlyOnceError {
+  if (job === undefined || !error.message.includes('`exactlyonce checkpoints ')) return error;
+  const message = error.message.replace(/`exactlyonce checkpoints (reset|list)/g, `\`exactlyonce checkpoints $1 --job ${job}`);
+  return new ExactlyOnceError(error.code, message, { cause: error.cause ?? error, ...(error.details === undefined ? {} : { details: error.details }) });
+}

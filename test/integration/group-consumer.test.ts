@@ -325,7 +325,7 @@ test('GroupConsumer and PartitionTask: jumps over transaction markers and aborte
     task.status.error!.message,
     `partition 0: the batch starts at offset ${end}, but the partition resumes at 5 and the client read it from offset ${end - 1n}, not from 5: nothing proves that offsets 5..${end - 1n} hold no record ` +
       '(a restart of the reading that did not take place?). The partition is stopped at its checkpoint and nothing is skipped; restart the worker (it reads from the checkpoint), ' +
-      'or run `exactlyonce checkpoints reset --partition 0 --to 5` (workers pick it up while running).',
+      'or run `exactlyonce checkpoints reset --job test --partition 0 --to 5` (workers pick it up while running).',
   );
   assert.equal(written.length, 30, 'nothing of the new reading stored');
   assert.equal(checkpoints.at(-1), end - 1n, 'no checkpoint written past the gap');

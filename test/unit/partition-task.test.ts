@@ -86,7 +86,7 @@ test('a jump past the checkpoint from a reading begun beyond it (a restart that 
     task.status.error!.message,
     'partition 0: the batch starts at offset 15, but the partition resumes at 10 and the client read it from offset 14, not from 10: nothing proves that offsets 10..14 hold no record ' +
       '(a restart of the reading that did not take place?). The partition is stopped at its checkpoint and nothing is skipped; restart the worker (it reads from the checkpoint), ' +
-      'or run `exactlyonce checkpoints reset --partition 0 --to 10` (workers pick it up while running).',
+      'or run `exactlyonce checkpoints reset --job test --partition 0 --to 10` (workers pick it up while running).',
   );
   assert.equal(task.status.next, 10n);
   assert.deepEqual(h.written, []);
@@ -440,4 +440,19 @@ test("after an outage, the next batch's rows wait for the rewrite of the batch b
   await second;
   await task.flush();
   assert.deepEqual(order, ['rows 0,1', 'rewrite 0,1 starts', 'rows 0,1', 'checkpoint 2', 'rows 2,3', 'checkpoint 4']);
+});
+
+test("a stop's way out names the job (`--job`) unless it is the events job, which the operator commands address by default", async () => {
+  for (const [legacyTables, want] of [
+    [false, '`exactlyonce checkpoints reset --job test --partition 0 --to earliest`'],
+    [true, '`exactlyonce checkpoints reset --partition 0 --to earliest`'],
+  ] as const) {
+    const h = harness(50n);
+    const errors: string[] = [];
+    const task = new PartitionTask(0, 10n, { ...h.ctx, job: { ...h.ctx.job, legacyTables }, onStop: (_p, _e, err) => void errors.push(err.message) }, 0);
+    await task.process([rec(60n)]);
+    assert.equal(task.status.error?.code, 'EO_CHECKPOINT_OUT_OF_RANGE');
+    assert.ok(errors[0]!.includes(want), errors[0]);
+    assert.equal(task.status.error?.message, errors[0]);
+  }
 });
