@@ -227,7 +227,7 @@ test('a stopped partition: list says why and which command to run; --dry-run cha
     [['--partition', 'one', '--to', 'earliest'], /^error EO_CONFIG_INVALID: --partition: expected a whole number .*\(got 'one'\)\n$/],
     [['--partition', '7', '--to', 'earliest'], new RegExp(`^error EO_CONFIG_INVALID: --partition: topic ${config.topic} has partitions 0\\.\\.1 \\(got 7\\)\\n$`)],
     [['--to', 'earliest'], /^error EO_USAGE: checkpoints reset: give --partition P or --all\n$/],
-    [['--all', '--to', '5'], /^error EO_USAGE: --to: an offset is for one --partition; with --all use earliest or latest\n$/],
+    [['--all', '--to', '5'], /^error EO_USAGE: --to: an offset is for one --partition \(a time is resolved for each partition\); with --all use earliest or latest\n$/],
     [['--partition', '1'], /^error EO_USAGE: --to: required.*\n$/],
     [['--partition', '1', '--to', 'earliest', '--rebind'], /^error EO_USAGE: --rebind: .*--all\n$/],
   ];
