@@ -15,6 +15,7 @@ import { AbortedError } from './engine/retry.js';
 import { defaultRunnerOptions, Runner, type RunnerOptions } from './engine/runner.js';
 import { ExactlyOnceError } from './errors.js';
 import { createLogger, type Logger } from './log.js';
+import { reportProgress } from './engine/progress-report.js';
 
 export interface WorkerOptions {
   /**
@@ -28,6 +29,8 @@ export interface WorkerOptions {
   runner?: Partial<RunnerOptions>;
   /** Serve /metrics, /healthz and /readyz on this port (0 or left out: no server, no registration). */
   metricsPort?: number;
+  /** Log a one-line progress (records stored, quarantined, lag, partitions) this often, in ms (0 or left out: never). */
+  progressEveryMs?: number;
   /** The worker's metrics (e.g. with a job's own collectors registered); a new set by default. */
   metrics?: EngineMetrics;
   log?: Logger;
@@ -72,6 +75,7 @@ export async function runWorker(job: Job<any>, options: WorkerOptions = {}): Pro
   const announcement = server && announceWorker(config, { workerId: metrics.workerId, port, log, job: job.name });
   let signals = 0;
   let onSignal: (sig: NodeJS.Signals) => void = () => undefined;
+  let stopProgress: () => void = () => undefined;
   const done = new Promise<void>((resolve) => {
     onSignal = (sig: NodeJS.Signals) => {
       if (++signals > 1) process.exit(130); // a second Ctrl-C: stop now
@@ -83,6 +87,7 @@ export async function runWorker(job: Job<any>, options: WorkerOptions = {}): Pro
     options.signal?.addEventListener('abort', () => onSignal('SIGTERM'), { once: true });
   });
   const cleanUp = async () => {
+    stopProgress();
     process.off('SIGINT', onSignal);
     process.off('SIGTERM', onSignal);
     await announcement?.stop();
@@ -101,6 +106,7 @@ export async function runWorker(job: Job<any>, options: WorkerOptions = {}): Pro
     throw e;
   }
   running = true;
+  stopProgress = reportProgress(metrics, options.progressEveryMs ?? 0, (line) => log.info(line));
   // A refusal no retry can change (a missing ACL, a revoked login): stop, then reject with it.
   const refusal = await Promise.race([done.then(() => undefined), runner.refusal]);
   if (refusal !== undefined) {

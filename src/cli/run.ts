@@ -55,7 +55,8 @@ export function withWorkerFlags<C extends Command<any, any, any>>(cmd: C): C {
         .default(d.lostWritesWindowMs)
         .argParser(intOption('--lost-writes-window-ms', 0, 3_600_000)),
     )
-    .addOption(new Option('--metrics-port <port>', 'serve /metrics, /healthz, /readyz on 127.0.0.1:PORT (0: off)').default(0).argParser(intOption('--metrics-port', 0, 65535)));
+    .addOption(new Option('--metrics-port <port>', 'serve /metrics, /healthz, /readyz on 127.0.0.1:PORT (0: off); each worker on a machine needs its own').default(0).argParser(intOption('--metrics-port', 0, 65535)))
+    .addOption(new Option('--progress-interval <s>', 'log a progress line (records stored, quarantined, lag, partitions) every this many seconds (0: off)').default(10).argParser(intOption('--progress-interval', 0, 86_400)));
   return cmd;
 }
 
@@ -68,6 +69,8 @@ export interface WorkerFlags {
   maxQuarantineBytes: number;
   lostWritesWindowMs: number;
   metricsPort: number;
+  /** Seconds between progress lines (0: none). */
+  progressInterval: number;
 }
 
 /** runWorker for a command: an error (a refusal while running included) is one coded line, then the process exits. */
@@ -117,7 +120,7 @@ export function runCommand(): Command {
         const job = await loadJobModule(opts.job, { config, options: parseJobOptions(opts.jobOption), log });
         // Each job its own consumer group unless one is given: two jobs in one group would share partitions.
         if (cmd.getOptionValueSource('group') === 'default') config = Object.freeze({ ...config, group: `exactlyonce.${job.name}` });
-        await runCliWorker(job, { connection: config, runner: runnerOptions(w), metricsPort: w.metricsPort, log });
+        await runCliWorker(job, { connection: config, runner: runnerOptions(w), metricsPort: w.metricsPort, progressEveryMs: w.progressInterval * 1000, log });
         return;
       }
       // The job's settings: the stored ones, except the flags given explicitly (the Runner then
@@ -146,7 +149,7 @@ export function runCommand(): Command {
         alertsTopic: config.alertsTopic,
         onAlerts: alertMetrics(metrics.registry),
       });
-      await runCliWorker(job, { connection: config, runner: runnerOptions(w), metricsPort: w.metricsPort, metrics, log });
+      await runCliWorker(job, { connection: config, runner: runnerOptions(w), metricsPort: w.metricsPort, progressEveryMs: w.progressInterval * 1000, metrics, log });
     }),
   );
 }

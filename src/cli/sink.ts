@@ -35,7 +35,7 @@ export function sinkCommand(): Command {
       const w = opts as unknown as WorkerFlags; // added by withWorkerFlags
       // Each sink its own consumer group unless one is given: two jobs in one group would share partitions.
       if (cmd.getOptionValueSource('group') === 'default') conn = Object.freeze({ ...conn, group: `exactlyonce.${config.name}` });
-      await runCliWorker(new SinkJob(config, conn.schemaRegistry), { connection: conn, runner: runnerOptions(w), metricsPort: w.metricsPort, log: createLogger('sink') });
+      await runCliWorker(new SinkJob(config, conn.schemaRegistry), { connection: conn, runner: runnerOptions(w), metricsPort: w.metricsPort, progressEveryMs: w.progressInterval * 1000, log: createLogger('sink') });
     }),
   );
 }
