@@ -32,7 +32,11 @@ import { didYouMean } from '../suggest.js';
 /** Unquoted CQL identifiers in lower case (so the generated CQL needs no quoting). */
 const identifier = z.string().regex(/^[a-z][a-z0-9_]{0,47}$/, 'expected a lower-case CQL name: a letter, then letters, digits or _ (at most 48)');
 const TYPES_HELP = `${SCALAR_TYPES.join(', ')}, varchar (text), list<T>, set<T> or map<text, T> of those (nested collections too)`;
-const cqlType = z.string().refine((s) => parseCqlType(s) !== undefined, { message: `expected a CQL type: ${TYPES_HELP}` });
+const cqlType = z.string().superRefine((s, ctx) => {
+  // A mistyped name (varchr, bigitn) is named with the type meant; a collection's text is shown as it is.
+  const meant = /^\w+$/.test(s.trim()) ? didYouMean(s.trim().toLowerCase(), [...SCALAR_TYPES, 'varchar']) : '';
+  if (parseCqlType(s) === undefined) ctx.addIssue({ code: 'custom', message: `expected a CQL type${meant}: ${TYPES_HELP}` });
+});
 
 const columnObject = z
   .object({

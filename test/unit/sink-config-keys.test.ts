@@ -28,6 +28,8 @@ test('an unknown key nothing resembles lists the keys', () => {
 
 test("a column written as a type keeps the type's message", () => {
   assert.match(problem({ ...base, columns: { total: 'money' } }), /^orders\.yaml: columns\.total: expected a CQL type: text, int, /);
+  assert.match(problem({ ...base, columns: { total: { type: 'varchr' } } }), /^orders\.yaml: columns\.total\.type: expected a CQL type \(did you mean varchar\?\): text, int, /);
+  assert.match(problem({ ...base, columns: { total: 'bigitn' } }), /^orders\.yaml: columns\.total: expected a CQL type \(did you mean bigint\?\): /);
 });
 
 test('sink --help lists every key of the schema and of a column', () => {
