@@ -17,7 +17,8 @@
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { chmodSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { test, type TestContext } from 'node:test';
@@ -28,6 +29,7 @@ import { sleep } from '../../src/harness/sleep.js';
 import { Producer } from '../../src/kafka/producer.js';
 import { KafkaAdmin } from '../../src/kafka/admin.js';
 import { connect } from '../../src/cassandra/session.js';
+import { loadConnectionConfig } from '../../src/config.js';
 import { BROKERS, CASSANDRA, cassandraSession, freshKeyspace, freshTopic, repoRoot, runCli, runProcess, testConfig, waitFor } from '../helpers.js';
 
 const PARTITIONS = 6;
@@ -83,18 +85,20 @@ function forPodman(deployment: Doc, o: { name: string; port: number; connection:
 }
 
 /** The manifests' Secret for the test stack, as a podman secret named `${name}-credentials`, removed when the test ends. */
-async function createSecret(t: TestContext, dir: string, name: string, token: string): Promise<string> {
+async function createSecret(t: TestContext, dir: string, name: string, token: string, files: Record<string, string> = {}): Promise<string> {
   const [secret] = load('secret.example.yaml');
   const secretName = `${name}-credentials`;
-  const plain = { 'http-token': `${token}\n`, 'kafka.properties': 'security.protocol=PLAINTEXT\n', 'cassandra.password': 'unused-on-the-test-stack\n' };
-  assert.deepEqual(Object.keys(secret.stringData).sort(), [...Object.keys(plain), 'ca.pem'].sort(), 'the example Secret holds the files the Deployment names');
+  const plain = { 'http-token': `${token}\n`, 'kafka.properties': 'security.protocol=PLAINTEXT\n', 'cassandra.password': 'unused-on-the-test-stack\n', ...files };
+  assert.deepEqual(Object.keys(secret.stringData).sort(), [...new Set([...Object.keys(plain), 'ca.pem'])].sort(), 'the example Secret holds the files the Deployment names');
   const secretFile = path.join(dir, `${secretName}.yaml`);
   // podman 4.3.1 writes `data` values to the volume as they are in the YAML (not base64-decoded).
   writeFileSync(secretFile, stringify({ ...secret, metadata: { ...secret.metadata, name: secretName }, stringData: undefined, data: plain }), { mode: 0o600 });
   await podman(['secret', 'create', secretName, secretFile]);
   t.after(() => podman(['secret', 'rm', secretName]).catch(() => undefined));
   // podman keeps a pod's Secret and ConfigMap volumes (named after them) when the pod goes.
+  // (and the emptyDir, a volume named after it, `tmp`, which podman 4.3.1 shares between pods: removed once unused.)
   t.after(() => podman(['volume', 'rm', '-f', secretName, `${name}-sink`]).catch(() => undefined));
+  t.after(() => podman(['volume', 'rm', 'tmp']).catch(() => undefined));
   return secretName;
 }
 
@@ -357,4 +361,139 @@ test('deploy/kubernetes holds what a platform expects, and its events job (run) 
   assert.equal((await podman(['inspect', '--format', '{{.State.ExitCode}}', ctr])).trim(), '0');
   assert.match(logs.stdout + logs.stderr, /assigned partitions/);
   t.diagnostic(`events job pod ready ${readyS.toFixed(1)} s after play; stopped cleanly`);
+});
+
+/** Whether 127.0.0.1:port can be listened on now. */
+function portFree(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const server = createServer();
+    server.once('error', () => resolve(false));
+    server.listen(port, '127.0.0.1', () => server.close(() => resolve(true)));
+  });
+}
+
+/** A Kafka port (with port + 1, its controller) and a Cassandra port (with port - 2042, its storage port) that are free. */
+async function stackPorts(): Promise<[number, number]> {
+  for (let attempt = 0; attempt < 50; attempt++) {
+    // Below the ephemeral range (32768-60999), where outgoing connections take ports at any moment.
+    const kafka = 20_000 + Math.floor(Math.random() * 2_000) * 2;
+    const cassandra = 25_000 + Math.floor(Math.random() * 7_000);
+    const all = await Promise.all([kafka, kafka + 1, cassandra, cassandra - 2042].map(portFree));
+    if (all.every(Boolean)) return [kafka, cassandra];
+  }
+  throw new Error('no free ports for a secured stack');
+}
+
+// The secured path (README "Secured clusters"): a `stack up --secure` of this test's own (TLS and
+// logins on both servers, ACLs), and the sink's pod with nothing but the mounted files: the worker
+// role's librdkafka properties (SASL_SSL, SCRAM-SHA-512), its Cassandra password and the CA.
+test('the image on a secured stack: the sink pod reads TLS and SASL settings from the mounted Secret, stores every record once, verify --job passes', { skip: skipReason() }, async (t) => {
+  const { defaultStackOptions, secureFiles, stackDown, stackUp } = await import('../../src/stack/index.js');
+  const built = await runProcess(path.join(repoRoot, 'scripts/image.sh'), [], { timeoutMs: 1_500_000 });
+  assert.equal(built.code, 0, built.stdout.slice(-2000) + built.stderr.slice(-2000));
+  const dir = mkdtempSync(path.join(os.tmpdir(), 'eo-pods-secure-'));
+  // Ports of its own: other checkouts' stacks take the usual ones (+10000, +20000) on this machine.
+  const [kafkaPort, cassandraPort] = await stackPorts();
+  const o = defaultStackOptions({ dir, kafkaPort, cassandraPort, kafkaHeapMb: 512, cassandraHeapMb: 768, startTimeoutMs: 900_000, secure: true });
+  t.after(async () => {
+    await stackDown(o).catch(() => undefined);
+    rmSync(dir, { recursive: true, force: true });
+  });
+  // The jars of the shared stack, when it has them: no second copy from ~/.m2.
+  const shared = path.join(process.env['EXACTLYONCE_STACK_DIR'] ?? defaultStackOptions().dir, 'lib');
+  if (existsSync(shared)) symlinkSync(shared, path.join(dir, 'lib'));
+  let t0 = Date.now();
+  await stackUp(o);
+  const stackS = (Date.now() - t0) / 1000;
+  const files = secureFiles(o);
+  const envOf = (file: string) => {
+    const env: Record<string, string> = {};
+    for (const line of readFileSync(file, 'utf8').split('\n')) {
+      const m = /^(EXACTLYONCE_[A-Z_]+)=(.*)$/.exec(line);
+      if (m !== null) env[m[1]!] = m[2]!;
+    }
+    return env;
+  };
+  const s = randomBytes(4).toString('hex');
+  // The worker role's ACLs cover topics and groups whose names start with 'exactlyonce'.
+  const n = { EXACTLYONCE_KEYSPACE: `eo_sec_${s}`, EXACTLYONCE_TOPIC: `exactlyonce.pods-${s}`, EXACTLYONCE_ALERTS_TOPIC: `exactlyonce.pods-${s}.alerts` };
+  const asAdmin: Record<string, string> = { ...envOf(files.adminEnv), ...n };
+  const asWorker: Record<string, string> = { ...envOf(files.workerEnv), ...n };
+  const sinkFile = path.join(dir, 'sink.yaml');
+  const sinkYaml = stringify({ name: `pods_sec_${s}`, topic: n.EXACTLYONCE_TOPIC, table: 'pods', mode: 'log', columns: { n: { type: 'int', required: true } } });
+  writeFileSync(sinkFile, sinkYaml);
+  const apply = await runCli(['schema', 'apply', '--job', sinkFile], asAdmin);
+  assert.equal(apply.code, 0, apply.stderr);
+  const topic = await runCli(['topic', 'create', '--partitions', '3'], asAdmin);
+  assert.equal(topic.code, 0, topic.stderr);
+  const admin = loadConnectionConfig({}, asAdmin);
+  const session = await connect(admin);
+  t.after(async () => {
+    await session.execute(`DROP KEYSPACE IF EXISTS ${n.EXACTLYONCE_KEYSPACE}`).catch(() => undefined);
+    await session.shutdown();
+  });
+  const N = 3000;
+  const producer = new Producer(admin);
+  t.after(() => producer.close());
+  for (let i = 0; i < N; i += 500) await producer.send(n.EXACTLYONCE_TOPIC, Array.from({ length: 500 }, (_, k) => ({ key: null, value: JSON.stringify({ n: i + k }), partition: (i + k) % 3 })));
+
+  // The pod: the Secret holds the worker's files, the CA named where the Secret is mounted.
+  const mounted = '/etc/exactlyonce/secret/ca.pem';
+  const properties = readFileSync(files.kafkaWorkerProperties, 'utf8').replace(/^ssl\.ca\.location=.*$/m, `ssl.ca.location=${mounted}`);
+  assert.match(properties, /^security\.protocol=SASL_SSL$/m);
+  const token = randomBytes(24).toString('hex');
+  const name = `eo-pods-sec-${s}`;
+  const secret = await createSecret(t, dir, name, token, { 'kafka.properties': properties, 'cassandra.password': readFileSync(files.cassandraWorkerPassword, 'utf8'), 'ca.pem': readFileSync(files.ca, 'utf8') });
+  const [connection] = load('connection.yaml');
+  assert.equal(connection.data.EXACTLYONCE_CASSANDRA_CA, mounted);
+  const conn = { ...connection, metadata: { ...connection.metadata, name: `${name}-connection` } };
+  conn.data = { ...conn.data, EXACTLYONCE_BROKERS: asWorker['EXACTLYONCE_BROKERS'], EXACTLYONCE_CASSANDRA: asWorker['EXACTLYONCE_CASSANDRA'], EXACTLYONCE_DATACENTER: admin.datacenter, EXACTLYONCE_KEYSPACE: n.EXACTLYONCE_KEYSPACE, EXACTLYONCE_CASSANDRA_USERNAME: asWorker['EXACTLYONCE_CASSANDRA_USERNAME'] };
+  const [sinkConfig] = load('sink-config.yaml');
+  const sinkMap = { ...sinkConfig, metadata: { ...sinkConfig.metadata, name: `${name}-sink` }, data: { 'sink.yaml': sinkYaml } };
+  const [deployment] = load('sink-deployment.yaml');
+  const port = 19460 + (parseInt(s.slice(0, 4), 16) % 400) * 10 + 7;
+  const d = forPodman(deployment, { name, port, connection: conn.metadata.name, configMap: sinkMap.metadata.name, secret });
+  const file = path.join(dir, 'sink-pod.yaml');
+  writeFileSync(file, [conn, sinkMap, d].map((x) => stringify(x)).join('---\n'));
+  const pod = `${name}-pod-0`;
+  const ctr = `${pod}-sink`;
+  t0 = Date.now();
+  await podman(['kube', 'play', '--network', 'host', file], 180_000);
+  t.after(() => podman(['pod', 'rm', '-f', pod]).catch(() => undefined));
+  const marks = await (async () => {
+    const a = new KafkaAdmin(admin);
+    try {
+      return await a.watermarks(n.EXACTLYONCE_TOPIC);
+    } finally {
+      await a.close();
+    }
+  })();
+  await waitFor(
+    async () => {
+      const state = (await podman(['inspect', '--format', '{{.State.Status}}', ctr])).trim();
+      if (state !== 'running') throw new Error(`${ctr} is ${state}: ${(await runProcess('podman', ['logs', ctr])).stderr.slice(-600)}`);
+      const r = await session.execute(`SELECT partition, next_offset FROM ${n.EXACTLYONCE_KEYSPACE}.job_checkpoints`);
+      return isDrained(marks, new Map(r.rows.map((row) => [row['partition'] as number, BigInt(String(row['next_offset']))])));
+    },
+    { timeoutMs: 240_000, intervalMs: 500, message: 'the secured sink pod reaches the log end' },
+  );
+  const drainedS = (Date.now() - t0) / 1000;
+  await podman(['exec', ctr, 'exactlyonce-probe', '/readyz', String(port)]);
+  await podman(['pod', 'stop', '-t', String(d.spec.template.spec.terminationGracePeriodSeconds), pod], 120_000);
+  const logs = await runProcess('podman', ['logs', ctr]);
+  mkdirSync(path.join(repoRoot, 'test-artifacts', 'pods'), { recursive: true });
+  writeFileSync(path.join(repoRoot, 'test-artifacts', 'pods', `${ctr}.log`), logs.stdout + logs.stderr);
+  assert.equal((await podman(['inspect', '--format', '{{.State.ExitCode}}', ctr])).trim(), '0');
+  for (const secretValue of [readFileSync(files.cassandraWorkerPassword, 'utf8').trim(), readFileSync(files.kafkaWorkerPassword, 'utf8').trim(), token]) {
+    assert.ok(!(logs.stdout + logs.stderr).includes(secretValue), 'no secret in the pod log');
+  }
+
+  const rows = await session.execute(`SELECT partition, offset, n FROM ${n.EXACTLYONCE_KEYSPACE}.pods`, [], { fetchSize: 100_000 });
+  assert.deepEqual(rows.rows.map((r) => r['n'] as number).sort((a, b) => a - b), Array.from({ length: N }, (_, i) => i));
+  for (const r of rows.rows) assert.equal(r['n'], Number(r['offset']) * 3 + (r['partition'] as number));
+  const verify = await runCli(['verify', '--job', sinkFile, '--full', '--no-record', '--json'], asWorker);
+  assert.equal(verify.code, 0, verify.stdout.slice(-2000) + verify.stderr);
+  const report = JSON.parse(verify.stdout) as { totals: { records: number; stored: number; quarantined: number } };
+  assert.deepEqual([report.totals.records, report.totals.stored, report.totals.quarantined], [N, N, 0]);
+  t.diagnostic(`secured stack up in ${stackS.toFixed(0)} s; the pod stored ${N} records over SASL_SSL and Cassandra TLS with a login, ${drainedS.toFixed(1)} s from play to drained; verify ok`);
 });
