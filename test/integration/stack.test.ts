@@ -10,7 +10,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { test } from 'node:test';
 import { isExactlyOnceError } from '../../src/errors.js';
-import { localStack } from '../helpers.js';
+import { cliPath, localStack, runProcess } from '../helpers.js';
 import { defaultStackOptions, stackLogs, stackStatus, stackUp, startServer, type ServerName } from '../../src/stack/index.js';
 
 const o = await localStack(); // the stack `make test` started (EXACTLYONCE_STACK_DIR or <repo>/.stack)
@@ -35,6 +35,25 @@ test('stackStatus shows both servers running with live pids', async () => {
     assert.match(s.version, /^\d+\.\d+\.\d+$/);
     assert.equal(s.logFile, path.join(o.dir, 'logs', `${s.name}.log`));
   }
+});
+
+test('`stack status` in a folder without a stack names the stack serving the ports, and how to point at it (not "running: no")', async (t) => {
+  const dir = await mkdtemp(path.join(os.tmpdir(), 'eo-elsewhere-'));
+  t.after(() => rm(dir, { recursive: true, force: true }));
+  const env = { ...process.env };
+  delete env['EXACTLYONCE_STACK_DIR'];
+  const r = await runProcess(cliPath, ['stack', 'status'], { cwd: dir, env });
+  const lines = r.stdout.split('\n');
+  const here = path.join(await import('node:fs/promises').then((f) => f.realpath(dir)), '.stack');
+  assert.equal(
+    lines[0],
+    `no stack runs from ${here} (./.stack of the working directory; --stack-dir or EXACTLYONCE_STACK_DIR point elsewhere); ` +
+      `the one serving 127.0.0.1:${o.kafkaPort} is in ${o.dir} (commands here use it; for \`stack\` commands: --stack-dir ${o.dir})`,
+    r.stdout + r.stderr,
+  );
+  assert.equal(lines[1], `stack in ${o.dir}`);
+  assert.match(lines[4]!, new RegExp(`^ kafka +\\| [\\d.]+ +\\| \\d+ +\\| 127\\.0\\.0\\.1:${o.kafkaPort} +\\| yes +\\| yes +\\|`));
+  assert.equal(r.code, 0);
 });
 
 for (const name of ['kafka', 'cassandra'] as const satisfies readonly ServerName[]) {
