@@ -18,6 +18,7 @@ import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'nod
 import os from 'node:os';
 import path from 'node:path';
 import { test } from 'node:test';
+import { parse as parseYaml } from 'yaml';
 import { freePort } from '../../src/harness/worker-fleet.js';
 import { KafkaAdmin } from '../../src/kafka/admin.js';
 import { BROKERS, CASSANDRA, cassandraSession, cliPath, localStack, repoRoot, runProcess, suffix, testConfig, waitFor } from '../helpers.js';
@@ -124,20 +125,22 @@ test("the README's five-minute sink, followed literally from an empty folder: ea
   const substitute = (w: string, prev: string | undefined) =>
     w === 'shop.orders' ? topic : prev === '--keyspace' && w === 'shop' ? keyspace : prev === '--metrics-port' && ports.has(w) ? ports.get(w)! : w;
 
+  // A clone has the config at that path already: the same config as the README's block.
+  const configPath = /^# (\S+)/.exec(yaml)![1]!;
+  assert.deepEqual(parseYaml(yaml), parseYaml(readFileSync(path.join(repoRoot, configPath), 'utf8')), `README's config block and ${configPath}`);
+
   const dir = mkdtempSync(path.join(os.tmpdir(), 'eo-newcomer-'));
   t.after(() => rmSync(dir, { recursive: true, force: true }));
-  const configPath = /^# (\S+)/.exec(yaml)![1]!;
   mkdirSync(path.join(dir, path.dirname(configPath)), { recursive: true });
   writeFileSync(path.join(dir, configPath), yaml.replace(/^name: orders\b/m, `name: ${name}`).replace(/^topic: shop\.orders$/m, `topic: ${topic}`));
 
   const config = testConfig({ topic, keyspace });
   const admin = new KafkaAdmin(config);
-  const session = await cassandraSession(t, config);
   t.after(async () => {
     await admin.deleteTopic(topic).catch(() => undefined);
     await admin.close();
-    await session.execute(`DROP KEYSPACE IF EXISTS ${keyspace}`).catch(() => undefined);
   });
+  const session = await cassandraSession(t, config); // drops the keyspace when the test ends
   const env = { ...process.env, EXACTLYONCE_BROKERS: BROKERS, EXACTLYONCE_CASSANDRA: CASSANDRA, EXACTLYONCE_STACK_DIR: (await localStack()).dir, EXACTLYONCE_LOG_FORMAT: 'json' };
   const argsOf = (words: string[]) => words.slice(1).map((w, i, a) => substitute(w, a[i - 1]));
 
