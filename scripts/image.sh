@@ -110,7 +110,12 @@ echo "building $tag FROM $base_tag…"
 secret=()
 cafile=$(npm config get cafile 2>/dev/null || true)
 if [ -n "$cafile" ] && [ "$cafile" != null ] && [ -f "$cafile" ]; then secret=(--secret "id=npm_ca,src=$cafile"); fi
-podman build --network host --layers "${secret[@]}" --build-arg BASE="$base_tag" --label "io.exactlyonce.inputs=$inputs" \
-  -f deploy/image/Containerfile -t "$tag" . || fail "podman build failed"
+build() { podman build --network host --layers "${secret[@]}" --build-arg BASE="$base_tag" --label "io.exactlyonce.inputs=$inputs" -f deploy/image/Containerfile "$@" .; }
+# The build stage gets a tag of its own, so that its layers (the npm packages and the client's build,
+# minutes) stay referenced when older builds are pruned below; the second call reuses them.
+build --target build -t "localhost/exactlyonce-build:$version" || fail "podman build (the build stage) failed"
+build -t "$tag" || fail "podman build failed"
+# What earlier builds left untagged (each source change makes a new image): removed, ours only.
+podman image prune -f --filter label=io.exactlyonce.inputs >/dev/null || true
 size=$(podman image inspect --format '{{.Size}}' "$tag")
 echo "built $tag in $(( $(now) - t0 ))s: $(( size / 1024 / 1024 )) MiB"
