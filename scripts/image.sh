@@ -10,8 +10,9 @@
 # and Node 20 is copied in from the machine's own installation (/usr/bin/node, npm, corepack and the
 # headers node-gyp compiles against; NodeSource's Debian build, linked against Debian 12's libraries):
 # Debian 12's archive serves Node 18 only, and the installed package cannot be repacked as it is (npm
-# was upgraded in place, so dpkg's file list no longer matches). Everything this needs is installed through apt-get when missing, and
-# the two podman settings this kernel needs are written to /etc/containers/containers.conf.
+# was upgraded in place, so dpkg's file list no longer matches). Everything this needs is installed
+# through apt-get when missing, and the two podman settings this kernel needs are written to
+# /etc/containers/containers.conf.
 #
 # Both images are kept in podman's storage and reused: the base is named after what it is made of, the
 # image is labelled with a hash of its inputs (the Containerfile, the package files, the sources).
@@ -33,7 +34,7 @@ fail() { echo "error EO_IMAGE_FAILED: $*" >&2; exit 3; }
 
 # The tools, installed through apt-get when missing.
 tools() {
-  local missing=() p
+  local missing=()
   command -v podman >/dev/null || missing+=(podman)
   [ -x /usr/sbin/runc ] || missing+=(runc)
   command -v mmdebstrap >/dev/null || missing+=(mmdebstrap)
