@@ -201,6 +201,19 @@ export class PartitionTask {
     }
     const rowsFrom = performance.now();
     stages.observe({ stage: 'decode' }, (rowsFrom - decodeFrom) / 1000);
+    // The Cassandra outages counted when the attempt that stored each write of the batch began: an
+    // acknowledgement handled after an outage was counted may still come from before the crash (the
+    // rows and the quarantine rows are awaited together, and one of them may be retried across the
+    // outage while the other was acknowledged just before it), so the earliest is what counts (see
+    // checkpoint: rows acknowledged before an outage are written again before their checkpoint).
+    let earliest = Number.POSITIVE_INFINITY;
+    const counted = <T>(write: () => Promise<T>): Promise<T> => {
+      const at = this.ctx.lostWrites?.generation ?? 0;
+      return write().then((r) => {
+        if (at < earliest) earliest = at;
+        return r;
+      });
+    };
     try {
       await Promise.all([
         // After a Cassandra outage, the stored checkpoint is checked before the job writes: a job may
@@ -218,12 +231,12 @@ export class PartitionTask {
                 // Rewound meanwhile (a retry across the outage that found the loss): the job must not
                 // build on what the store lost (the alert counts read back); the new task writes these.
                 if (this.abandoned) throw new Abandoned();
-                return this.ctx.job.write(this.partition, decoded, this.ctx.signal ?? NEVER);
+                return counted(() => this.ctx.job.write(this.partition, decoded, this.ctx.signal ?? NEVER));
               };
               return this.durable() ? write() : this.checkDurable().then(write);
             })
           : undefined,
-        bad.length > 0 ? this.ctx.withRetry(() => this.ctx.quarantine.write(bad)) : undefined,
+        bad.length > 0 ? this.ctx.withRetry(() => counted(() => this.ctx.quarantine.write(bad))) : undefined,
       ]);
     } catch (e) {
       if (e instanceof Abandoned) return;
@@ -232,8 +245,7 @@ export class PartitionTask {
       return;
     }
     const rowsDone = performance.now();
-    // The Cassandra outages counted when the rows were acknowledged (see checkpoint).
-    const rowsAt = this.ctx.lostWrites?.generation ?? 0;
+    const rowsAt = Number.isFinite(earliest) ? earliest : (this.ctx.lostWrites?.generation ?? 0);
     if (decoded.length > 0) this.lastRowsAt = rowsAt;
     this.remember(rowsDone, first);
     stages.observe({ stage: 'rows' }, (rowsDone - rowsFrom) / 1000);

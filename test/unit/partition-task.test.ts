@@ -456,3 +456,40 @@ test("a stop's way out names the job (`--job`) unless it is the events job, whic
     assert.equal(task.status.error?.message, errors[0]);
   }
 });
+
+test('rows acknowledged while the quarantine rows of their batch are retried across an outage count as acknowledged before it: written again before the checkpoint (chaos lost 467 rows so)', async () => {
+  const h = harness();
+  const lostWrites = new LostWrites();
+  h.ctx.withRetry = async <T>(fn: () => Promise<T>) => {
+    for (;;) {
+      try {
+        return await fn();
+      } catch (e) {
+        if (e instanceof LostWritesFound) throw e;
+        lostWrites.outage();
+      }
+    }
+  };
+  let failQuarantine = true;
+  h.ctx.quarantine = {
+    write: async (e: readonly QuarantineEntry[]) => {
+      // The rows were acknowledged just before the crash; the quarantine write was cut by it.
+      await new Promise((r) => setTimeout(r, 5));
+      if (failQuarantine) {
+        failQuarantine = false;
+        throw new Error('Socket was closed');
+      }
+      h.quarantined.push(...e.map((x) => x.record.offset));
+    },
+  } as unknown as Quarantine;
+  h.ctx.checkpoints = {
+    write: async (_p: number, next: bigint) => void h.checkpoints.push(next),
+    readOne: async () => ({ next: 0n, epoch: 0 }),
+  } as unknown as CheckpointStore;
+  const task = new PartitionTask(0, 0n, { ...h.ctx, lostWrites }, 0);
+  await task.process([rec(0n), rec(1n, 'bad'), rec(2n)]);
+  await task.flush();
+  assert.deepEqual(h.written, [0n, 2n, 0n, 2n], 'written again before the checkpoint');
+  assert.deepEqual(h.quarantined, [1n, 1n]);
+  assert.deepEqual(h.checkpoints, [3n]);
+});
