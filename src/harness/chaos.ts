@@ -232,12 +232,20 @@ export async function runChaos(
   };
   let generating = true;
   // The `reset` transition: a partition reset in place (same offset, next epoch), as `checkpoints reset` writes it.
+  // The harness's session may still be reconnecting to a Cassandra just started again: retried for a minute.
   const resetInPlace = async (): Promise<number | null> => {
-    const stored = await store.readStored();
-    const [p, c] = [...stored].sort(([a], [b]) => a - b)[Math.floor(stored.size / 2)] ?? [];
-    if (p === undefined || c === undefined) return null;
-    await store.reset(p, c.next, c.epoch);
-    return p;
+    for (let tries = 1; ; tries++) {
+      try {
+        const stored = await store.readStored();
+        const [p, c] = [...stored].sort(([a], [b]) => a - b)[Math.floor(stored.size / 2)] ?? [];
+        if (p === undefined || c === undefined) return null;
+        await store.reset(p, c.next, c.epoch);
+        return p;
+      } catch (e) {
+        if (tries >= 60 || aborted()) throw e;
+        await sleep(1000, signal);
+      }
+    }
   };
   const faults = new FaultRunner({ fleet, stack, producer, topic: config.topic, seed: o.seed, problems, say, aborted, config, partitions: o.partitions, progress, producing: () => generating, onCassandraKilled: () => watch.storeCrashed(), resetInPlace });
   let clean = false;
