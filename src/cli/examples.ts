@@ -32,13 +32,22 @@ const EXAMPLES: Readonly<Record<string, readonly string[]>> = {
   chaos: ['chaos --events 20000 --kills 3 --seed 7', 'chaos --job orders.yaml --kills 2'],
 };
 
-/** The examples of a command path ('stack up'), as `exactlyonce …` lines the way the user types the CLI here. */
-export function examplesOf(path: string): string[] {
-  return (EXAMPLES[path] ?? []).map((e) => `  ${cliCommand} ${e}`);
+/** A group's (`stack`, `topic`) and the program's: the first example of each of its commands. */
+function groupExamples(path: string): readonly string[] {
+  const prefix = path === '' ? '' : `${path} `;
+  const subs = Object.keys(EXAMPLES).filter((p) => p.startsWith(prefix) && p !== path);
+  const firstWords = new Set(subs.map((p) => p.slice(prefix.length).split(' ')[0]));
+  return path === '' ? ['stack up', 'schema apply', 'run', 'verify'].map((p) => EXAMPLES[p]![0]!) : subs.filter((p) => firstWords.delete(p.slice(prefix.length))).map((p) => EXAMPLES[p]![0]!);
 }
 
-/** Adds each command's examples to its --help, sub-commands included. */
+/** The examples of a command path ('stack up'; '' for the program), as `exactlyonce …` lines the way the user types the CLI here. */
+export function examplesOf(path: string): string[] {
+  return (EXAMPLES[path] ?? groupExamples(path)).map((e) => `  ${cliCommand} ${e}`);
+}
+
+/** Adds each command's examples to its --help, sub-commands included (and the program's own). */
 export function withExamples(cmd: CommandUnknownOpts, parents: string[] = []): void {
+  if (parents.length === 0) cmd.addHelpText('after', `\nExamples:\n${examplesOf('').join('\n')}`);
   for (const sub of cmd.commands) {
     const path = [...parents, sub.name()].join(' ');
     const lines = examplesOf(path);
@@ -47,5 +56,5 @@ export function withExamples(cmd: CommandUnknownOpts, parents: string[] = []): v
   }
 }
 
-/** The command paths that have examples (for the test that every command has some). */
-export const EXAMPLE_PATHS = Object.keys(EXAMPLES);
+/** Every command path with examples, groups included (for the test that every command has some). */
+export const EXAMPLE_PATHS = [...new Set(Object.keys(EXAMPLES).flatMap((p) => (p.includes(' ') ? [p.split(' ')[0]!, p] : [p])))];

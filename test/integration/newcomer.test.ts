@@ -83,11 +83,18 @@ async function allFlags(): Promise<Set<string>> {
   return all;
 }
 
-/** The command path of `exactlyonce a b --x …` words: the longest prefix of words that --help knows. */
+/** The commands a command path's --help lists under `Commands:`. */
+async function subcommandsOf(commandPath: string[]): Promise<string[]> {
+  const help = (await helpOf(commandPath)) ?? '';
+  const section = help.split('\nCommands:\n')[1]?.split('\n\n')[0] ?? '';
+  return [...section.matchAll(/^ {2}([a-z][a-z-]*)/gm)].map((m) => m[1]!).filter((c) => c !== 'help');
+}
+
+/** The command path of `exactlyonce a b --x …` words: the words that name a command and its sub-commands. */
 async function commandPath(words: string[]): Promise<string[]> {
   const path: string[] = [];
   for (const w of words) {
-    if (w.startsWith('-') || (await flagsOf([...path, w])) === undefined) break;
+    if (!(await subcommandsOf(path)).includes(w)) break;
     path.push(w);
   }
   return path;
@@ -99,7 +106,12 @@ async function badHints(output: string, ranPath: string[]): Promise<string[]> {
   for (const m of output.matchAll(/`(?:bin\/|npx )?exactlyonce ([^`]*)`/g)) {
     const words = shellWords(m[1]!).filter((w) => !/^[<[]/.test(w));
     const p = await commandPath(words);
-    if (p.length === 0 || (await flagsOf(p)) === undefined) problems.push(`no such command: \`exactlyonce ${m[1]}\``);
+    // A word after a group (`topic make`) that is none of its commands is no command either.
+    const next = words[p.length];
+    if (p.length === 0 || (next !== undefined && !next.startsWith('-') && (await subcommandsOf(p)).length > 0)) {
+      problems.push(`no such command: \`exactlyonce ${m[1]}\``);
+      continue;
+    }
     const flags = await flagsOf(p);
     for (const f of words.filter((w) => w.startsWith('--')).map((w) => w.replace(/=.*$/, ''))) if (!flags?.has(f)) problems.push(`\`exactlyonce ${p.join(' ')}\` has no ${f} (in ${m[0]})`);
   }
@@ -210,11 +222,25 @@ test("the README's five-minute sink, followed literally from an empty folder: ea
 test("every command's --help examples name flags that command takes", async () => {
   const { EXAMPLE_PATHS, examplesOf } = await import('../../src/cli/examples.js');
   const problems: string[] = [];
-  for (const p of EXAMPLE_PATHS) {
-    const flags = await flagsOf(p.split(' '));
-    if (flags === undefined) problems.push(`no command ${p}`);
-    for (const line of examplesOf(p)) for (const f of shellWords(line.trim()).filter((w) => w.startsWith('--'))) if (!flags?.has(f)) problems.push(`${p}: ${f}`);
-    if (!(await helpOf(p.split(' ')))?.includes('\nExamples:\n')) problems.push(`${p} --help has no examples`);
+  for (const p of ['', ...EXAMPLE_PATHS]) {
+    if ((await flagsOf(p === '' ? [] : p.split(' '))) === undefined) problems.push(`no command ${p}`);
+    // A group's examples are its commands': each line's flags against the command it runs.
+    for (const line of examplesOf(p)) {
+      const words = shellWords(line.trim()).slice(1);
+      const ran = await commandPath(words);
+      if (p !== '' && !ran.join(' ').startsWith(p)) problems.push(`${p}: an example runs \`${ran.join(' ')}\``);
+      const flags = await flagsOf(ran);
+      for (const f of words.filter((w) => w.startsWith('--'))) if (!flags?.has(f)) problems.push(`${ran.join(' ')}: ${f}`);
+    }
+    if (!(await helpOf(p === '' ? [] : p.split(' ')))?.includes('\nExamples:\n')) problems.push(`${p} --help has no examples`);
   }
   assert.deepEqual(problems, []);
+});
+
+test('the hint check finds a command or flag that does not exist', async () => {
+  assert.deepEqual(await badHints('run `exactlyonce topic create --topic t --no-alerts`; or --brokers', ['sink']), []);
+  assert.deepEqual(await badHints('run `exactlyonce topic make --topic t`', ['sink']), ['no such command: `exactlyonce topic make --topic t`']);
+  assert.deepEqual(await badHints('run `exactlyonce topic create --partition 3`', ['sink']), ['`exactlyonce topic create` has no --partition (in `exactlyonce topic create --partition 3`)']);
+  assert.deepEqual(await badHints('or --partitionz', ['sink']), ['a hint names --partitionz, which no command takes (ran `sink`)']);
+  assert.deepEqual(await badHints('`npx exactlyonce frobnicate`', ['sink']), ['no such command: `exactlyonce frobnicate`']);
 });
