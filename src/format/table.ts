@@ -11,6 +11,8 @@ function formatCell(v: unknown): string {
   if (v === null || v === undefined) return 'null';
   if (Buffer.isBuffer(v)) return '0x' + v.toString('hex');
   if (v instanceof Date) return v.toISOString();
+  // A set column (the session reads sets as Set), as cqlsh writes one.
+  if (v instanceof Set) return `{${[...v].map(formatCell).join(', ')}}`;
   if (typeof v === 'object' && 'toString' in v && v.constructor.name !== 'Object') return String(v);
   if (typeof v === 'object') return JSON.stringify(v);
   return String(v);
