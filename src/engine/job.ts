@@ -3,6 +3,7 @@
  * partitions, offsets, checkpoints, retries and quarantine; a Job only decodes records and writes their
  * outputs.
  */
+import type { Registry } from 'prom-client';
 import type { Client } from '../cassandra/session.js';
 import type { SourceRecord } from '../kafka/record.js';
 import type { JobAudit } from './job-audit.js';
@@ -33,6 +34,12 @@ export interface JobContext {
    * them all. Records with the same key keep their order.
    */
   publish(topic: string, records: readonly PublishRecord[]): Promise<void>;
+  /**
+   * The worker's Prometheus registry (prom-client), for the job's own metrics: served on `/metrics`
+   * beside the engine's. `open` may run more than once (it is retried): look a metric up
+   * (`getSingleMetric`) before making it.
+   */
+  readonly metrics?: Registry;
 }
 
 /**

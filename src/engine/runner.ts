@@ -169,7 +169,7 @@ export class Runner {
     // Retried like every start-up call: a job's open may query Cassandra (a sink checks its table).
     await this.retrying(
       'Cassandra',
-      () => this.job.open({ session, keyspace: config.keyspace, publish: (topic, records) => publisher.publish(topic, records) }),
+      () => this.job.open({ session, keyspace: config.keyspace, publish: (topic, records) => publisher.publish(topic, records), metrics: this.metrics.registry }),
       options.startupTimeoutMs,
     );
     // What this keyspace serves: bound on the first run, checked on every later one (one input topic,

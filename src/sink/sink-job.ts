@@ -32,6 +32,7 @@
  * A deletion's tombstone is kept gc_grace_seconds (10 days by default); a zombie write older than
  * that could only come from a worker paused for longer.
  */
+import { Counter } from 'prom-client';
 import { isLosslessNumber, parse } from 'lossless-json';
 import { consistencies, toLong, type Client } from '../cassandra/session.js';
 import type { SchemaRegistryConfig } from '../config.js';
@@ -297,12 +298,18 @@ export class SinkJob implements Job<SinkRow> {
   private session: Client | undefined;
   private keyspace = '';
   private readonly unmatched: UnmatchedReporter;
+  /** exactlyonce_sink_unmatched_columns_total{column}: batches in which a column's field matched no record. */
+  private unmatchedCount: Counter<'column'> | undefined;
 
   /** `registry`: the Schema Registry of a registry format (the connection's). */
   constructor(readonly config: SinkConfig, registry?: SchemaRegistryConfig) {
     this.codec = new SinkCodec(config, registry);
     const log = createLogger('sink');
-    this.unmatched = new UnmatchedReporter(config.columns, (column, line) => log.warn({ column, sink: config.name }, line));
+    this.unmatched = new UnmatchedReporter(
+      config.columns,
+      (column, line) => log.warn({ column, sink: config.name }, line),
+      (column) => this.unmatchedCount?.inc({ column }),
+    );
     this.lookup = this.codec.lookup;
     this.name = config.name;
     this.topic = config.topic;
@@ -364,6 +371,12 @@ export class SinkJob implements Job<SinkRow> {
   async open(context: JobContext): Promise<void> {
     this.session = context.session;
     this.keyspace = context.keyspace;
+    if (context.metrics !== undefined) {
+      const name = 'exactlyonce_sink_unmatched_columns_total';
+      this.unmatchedCount =
+        (context.metrics.getSingleMetric(name) as Counter<'column'> | undefined) ??
+        new Counter({ name, help: "Batches in which a column's field path matched no record (it stored null for each: check the path)", labelNames: ['column'], registers: [context.metrics] });
+    }
     const { config } = this;
     const r = await context.session.execute('SELECT column_name FROM system_schema.columns WHERE keyspace_name = ? AND table_name = ?', [context.keyspace, config.table], { prepare: true });
     const have = new Set(r.rows.map((row) => row['column_name'] as string));
