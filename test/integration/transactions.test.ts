@@ -103,7 +103,15 @@ test('20 transactions of 100 events, 2 of 3 committed, the last aborted: checkpo
     const commit = i % 3 !== 1; // 1, 4, …, 19 aborted: 13 committed, the last aborted
     assert.equal(await producer.write(config.topic, records.slice(i * 100, (i + 1) * 100), commit), commit ? 'committed' : 'aborted');
   }
-  const marks = await admin.watermarks(config.topic);
+  // The coordinator writes a transaction's markers after it answered the commit or abort, so the last
+  // stable offset can trail the log end for a moment on a busy machine.
+  const marks = await waitFor(
+    async () => {
+      const m = await admin.watermarks(config.topic);
+      return m.every((w) => w.stable === w.high) ? m : undefined;
+    },
+    { timeoutMs: 30_000, message: 'no transaction is open: every last stable offset reaches its log end' },
+  );
   assert.deepEqual(byPartition(marks, (w) => w.stable), byPartition(marks, (w) => w.high), 'no transaction is open');
   const log = await readable(config);
   assert.equal(log.records, 1300);
