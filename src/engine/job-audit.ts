@@ -35,6 +35,11 @@ export interface JobAudit {
   /** Pure: what the record must produce. */
   expect(record: SourceRecord): Expectation;
   /**
+   * Lines the job adds under the report once every record was judged (after the `expect` calls of one
+   * audit): what is worth a look but is not a violation, e.g. a column whose field no record had.
+   */
+  notes?(): string[];
+  /**
    * Seeded records of the kind the job reads (a `badRatio` of them malformed), for `chaos --job`:
    * without it the job can be verified, not put under chaos.
    */

@@ -41,6 +41,7 @@ export function formatReport(r: AuditReport, listed = 20): string {
     }
     if (p.aheadOfCheckpoint > 0) out.push(`partition ${p.partition}: ${n(p.aheadOfCheckpoint)} row(s) beyond the checkpoint (batches in flight; checked once checkpointed)`);
   }
+  for (const note of r.notes ?? []) out.push(note);
   const a = r.alerts;
   if (a === null) {
     out.push('alerts: not checked (--skip-alerts)');

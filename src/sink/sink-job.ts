@@ -239,8 +239,7 @@ export class SinkCodec {
   }
 
   /** What the record must produce (for `verify --job`). */
-  expect(record: SourceRecord): Expectation {
-    const d = this.decode(record);
+  expect(record: SourceRecord, d: Decoded<SinkRow> = this.decode(record)): Expectation {
     if (!d.ok) return { kind: 'quarantine', reason: d.reason };
     const { config } = this;
     if (config.mode === 'log') {
@@ -327,13 +326,31 @@ export class SinkJob implements Job<SinkRow> {
     this.migrations = [{ version: 1, name: config.table, cql: createTableCql(config) }];
     this.tables = [config.table];
     const codec = this.codec;
+    // Which columns' fields some record of this audit had (src/sink/unmatched-columns.ts): one that
+    // none had stored null for every row, which `verify --job` says under its report.
+    const matched = new Set<number>();
+    let rows = 0;
     this.audit = {
       table: config.table,
       mode: config.mode,
       keyColumns: config.mode === 'log' ? ['partition', 'offset'] : config.key,
       columns: config.columns.map((c) => c.name).filter((c) => !config.key.includes(c)),
       writeTimestamp: config.mode === 'upsert' ? (offset) => offset : undefined,
-      expect: (record) => codec.expect(record),
+      expect: (record) => {
+        const d = codec.decode(record);
+        if (d.ok && d.value.kind === 'row') {
+          rows++;
+          const absent = new Set(d.value.absent);
+          for (let i = 0; i < config.columns.length; i++) if (!absent.has(i)) matched.add(i);
+        }
+        return codec.expect(record, d);
+      },
+      notes: () =>
+        rows === 0
+          ? []
+          : config.columns.flatMap((c, i) =>
+              matched.has(i) ? [] : [`column ${c.name}: field ${c.field.join('.')} matched none of the ${rows.toLocaleString('en-US')} records checked; every row stores null for it (check the column's field path)`],
+            ),
       ...this.samples(config, registry),
     } as JobAudit;
   }

@@ -1,6 +1,7 @@
 // A column whose field path matches nothing (issue 43 item 4: `field: headers.source` where no value has
 // `headers`) stores null for every record; the sink says so, per batch, in
-// exactlyonce_sink_unmatched_columns_total{column} and a rate-limited warning — never in silence.
+// exactlyonce_sink_unmatched_columns_total{column} and a rate-limited warning, and `verify --job` says
+// so under its report — never in silence.
 import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
@@ -20,7 +21,7 @@ async function metric(port: number, name: string): Promise<Map<string, number>> 
   return out;
 }
 
-test('a column whose field path matches no record of a batch is counted per batch (exactlyonce_sink_unmatched_columns_total) and warned about; one that matches some records is not', async (t) => {
+test('a column whose field path matches no record of a batch is counted per batch (exactlyonce_sink_unmatched_columns_total), warned about and named by verify --job; one that matches some records is not', async (t) => {
   const config = testConfig();
   const session = await freshKeyspace(t, config);
   const admin = await freshTopic(t, config, 2);
@@ -75,4 +76,15 @@ test('a column whose field path matches no record of a batch is counted per batc
   assert.equal(rows.rowLength, N);
   assert.deepEqual(rows.rows.filter((r) => r['source'] !== null), [], 'stored null, as the warning says');
   assert.equal(rows.rows.filter((r) => r['note'] !== null).length, N / 2);
+  // verify --job passes (null is what the records say) and says so under its report; the JSON has it too.
+  const verify = await runCli(['verify', ...args, '--no-record']);
+  assert.equal(verify.code, 0, verify.stdout + verify.stderr);
+  assert.deepEqual(
+    verify.stdout.split('\n').filter((l) => l.startsWith('column ')),
+    [`column source: field headers.source matched none of the ${N} records checked; every row stores null for it (check the column's field path)`],
+  );
+  const json = await runCli(['verify', ...args, '--no-record', '--json']);
+  assert.deepEqual((JSON.parse(json.stdout) as { notes?: string[] }).notes, [
+    `column source: field headers.source matched none of the ${N} records checked; every row stores null for it (check the column's field path)`,
+  ]);
 });

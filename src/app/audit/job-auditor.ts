@@ -171,7 +171,7 @@ export class JobAuditor {
           }),
         );
       }
-      return buildReport({
+      const report = buildReport({
         started,
         runId,
         plan,
@@ -183,6 +183,8 @@ export class JobAuditor {
         unattributed,
         ...(this.upsert === null ? {} : { spilledRuns: this.upsert.spilledRuns }),
       });
+      const notes = this.audit.notes?.() ?? [];
+      return notes.length === 0 ? report : { ...report, notes };
     } finally {
       await admin.close();
     }

@@ -192,6 +192,8 @@ export interface AuditReport {
   violations: Violation[];
   /** An upsert job's keyed merge: sorted runs it wrote to disk (0: everything fit its memory budget). */
   spilledRuns?: number;
+  /** The job's notes on what it judged that is not a violation (JobAudit.notes). */
+  notes?: string[];
 }
 
 /** Violations not tied to one partition (upsert keys whose rows no record names), added to the totals. */
