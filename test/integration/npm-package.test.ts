@@ -9,7 +9,7 @@ import assert from 'node:assert/strict';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync, lstatSync, mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join, relative } from 'node:path';
+import { join, relative, resolve } from 'node:path';
 import { test, type TestContext } from 'node:test';
 import { isDrained } from '../../src/harness/drain.js';
 import { KafkaAdmin } from '../../src/kafka/admin.js';
@@ -196,10 +196,19 @@ test('a user installs the packed package into a new project offline, runs a job 
   delete env['EXACTLYONCE_STACK_DIR'];
   const eo = (args: string[], e = env) => run('npx', ['--no', 'exactlyonce', ...args], project, e);
 
-  // The stack's folder is the project's own (./.stack), never the package's; the test stack is used through EXACTLYONCE_STACK_DIR.
-  const status = await eo(['stack', 'status']);
-  assert.equal(status.stdout.split('\n')[0], `stack in ${join(project, '.stack')}`, status.stderr);
+  // The stack's folder is the project's own (./.stack), never the package's; none runs there, so status
+  // names the one serving the ports (the test stack, used through EXACTLYONCE_STACK_DIR below).
   const stackDir = (await localStack()).dir;
+  const status = await eo(['stack', 'status']);
+  assert.deepEqual(
+    status.stdout.split('\n').slice(0, 2),
+    [
+      `no stack runs from ${join(project, '.stack')} (./.stack of the working directory; --stack-dir or EXACTLYONCE_STACK_DIR point elsewhere); ` +
+        `the one serving 127.0.0.1:${KAFKA_PORT} is in ${resolve(stackDir)} (commands here use it; for \`stack\` commands: --stack-dir ${resolve(stackDir)})`,
+      `stack in ${resolve(stackDir)}`,
+    ],
+    status.stderr,
+  );
   const up = await eo(['stack', 'up'], { ...env, EXACTLYONCE_STACK_DIR: stackDir });
   assert.equal(up.code, 0, up.stderr);
   assert.match(up.stdout, /^stack already up/);
