@@ -54,6 +54,11 @@ test('`stack status` in a folder without a stack names the stack serving the por
   assert.equal(lines[1], `stack in ${o.dir}`);
   assert.match(lines[4]!, new RegExp(`^ kafka +\\| [\\d.]+ +\\| \\d+ +\\| 127\\.0\\.0\\.1:${o.kafkaPort} +\\| yes +\\| yes +\\|`));
   assert.equal(r.code, 0);
+  // A folder named (--stack-dir, EXACTLYONCE_STACK_DIR) is the stack asked about: not running, exit 1,
+  // whatever serves the ports (make cluster-test starts its cluster only when its own folder runs none).
+  const named = await runProcess(cliPath, ['stack', 'status', '--stack-dir', path.join(dir, 'cluster')], { cwd: dir, env });
+  assert.equal(named.stdout.split('\n')[0], `stack in ${path.join(dir, 'cluster')}`, named.stdout + named.stderr);
+  assert.equal(named.code, 1);
 });
 
 for (const name of ['kafka', 'cassandra'] as const satisfies readonly ServerName[]) {
