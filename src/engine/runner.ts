@@ -60,6 +60,9 @@ export interface RunnerOptions {
   lostWritesWindowMs: number;
 }
 
+/** Times a missing topic is asked for again, a second apart, before start-up fails (EO_TOPIC_MISMATCH). */
+const TOPIC_SETTLE_TRIES = 10;
+
 export const defaultRunnerOptions: RunnerOptions = {
   maxBatchSize: 2000,
   concurrency: 8,
@@ -154,7 +157,14 @@ export class Runner {
     // The input topic and every topic the job publishes to must exist: the stack does not create
     // topics on first use, and a publish to a missing topic would stall every batch.
     const topics = [config.topic, ...(this.job.outputTopics ?? [])];
-    const counts = await this.retrying('Kafka', () => Promise.all(topics.map((t) => admin.partitionCount(t))), options.startupTimeoutMs);
+    const countAll = () => this.retrying('Kafka', () => Promise.all(topics.map((t) => admin.partitionCount(t))), options.startupTimeoutMs);
+    let counts = await countAll();
+    // A topic created a moment ago may not be known yet to the broker asked (metadata spreads over a
+    // cluster's brokers in a few seconds): asked again before the worker gives up.
+    for (let tries = 0; counts.includes(null) && tries < TOPIC_SETTLE_TRIES && !this.abort.signal.aborted; tries++) {
+      await new Promise((r) => setTimeout(r, 1000));
+      counts = await countAll();
+    }
     const missing = counts.indexOf(null);
     if (missing >= 0) throw missingTopic(config, topics[missing]!, this.job.outputTopics ?? []);
     const partitions = counts[0]!;
