@@ -10,6 +10,7 @@ import { test } from 'node:test';
 import { avroType, encodeAvro } from '../../src/formats/avro.js';
 import { withWireHeader } from '../../src/formats/wire.js';
 import { Producer } from '../../src/kafka/producer.js';
+import { zigzag } from '../fixtures/varint.js';
 import { SchemaRegistry } from '../../src/registry/schema-registry.js';
 import { canonical } from '../../src/sink/cql-types.js';
 import { CASSANDRA, BROKERS, cassandraSession, ensureRegistry, freshTopic, REGISTRY_ENV, runCli, startCli, testConfig, waitFor } from '../helpers.js';
@@ -27,18 +28,6 @@ const SCHEMA = {
   ],
 };
 
-/** A zigzag varint (the Avro binary encoding of int and long). */
-function varint(n: bigint): number[] {
-  let z = n >= 0n ? n << 1n : (-n << 1n) - 1n;
-  const out: number[] = [];
-  do {
-    const b = Number(z & 0x7fn);
-    z >>= 7n;
-    out.push(z > 0n ? b | 0x80 : b);
-  } while (z > 0n);
-  return out;
-}
-
 test('an Avro record claiming 2^31−1 array items (11 bytes) or 2^60 map entries is quarantined as bad_payload; the records after it are stored; the worker lives', async (t) => {
   await ensureRegistry();
   const config = testConfig();
@@ -52,10 +41,10 @@ test('an Avro record claiming 2^31−1 array items (11 bytes) or 2^60 map entrie
   assert.equal(applied.code, 0, applied.stdout + applied.stderr);
 
   // id 1, then an array block of 2^31−1 items and nothing behind it.
-  const hugeArray = withWireHeader(id, Buffer.from([...varint(1n), ...varint(2n ** 31n - 1n)]));
+  const hugeArray = withWireHeader(id, Buffer.from([...zigzag(1n), ...zigzag(2n ** 31n - 1n)]));
   assert.equal(hugeArray.length, 11);
   // id 2, an empty array, then a map block of 2^60 entries.
-  const hugeMap = withWireHeader(id, Buffer.from([...varint(2n), 0, ...varint(2n ** 60n)]));
+  const hugeMap = withWireHeader(id, Buffer.from([...zigzag(2n), 0, ...zigzag(2n ** 60n)]));
   const good = (n: bigint) => withWireHeader(id, encodeAvro(type, { id: n, tags: [`t${n}`], counts: { k: n } }));
   const p = new Producer(config);
   try {

@@ -9,19 +9,8 @@ import { MAX_EMPTY_ITEMS, MAX_NESTING } from '../../src/formats/bounds.js';
 import { createDecoder, jsonDecoder, type Decoder } from '../../src/formats/decoder.js';
 import { SchemaCache } from '../../src/formats/schema-cache.js';
 import { withWireHeader } from '../../src/formats/wire.js';
+import { zigzag } from '../fixtures/varint.js';
 import type { SchemaRegistry, SchemaType } from '../../src/registry/schema-registry.js';
-
-/** A zigzag varint (Avro's int and long). */
-function zigzag(n: bigint): number[] {
-  let z = n >= 0n ? n << 1n : (-n << 1n) - 1n;
-  const out: number[] = [];
-  do {
-    const b = Number(z & 0x7fn);
-    z >>= 7n;
-    out.push(z > 0n ? b | 0x80 : b);
-  } while (z > 0n);
-  return out;
-}
 
 /** A decoder over one schema, put in its cache through the cache's own fetch from an in-memory registry. */
 async function decoderOf(format: 'avro' | 'protobuf' | 'json-schema', type: SchemaType, schema: string): Promise<Decoder> {

@@ -10,6 +10,7 @@ import protobuf from 'protobufjs';
 import { QuarantineReasons, decodeEvent, encodeEvent } from '../../src/app/event.js';
 import { avroType, encodeAvro } from '../../src/formats/avro.js';
 import { createDecoder, jsonDecoder, type Decoder } from '../../src/formats/decoder.js';
+import { zigzag } from '../fixtures/varint.js';
 import { protoSchema } from '../../src/formats/protobuf.js';
 import { SchemaCache } from '../../src/formats/schema-cache.js';
 import { withWireHeader } from '../../src/formats/wire.js';
@@ -83,18 +84,6 @@ async function registryDecoders(): Promise<Record<'avro' | 'protobuf' | 'json-sc
 }
 
 // ---- adversarial bytes ----
-
-/** A zigzag varint (Avro's int and long; Protobuf's sint). */
-function zigzag(n: bigint): number[] {
-  let z = n >= 0n ? n << 1n : (-n << 1n) - 1n;
-  const out: number[] = [];
-  do {
-    const b = Number(z & 0x7fn);
-    z >>= 7n;
-    out.push(z > 0n ? b | 0x80 : b);
-  } while (z > 0n);
-  return out;
-}
 
 /** A plain varint (Protobuf's lengths and tags). */
 function varint(n: bigint): number[] {

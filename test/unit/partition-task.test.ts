@@ -38,6 +38,24 @@ function harness(logStart = 0n) {
 
 const rec = (offset: bigint, value = 'ok', fetchedFrom?: bigint | 'log-start'): SourceRecord => ({ topic: 't', partition: 0, offset, key: null, value: Buffer.from(value), timestampMs: 0, fetchedFrom });
 
+/**
+ * Retries as the Runner does against Cassandra: a failed operation counts an outage (`failures` gets its
+ * message), then runs again; a loss found is not retried.
+ */
+function retryCountingOutages(lostWrites: LostWrites, failures: string[] = []) {
+  return async <T>(fn: () => Promise<T>): Promise<T> => {
+    for (;;) {
+      try {
+        return await fn();
+      } catch (e) {
+        if (e instanceof LostWritesFound) throw e;
+        failures.push((e as Error).message);
+        lostWrites.outage();
+      }
+    }
+  };
+}
+
 test('the checkpoint is the offset after the last record of the batch, even across offset gaps', async () => {
   const h = harness();
   const task = new PartitionTask(0, null, h.ctx);
@@ -212,17 +230,7 @@ test('rows acknowledged before a Cassandra outage are written again before their
   const lostWrites = new LostWrites();
   const failures: string[] = [];
   // As the Runner retries: a failed Cassandra operation counts an outage, then runs again.
-  h.ctx.withRetry = async <T>(fn: () => Promise<T>) => {
-    for (;;) {
-      try {
-        return await fn();
-      } catch (e) {
-        if (e instanceof LostWritesFound) throw e;
-        failures.push((e as Error).message);
-        lostWrites.outage();
-      }
-    }
-  };
+  h.ctx.withRetry = retryCountingOutages(lostWrites, failures);
   let failNext: { on: 'rows' | 'checkpoint'; message: string } | undefined;
   const failOnce = (on: 'rows' | 'checkpoint') => {
     const what = failNext;
@@ -389,16 +397,7 @@ test("after an outage, the next batch's rows wait for the rewrite of the batch b
   const h = harness();
   const lostWrites = new LostWrites();
   const order: string[] = [];
-  h.ctx.withRetry = async <T>(fn: () => Promise<T>) => {
-    for (;;) {
-      try {
-        return await fn();
-      } catch (e) {
-        if (e instanceof LostWritesFound) throw e;
-        lostWrites.outage();
-      }
-    }
-  };
+  h.ctx.withRetry = retryCountingOutages(lostWrites);
   // The rewrite of batch 0..1 is held until the test releases it; the checkpoint of batch 0..1 fails
   // once (the outage after its rows were acknowledged).
   let rewrite: { promise: Promise<void>; resolve: () => void } | undefined;
@@ -460,16 +459,7 @@ test("a stop's way out names the job (`--job`) unless it is the events job, whic
 test('rows acknowledged while the quarantine rows of their batch are retried across an outage count as acknowledged before it: written again before the checkpoint (chaos lost 467 rows so)', async () => {
   const h = harness();
   const lostWrites = new LostWrites();
-  h.ctx.withRetry = async <T>(fn: () => Promise<T>) => {
-    for (;;) {
-      try {
-        return await fn();
-      } catch (e) {
-        if (e instanceof LostWritesFound) throw e;
-        lostWrites.outage();
-      }
-    }
-  };
+  h.ctx.withRetry = retryCountingOutages(lostWrites);
   let failQuarantine = true;
   h.ctx.quarantine = {
     write: async (e: readonly QuarantineEntry[]) => {
