@@ -93,6 +93,25 @@ export async function freshTopic(t: TestContext, config: ConnectionConfig, parti
 }
 
 /** Polls `condition` until it returns a truthy value or the deadline passes (then throws `message`). */
+/**
+ * Deletes the config's topic and creates it again with `partitions` (a new topic ID, offsets from 0),
+ * waiting for each step; returns the old and the new topic ID.
+ */
+export async function recreateTopic(admin: KafkaAdmin, config: ConnectionConfig, partitions: number): Promise<{ oldId: string; newId: string }> {
+  const oldId = (await admin.topicId(config.topic))!;
+  await admin.deleteTopic(config.topic);
+  await waitFor(async () => (await admin.topicId(config.topic)) === null, { timeoutMs: 60_000, message: 'the topic is deleted' });
+  const newId = await waitFor(
+    async () => {
+      await admin.ensureTopic({ topic: config.topic, partitions, replicationFactor: 1 });
+      const now = await admin.topicId(config.topic);
+      return now !== null && now !== oldId ? now : undefined;
+    },
+    { timeoutMs: 60_000, message: 'the topic is created again' },
+  );
+  return { oldId, newId };
+}
+
 export async function waitFor<T>(
   condition: () => Promise<T | undefined | null | false> | T | undefined | null | false,
   options: { timeoutMs: number; intervalMs?: number; message: string },

@@ -10,7 +10,7 @@ import type { ConnectionConfig } from '../../src/config.js';
 import { CheckpointStore } from '../../src/engine/checkpoint-store.js';
 import { join } from 'node:path';
 import { Producer } from '../../src/kafka/producer.js';
-import { freshKeyspace, freshTopic, repoRoot, runCli, testConfig, waitFor } from '../helpers.js';
+import { freshKeyspace, freshTopic, recreateTopic, repoRoot, runCli, testConfig, waitFor } from '../helpers.js';
 import { assertExactlyOnce, checkpoints, generate, sleep, startWorker, stopWorkers, waitDrained, waitOwns, type Worker } from '../pipeline.js';
 
 function cliArgs(config: ConnectionConfig): string[] {
@@ -260,18 +260,7 @@ test('a topic deleted and re-created under a running worker: reset --all --to ea
   await generate(config, ['--count', '300', '--rate', '100000', '--clients', '6', '--seed', '21']);
   const worker = startWorker(t, config);
   await waitDrained(session, config);
-  const oldId = (await admin.topicId(config.topic))!;
-  await admin.deleteTopic(config.topic);
-  await waitFor(async () => (await admin.topicId(config.topic)) === null, { timeoutMs: 60_000, message: 'the topic is deleted' });
-  await waitFor(
-    async () => {
-      await admin.ensureTopic({ topic: config.topic, partitions: 1, replicationFactor: 1 });
-      const now = await admin.topicId(config.topic);
-      return now !== null && now !== oldId;
-    },
-    { timeoutMs: 60_000, message: 'the topic is created again' },
-  );
-  const newId = (await admin.topicId(config.topic))!;
+  const { oldId, newId } = await recreateTopic(admin, config, 1);
   await generate(config, ['--count', '2000', '--rate', '100000', '--clients', '6', '--seed', '22']);
   await waitFor(async () => (await list(config)).stdout.includes('EO_TOPIC_RECREATED'), { timeoutMs: 120_000, message: 'list shows partition 0 stopped with EO_TOPIC_RECREATED' });
   const l = await list(config);

@@ -9,7 +9,7 @@ import path from 'node:path';
 import { test } from 'node:test';
 import type { ConnectionConfig } from '../../src/config.js';
 import { Producer } from '../../src/kafka/producer.js';
-import { BROKERS, CASSANDRA, cassandraSession, freshTopic, runCli, startCli, testConfig, waitFor } from '../helpers.js';
+import { BROKERS, CASSANDRA, cassandraSession, freshTopic, recreateTopic, runCli, startCli, testConfig, waitFor } from '../helpers.js';
 
 const conn = (c: ConnectionConfig) => ['--brokers', BROKERS, '--cassandra', CASSANDRA, '--keyspace', c.keyspace];
 
@@ -38,18 +38,7 @@ test("a sink's topic re-created under a running worker: reset --job --all --to e
     (await session.execute(`SELECT next_offset, epoch FROM ${config.keyspace}.job_checkpoints WHERE job = ? AND topic = ? AND partition = 0`, [job, config.topic], { prepare: true })).first();
   await waitFor(async () => String((await checkpoint())?.['next_offset']) === '300', { timeoutMs: 120_000, message: 'the worker drains the first topic' });
 
-  const oldId = (await admin.topicId(config.topic))!;
-  await admin.deleteTopic(config.topic);
-  await waitFor(async () => (await admin.topicId(config.topic)) === null, { timeoutMs: 60_000, message: 'the topic is deleted' });
-  await waitFor(
-    async () => {
-      await admin.ensureTopic({ topic: config.topic, partitions: 1, replicationFactor: 1 });
-      const now = await admin.topicId(config.topic);
-      return now !== null && now !== oldId;
-    },
-    { timeoutMs: 60_000, message: 'the topic is created again' },
-  );
-  const newId = (await admin.topicId(config.topic))!;
+  const { oldId, newId } = await recreateTopic(admin, config, 1);
   await produce(config, 40, 21);
   const list = (extra: string[] = []) => runCli(['checkpoints', 'list', ...conn(config), '--job', job, ...extra]);
   await waitFor(async () => (await list()).stdout.includes('EO_TOPIC_RECREATED'), { timeoutMs: 120_000, message: 'partition 0 stopped with EO_TOPIC_RECREATED' });

@@ -7,7 +7,7 @@ import { test, type TestContext } from 'node:test';
 import type { Client } from '../../src/cassandra/session.js';
 import type { ConnectionConfig } from '../../src/config.js';
 import { KafkaAdmin } from '../../src/kafka/admin.js';
-import { freshKeyspace, freshTopic, runCli, testConfig, waitFor } from '../helpers.js';
+import { freshKeyspace, freshTopic, recreateTopic, runCli, testConfig, waitFor } from '../helpers.js';
 import { checkpoints, connectionArgs, generate, readyz, sleep, startServedWorker, waitDrained, type Worker } from '../pipeline.js';
 
 /** The worker's error-level log lines (pino level 50) carrying `code`, as {partition, msg}. */
@@ -41,20 +41,6 @@ async function eventCount(session: Client, config: ConnectionConfig, partition: 
 }
 
 /** Deletes the config's topic and creates it again with `partitions`, once Kafka has let go of it. */
-async function recreateTopic(admin: KafkaAdmin, config: ConnectionConfig, partitions: number): Promise<void> {
-  const before = await admin.topicId(config.topic);
-  await admin.deleteTopic(config.topic);
-  await waitFor(async () => (await admin.topicId(config.topic)) === null, { timeoutMs: 60_000, message: 'the topic is deleted' });
-  await waitFor(
-    async () => {
-      await admin.ensureTopic({ topic: config.topic, partitions, replicationFactor: 1 });
-      const now = await admin.topicId(config.topic);
-      return now !== null && now !== before;
-    },
-    { timeoutMs: 60_000, message: 'the topic is created again' },
-  );
-}
-
 async function drainedWorker(t: TestContext, config: ConnectionConfig, session: Client, count: number, partitions: number) {
   await generate(config, ['--count', String(count), '--rate', '100000', '--clients', '6', '--seed', '7']);
   const worker = await startServedWorker(t, config);
