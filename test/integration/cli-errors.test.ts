@@ -5,7 +5,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { KafkaAdmin } from '../../src/kafka/admin.js';
-import { BROKERS, cliPath, freshKeyspace, repoRoot, runCli, testConfig } from '../helpers.js';
+import { BROKERS, cliPath, freshKeyspace, repoRoot, runCli, startCli, testConfig, waitFor } from '../helpers.js';
 import { connectionArgs } from '../pipeline.js';
 
 test('a bad flag value gets one line naming the flag, and exit code 2', async () => {
@@ -158,4 +158,24 @@ test("a sink whose topic does not exist: the hint creates that topic", async (t)
   const r = await runCli(['sink', '--config', file, ...connectionArgs(config)]);
   assert.equal(r.stderr.split('\n').filter((l) => l.startsWith('error')).join('\n'), `error EO_TOPIC_MISMATCH: topic ${config.topic} does not exist at ${BROKERS}; run \`exactlyonce topic create --topic ${config.topic} --no-alerts\``);
   assert.equal(r.code, 5);
+});
+
+test('a topic created a moment after the worker starts (metadata still spreading) is waited for, not refused', async (t) => {
+  const config = testConfig();
+  await freshKeyspace(t, config);
+  const admin = new KafkaAdmin(config);
+  t.after(async () => {
+    await admin.deleteTopic(config.topic).catch(() => undefined);
+    await admin.deleteTopic(config.alertsTopic).catch(() => undefined);
+    await admin.close();
+  });
+  assert.equal((await runCli(['schema', 'apply', ...connectionArgs(config)])).code, 0);
+  await admin.ensureTopic({ topic: config.topic, partitions: 1, replicationFactor: 1 });
+  const worker = startCli(t, ['run', ...connectionArgs(config)]);
+  // The alerts topic appears 3 s later: within the worker's 10 s of asking again.
+  await new Promise((r) => setTimeout(r, 3000));
+  await admin.ensureTopic({ topic: config.alertsTopic, partitions: 1, replicationFactor: 1 });
+  await waitFor(() => worker.output().includes('"msg":"worker started"') || worker.exitCode !== null, { timeoutMs: 60_000, message: 'the worker starts or exits' });
+  assert.equal(worker.exitCode, null, worker.output().slice(-1500));
+  assert.doesNotMatch(worker.output(), /EO_TOPIC_MISMATCH/);
 });
