@@ -3,7 +3,7 @@
 SHELL := /bin/bash
 EO := bin/exactlyonce
 
-.PHONY: deps build demo test test-unit test-integration typecheck stack-up stack-down bench bench-verify soak cluster-test image
+.PHONY: deps build demo test test-unit test-integration typecheck docs stack-up stack-down bench bench-verify soak cluster-test image
 
 deps:
 	@scripts/install-deps.sh
@@ -14,6 +14,11 @@ build: deps
 
 typecheck: deps
 	npx tsc --noEmit
+
+# docs/reference.md from the code: every command's --help and the sink config's keys (scripts/docs.ts).
+# test/unit/docs-reference.test.ts fails when the committed file is stale.
+docs: deps
+	node --import tsx scripts/docs.ts
 
 test-unit: deps
 	node --import tsx --test --test-force-exit $$(find test/unit -name '*.test.ts' | sort)
