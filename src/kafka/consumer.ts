@@ -33,7 +33,7 @@
  */
 import { createRequire } from 'node:module';
 import type { ConnectionConfig } from '../config.js';
-import type { SourceRecord } from './record.js';
+import { recordHeaders, type SourceRecord } from './record.js';
 import { baseProperties, kafkaErrorCode, kafkaErrorKind, kafkaJS, noteClientError, quietLogger, tapClientErrors } from './client.js';
 
 /**
@@ -46,10 +46,11 @@ export type StartOffset = bigint | 'beginning' | 'stopped';
 export function sourceRecord(
   topic: string,
   partition: number,
-  m: { offset: string | number; key?: Buffer | null; value: Buffer | null; timestamp: string | number },
+  m: { offset: string | number; key?: Buffer | null; value: Buffer | null; timestamp: string | number; headers?: Array<Record<string, Buffer>> },
   fetchedFrom?: bigint | 'log-start',
 ): SourceRecord {
-  return { topic, partition, offset: BigInt(m.offset), key: m.key ?? null, value: m.value ?? null, timestampMs: Number(m.timestamp), fetchedFrom };
+  const headers = recordHeaders(m.headers);
+  return { topic, partition, offset: BigInt(m.offset), key: m.key ?? null, value: m.value ?? null, timestampMs: Number(m.timestamp), fetchedFrom, ...(headers === undefined ? {} : { headers }) };
 }
 
 export interface AssignmentHandler {
@@ -536,6 +537,7 @@ interface RawMessage {
   partition: number;
   topic: string;
   timestamp: number;
+  headers?: Array<Record<string, Buffer>>;
 }
 
 /** The client's lower-level KafkaConsumer, as used here (lib/kafka-consumer.js). */

@@ -15,7 +15,7 @@ import type { ConnectionConfig } from '../config.js';
 import { ExactlyOnceError } from '../errors.js';
 import { KafkaAdmin } from './admin.js';
 import { KAFKA_UNREACHABLE_HINT, kafkaJS } from './client.js';
-import type { SourceRecord } from './record.js';
+import { recordHeaders, type SourceRecord } from './record.js';
 
 interface RawMessage {
   value: Buffer | null;
@@ -24,6 +24,7 @@ interface RawMessage {
   partition: number;
   topic: string;
   timestamp?: number;
+  headers?: Array<Record<string, Buffer>>;
 }
 
 interface LowLevelConsumer {
@@ -127,6 +128,7 @@ export class LogReader {
               done = true;
               break;
             }
+            const headers = recordHeaders(m.headers);
             records.push({
               topic,
               partition,
@@ -134,6 +136,7 @@ export class LogReader {
               key: m.key === null || m.key === undefined ? null : Buffer.isBuffer(m.key) ? m.key : Buffer.from(m.key),
               value: m.value ?? null,
               timestampMs: m.timestamp ?? 0,
+              ...(headers === undefined ? {} : { headers }),
             });
             next = offset + 1n;
           }

@@ -12,6 +12,8 @@ export interface OutgoingRecord {
   partition?: number;
   /** Record timestamp, epoch ms (default: now). */
   timestampMs?: number;
+  /** Kafka headers, name → bytes (or UTF-8 text). */
+  headers?: Record<string, Buffer | string>;
 }
 
 /**
@@ -375,5 +377,6 @@ function toMessage(r: OutgoingRecord): KafkaJSNamespace.Message {
     value: r.value,
     ...(r.partition === undefined ? {} : { partition: r.partition }),
     ...(r.timestampMs === undefined ? {} : { timestamp: String(r.timestampMs) }),
+    ...(r.headers === undefined ? {} : { headers: r.headers }),
   };
 }

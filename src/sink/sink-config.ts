@@ -14,6 +14,15 @@
  *     status: text                            # shorthand for { type: text }
  *     total: { type: decimal, required: true }
  *     currency: { type: text, default: EUR }  # used when the field is missing or null
+ *     shop: { type: text, field: key.shop }   # a field of the record key (key: the whole key)
+ *     trace: { type: text, field: header.trace }       # a Kafka header, decoded as the column's type
+ *     placed_at: { type: timestamp, field: $timestamp } # also $topic, $partition, $offset
+ *
+ * A column's `field` names where its value comes from, always a pure function of the record (a replay
+ * writes the same row): `a.b` or `value.a.b` (the value's field), `key` or `key.x` (the record key's),
+ * `header.<name>` (the header's bytes: text as UTF-8, numbers from their text, blob raw; one that does
+ * not decode as the column's type is quarantined as bad_header), `$topic`, `$partition`, `$offset`,
+ * `$timestamp`. `now()` and the like are refused. src/sink/column-source.ts has the details.
  *
  * With a registry format `columns` may be left out: they are then derived from the latest schema
  * registered for the topic's values (subject `<topic>-value`; src/sink/derive-columns.ts).
@@ -27,6 +36,7 @@ import { FORMATS, isRegistryFormat, schemaCache, type Format } from '../formats/
 import type { SchemaRegistryConfig } from '../config.js';
 import { convert, cqlTypeName, parseCqlType, SCALAR_TYPES, type CqlType } from './cql-types.js';
 import { retry } from '../engine/retry.js';
+import { parseColumnSource, sourceTypeProblem, type SourceKind } from './column-source.js';
 import { didYouMean } from '../suggest.js';
 
 /** Unquoted CQL identifiers in lower case (so the generated CQL needs no quoting). */
@@ -41,7 +51,13 @@ const cqlType = z.string().superRefine((s, ctx) => {
 const columnObject = z
   .object({
     type: cqlType.describe('the CQL type (required)'),
-    field: z.string().min(1).optional().describe("the value's field the column holds; a.b: nested (default: the column's name)"),
+    field: z
+      .string()
+      .min(1)
+      .optional()
+      .describe(
+        "where the column's value comes from (default: the value's field of the column's name): a.b or value.a.b (the value's field, nested), key (the whole record key, a single value) or key.x (the key's field), header.<name> (the Kafka header's bytes as the column's type: text as UTF-8, numbers from their text, blob raw; a header that does not decode is quarantined, bad_header), $topic, $partition, $offset, $timestamp (the record's Kafka timestamp: a timestamp or bigint column). Only what is a pure function of the record: now() and the like are refused",
+      ),
     required: z.boolean().optional().describe('true: a record whose field is missing or null is quarantined (missing_field)'),
     default: z.unknown().optional().describe('stored when the field is missing or null'),
   })
@@ -113,8 +129,12 @@ function issueLines(issues: readonly z.core.$ZodIssue[], raw: unknown, base: rea
 export interface SinkColumn {
   readonly name: string;
   readonly type: CqlType;
-  /** The JSON field's path (`customer.id` → ['customer', 'id']). */
+  /** Where the value comes from: the value, the record key, a header or the record's metadata (src/sink/column-source.ts). */
+  readonly source: SourceKind;
+  /** The path within the source (`customer.id` → ['customer', 'id']; a header's name; a metadata name). */
   readonly field: readonly string[];
+  /** The field as written in the config (`customer.id`, `key.id`, `header.trace`, `$offset`). */
+  readonly spec: string;
   readonly required: boolean;
   /** The converted default, or undefined (then a missing field is stored as null). */
   readonly default: unknown;
@@ -177,7 +197,14 @@ export function sinkConfig(raw: unknown, where = 'sink config'): SinkConfig {
       if (d.ok) dflt = d.value;
       else problems.push(`columns.${name}.default: ${d.problem}`);
     }
-    return { name, type, field: (s.field ?? name).split('.'), required: s.required === true, default: dflt };
+    const src = parseColumnSource(s.field ?? name);
+    if (typeof src === 'string') problems.push(`columns.${name}.field: ${src}`);
+    else {
+      const wrong = sourceTypeProblem(src, type);
+      if (wrong !== undefined) problems.push(`columns.${name}.field: ${wrong}`);
+    }
+    const source = typeof src === 'string' ? { source: 'value' as const, path: [name], spec: name } : src;
+    return { name, type, source: source.source, field: source.path, spec: source.spec, required: s.required === true, default: dflt };
   });
   if (c.mode === 'log') {
     if (c.key !== undefined) problems.push('key: a log-mode table is keyed by (partition, offset); key is for mode upsert');

@@ -45,6 +45,9 @@ import { ExactlyOnceError } from '../errors.js';
 import { BATCH_BYTES, cutBatches, ROWS_PER_BATCH } from '../cassandra/batches.js';
 import { canonical, convert, cqlColumnType, cqlTypeName } from './cql-types.js';
 import { canonicalKeyText } from './key-encoding.js';
+import { headerBytes, headerValue, metaValue, sourceSetting as settingOf, type MetaField } from './column-source.js';
+
+const sourceSetting = (c: SinkColumn) => settingOf({ source: c.source, path: c.field, spec: c.spec });
 import { sampleRecords } from './sample.js';
 import type { AvroSampleIds } from './sample-avro.js';
 import { valueSubject, type SinkColumn, type SinkConfig } from './sink-config.js';
@@ -90,20 +93,25 @@ function parseObject(bytes: Buffer): Record<string, unknown> | string {
   return doc;
 }
 
-/** A column's value from the document: converted, its default, null, or why not. */
-function columnValue(col: SinkColumn, doc: Record<string, unknown>): { ok: true; value: unknown } | { ok: false; reason: string; detail: string } {
-  const v = field(doc, col.field);
+/** A column's value from its raw value (undefined: missing): converted, its default, null, or why not. */
+function columnValue(col: SinkColumn, v: unknown): { ok: true; value: unknown } | { ok: false; reason: string; detail: string } {
   if (v === undefined || v === null) {
     if (col.default !== undefined) return { ok: true, value: col.default };
-    if (col.required) return { ok: false, reason: 'missing_field', detail: `${col.name}: field ${col.field.join('.')} is required and ${v === null ? 'null' : 'missing'}` };
+    if (col.required) return { ok: false, reason: 'missing_field', detail: `${col.name}: field ${col.spec} is required and ${v === null ? 'null' : 'missing'}` };
     return { ok: true, value: null };
   }
   const c = convert(col.type, v);
-  return c.ok ? c : { ok: false, reason: 'bad_value', detail: `${col.name} (${cqlTypeName(col.type)}, field ${col.field.join('.')}): ${c.problem}` };
+  if (c.ok) return c;
+  return { ok: false, reason: col.source === 'header' ? 'bad_header' : 'bad_value', detail: `${col.name} (${cqlTypeName(col.type)}, field ${col.spec}): ${c.problem}` };
 }
+
+/** A record's key as the column sources read it: undefined (no key), or the decoded key, or why it does not decode. */
+type KeyView = { ok: true; text: string | undefined; value: unknown } | { ok: false; detail: string };
 
 export class SinkCodec {
   private readonly keyColumns: SinkColumn[];
+  /** Some column reads the record key (key, key.x). */
+  private readonly readsKey: boolean;
   /** The value's and (for a registry key format) the key's decoders; undefined: JSON, decoded here. */
   private readonly values: Decoder | undefined;
   private readonly keys: Decoder | undefined;
@@ -113,11 +121,13 @@ export class SinkCodec {
   /** `registry`: where the schemas are, for a registry format (the connection's --schema-registry-url). */
   constructor(readonly config: SinkConfig, registry?: SchemaRegistryConfig) {
     this.keyColumns = config.key.map((k) => config.columns.find((c) => c.name === k)!);
-    const needs = isRegistryFormat(config.format) || (config.mode === 'upsert' && isRegistryFormat(config.keyFormat));
+    this.readsKey = config.columns.some((c) => c.source === 'key');
+    const keyDecoded = config.mode === 'upsert' || this.readsKey;
+    const needs = isRegistryFormat(config.format) || (keyDecoded && isRegistryFormat(config.keyFormat));
     if (needs && registry === undefined) throw new ExactlyOnceError('EO_CONFIG_INVALID', `sink ${config.name}: format ${config.format} needs a Schema Registry (--schema-registry-url)`);
     const cache = needs ? schemaCache(registry!) : undefined;
     this.values = isRegistryFormat(config.format) ? createDecoder(config.format, cache) : undefined;
-    this.keys = config.mode === 'upsert' && isRegistryFormat(config.keyFormat) ? createDecoder(config.keyFormat, cache) : undefined;
+    this.keys = keyDecoded && isRegistryFormat(config.keyFormat) ? createDecoder(config.keyFormat, cache) : undefined;
     this.lookup = decoderLookup({ ...(this.values === undefined ? {} : { value: this.values }), ...(this.keys === undefined ? {} : { key: this.keys }) });
   }
 
@@ -143,7 +153,7 @@ export class SinkCodec {
     if (typeof doc === 'string') return { ok: false, detail: `the record key must be a JSON object of ${this.keyColumns.map((c) => c.field.join('.')).join(', ')} (${doc})` };
     const key: unknown[] = [];
     for (const col of this.keyColumns) {
-      const v = columnValue({ ...col, required: true }, doc);
+      const v = columnValue({ ...col, required: true }, field(doc, col.field));
       if (!v.ok) return { ok: false, detail: `record key: ${v.detail}` };
       key.push(v.value);
     }
@@ -162,11 +172,57 @@ export class SinkCodec {
     }
     const key: unknown[] = [];
     for (const col of this.keyColumns) {
-      const v = columnValue({ ...col, required: true }, d.value);
+      const v = columnValue({ ...col, required: true }, field(d.value, col.field));
       if (!v.ok) return { ok: false, detail: `record key (schema id ${d.schemaId}): ${v.detail}` };
       key.push(v.value);
     }
     return { ok: true, key };
+  }
+
+  /** The record key as the columns' `key` and `key.x` read it (JSON: its text and, when it parses, its JSON). */
+  private keyView(bytes: Buffer | null): KeyView {
+    if (bytes === null) return { ok: true, text: undefined, value: undefined };
+    if (this.keys !== undefined) {
+      const d = this.keys.decode(bytes);
+      return d.ok ? { ok: true, text: undefined, value: d.value } : { ok: false, detail: `the record key cannot be decoded (${d.reason}): ${d.detail}` };
+    }
+    const text = bytes.toString('utf8');
+    if (jsonTooDeep(text) !== undefined) return { ok: true, text, value: undefined };
+    try {
+      return { ok: true, text, value: parse(text) };
+    } catch {
+      return { ok: true, text, value: undefined }; // not JSON: its text (a uuid, a name)
+    }
+  }
+
+  /** A column's raw value from its source (undefined: missing), or why the record cannot give it. */
+  private sourceValue(col: SinkColumn, record: SourceRecord, doc: Record<string, unknown>, key: () => KeyView): { ok: true; value: unknown } | { ok: false; reason: string; detail: string } {
+    switch (col.source) {
+      case 'value':
+        return { ok: true, value: field(doc, col.field) };
+      case 'meta':
+        return { ok: true, value: metaValue(record, col.field[0] as MetaField) };
+      case 'header': {
+        const bytes = headerBytes(record, col.field[0]!);
+        if (bytes === undefined) return { ok: true, value: undefined };
+        const h = headerValue(bytes, col.type);
+        return h.ok ? h : { ok: false, reason: 'bad_header', detail: `${col.name} (${cqlTypeName(col.type)}, field ${col.spec}): ${h.problem}` };
+      }
+      case 'key': {
+        const k = key();
+        if (!k.ok) return { ok: false, reason: 'bad_key', detail: `${col.name} (field ${col.spec}): ${k.detail}` };
+        if (k.text === undefined && k.value === undefined) return { ok: true, value: undefined }; // no record key
+        if (col.field.length === 0) {
+          // The whole key: a JSON key's text for a text column (as the upsert key reads it), else its JSON scalar.
+          if (k.text !== undefined && (col.type.kind !== 'scalar' || col.type.name === 'text' || k.value === undefined || (k.value !== null && typeof k.value === 'object' && !isLosslessNumber(k.value)))) return { ok: true, value: k.text };
+          return { ok: true, value: k.value };
+        }
+        if (!isRecord(k.value)) {
+          return { ok: false, reason: 'bad_key', detail: `${col.name} (field ${col.spec}): the record key ${k.text === undefined ? '' : `${JSON.stringify(k.text.slice(0, 80))} `}is not ${this.keys === undefined ? 'a JSON object' : 'a record'}, so it has no field ${col.field.join('.')}` };
+        }
+        return { ok: true, value: field(k.value, col.field) };
+      }
+    }
   }
 
   /** The record's value as a record of fields, or why not. */
@@ -221,9 +277,13 @@ export class SinkCodec {
     const values: unknown[] = [];
     // Columns whose field path matched nothing in this record (src/sink/unmatched-columns.ts).
     const absent: number[] = [];
+    let keyView: KeyView | undefined;
+    const keyOf = () => (keyView ??= this.keyView(record.key));
     for (const col of config.columns) {
-      if (field(doc, col.field) === undefined) absent.push(values.length);
-      const v = columnValue(config.key.includes(col.name) ? { ...col, required: true } : col, doc);
+      const raw = this.sourceValue(col, record, doc, keyOf);
+      if (!raw.ok) return bad(raw.reason, raw.detail);
+      if (raw.value === undefined) absent.push(values.length);
+      const v = columnValue(config.key.includes(col.name) ? { ...col, required: true } : col, raw.value);
       if (!v.ok) return bad(v.reason, v.detail);
       values.push(v.value);
     }
@@ -305,7 +365,7 @@ export class SinkJob implements Job<SinkRow> {
     this.codec = new SinkCodec(config, registry);
     const log = createLogger('sink');
     this.unmatched = new UnmatchedReporter(
-      config.columns,
+      config.columns.map((c) => ({ name: c.name, field: [c.spec] })),
       (column, line) => log.warn({ column, sink: config.name }, line),
       (column) => this.unmatchedCount?.inc({ column }),
     );
@@ -319,7 +379,7 @@ export class SinkJob implements Job<SinkRow> {
       table: config.table,
       mode: config.mode,
       key: config.key.join(','),
-      columns: JSON.stringify(config.columns.map((c) => [c.name, cqlTypeName(c.type), c.field.join('.'), c.required, canonical(c.default)])),
+      columns: JSON.stringify(config.columns.map((c) => [c.name, cqlTypeName(c.type), sourceSetting(c), c.required, canonical(c.default)])),
       ...(config.format === 'json' ? {} : { format: config.format }),
       ...(config.mode === 'upsert' && config.keyFormat !== 'json' ? { keyFormat: config.keyFormat } : {}),
     };
@@ -349,7 +409,7 @@ export class SinkJob implements Job<SinkRow> {
         rows === 0
           ? []
           : config.columns.flatMap((c, i) =>
-              matched.has(i) ? [] : [`column ${c.name}: field ${c.field.join('.')} matched none of the ${rows.toLocaleString('en-US')} records checked; every row stores null for it (check the column's field path)`],
+              matched.has(i) ? [] : [`column ${c.name}: field ${c.spec} matched none of the ${rows.toLocaleString('en-US')} records checked; every row stores null for it (check the column's field path)`],
             ),
       ...this.samples(config, registry),
     } as JobAudit;
@@ -365,6 +425,8 @@ export class SinkJob implements Job<SinkRow> {
    * verified, not sampled.
    */
   private samples(config: SinkConfig, registry: SchemaRegistryConfig | undefined): Pick<JobAudit, 'sample' | 'prepareSample'> {
+    // The samples are values (and keys) only: columns read from headers, metadata or the key are not sampled.
+    if (config.columns.some((c) => c.source !== 'value')) return {};
     if (config.format === 'json' && (config.mode === 'log' || config.keyFormat === 'json')) return { sample: (o) => sampleRecords(config, o) };
     const avroKey = config.mode === 'upsert' && config.keyFormat === 'avro' && config.key.length === 1;
     if (config.format !== 'avro' || registry === undefined || (config.mode === 'upsert' && config.keyFormat !== 'json' && !avroKey)) return {};

@@ -1,0 +1,114 @@
+// Issue 37 item 2: a column's field may name the value, the record key, a header or the record's
+// metadata; anything that is not a pure function of the record is refused.
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import type { SourceRecord } from '../../src/kafka/record.js';
+import { canonical } from '../../src/sink/cql-types.js';
+import { parseColumnSource } from '../../src/sink/column-source.js';
+import { sinkConfig } from '../../src/sink/sink-config.js';
+import { SinkCodec, SinkJob } from '../../src/sink/sink-job.js';
+
+const problem = (raw: unknown) => {
+  try {
+    sinkConfig(raw, 's.yaml');
+  } catch (e) {
+    return (e as Error).message;
+  }
+  assert.fail('expected EO_CONFIG_INVALID');
+};
+const base = { topic: 't', table: 'tb', mode: 'log' };
+
+const rec = (o: { value?: string | null; key?: string | null; headers?: Array<[string, string | Buffer]>; offset?: bigint; partition?: number; ts?: number }): SourceRecord => ({
+  topic: 'shop.events',
+  partition: o.partition ?? 2,
+  offset: o.offset ?? 41n,
+  key: o.key === undefined || o.key === null ? null : Buffer.from(o.key),
+  value: o.value === undefined ? Buffer.from('{}') : o.value === null ? null : Buffer.from(o.value),
+  timestampMs: o.ts ?? 1_767_225_600_000,
+  ...(o.headers === undefined ? {} : { headers: o.headers.map(([n, v]) => [n, Buffer.isBuffer(v) ? v : Buffer.from(v)] as const) }),
+});
+
+test('field sources parse: value (with or without value.), key, key.x, header.name, metadata', () => {
+  assert.deepEqual(parseColumnSource('a.b'), { source: 'value', path: ['a', 'b'], spec: 'a.b' });
+  assert.deepEqual(parseColumnSource('value.a.b'), { source: 'value', path: ['a', 'b'], spec: 'value.a.b' });
+  assert.deepEqual(parseColumnSource('key'), { source: 'key', path: [], spec: 'key' });
+  assert.deepEqual(parseColumnSource('key.shop.id'), { source: 'key', path: ['shop', 'id'], spec: 'key.shop.id' });
+  assert.deepEqual(parseColumnSource('header.trace.id'), { source: 'header', path: ['trace.id'], spec: 'header.trace.id' });
+  assert.deepEqual(parseColumnSource('$timestamp'), { source: 'meta', path: ['timestamp'], spec: '$timestamp' });
+});
+
+test('what is not a pure function of the record is refused, saying so; a mistyped metadata name is named', () => {
+  assert.match(problem({ ...base, columns: { at: { type: 'timestamp', field: 'now()' } } }), /^s\.yaml: columns\.at\.field: now\(\) is not a pure function of the record: /);
+  assert.match(problem({ ...base, columns: { at: { type: 'timestamp', field: '$now' } } }), /^s\.yaml: columns\.at\.field: \$now is not a pure function of the record/);
+  assert.match(problem({ ...base, columns: { id: { type: 'uuid', field: 'uuid()' } } }), /columns\.id\.field: uuid\(\) is not a pure function of the record/);
+  assert.equal(problem({ ...base, columns: { o: { type: 'bigint', field: '$ofset' } } }), 's.yaml: columns.o.field: $ofset: unknown record metadata (did you mean $offset?); the metadata are $topic, $partition, $offset, $timestamp');
+  assert.equal(problem({ ...base, columns: { o: { type: 'int', field: '$offset' } } }), 's.yaml: columns.o.field: $offset is stored as bigint, not int');
+  assert.equal(problem({ ...base, columns: { o: { type: 'list<text>', field: 'header.tags' } } }), "s.yaml: columns.o.field: header.tags: a header's bytes fill a scalar column (text, a number, blob, …), not a list");
+  assert.equal(problem({ ...base, columns: { o: { type: 'text', field: 'header' } } }), 's.yaml: columns.o.field: header: name the header, header.<name>');
+});
+
+test('log mode: columns from the value, the key (whole and a field), headers and the metadata', () => {
+  const config = sinkConfig({
+    ...base,
+    columns: {
+      status: { type: 'text', field: 'value.status' },
+      city: { type: 'text', field: 'a.city' },
+      shop: { type: 'text', field: 'key.shop' },
+      trace: { type: 'text', field: 'header.trace' },
+      retries: { type: 'int', field: 'header.retries' },
+      raw: { type: 'blob', field: 'header.raw' },
+      topic: { type: 'text', field: '$topic' },
+      part: { type: 'int', field: '$partition' },
+      off: { type: 'bigint', field: '$offset' },
+      at: { type: 'timestamp', field: '$timestamp' },
+      at_ms: { type: 'bigint', field: '$timestamp' },
+    },
+  });
+  const codec = new SinkCodec(config);
+  const e = codec.expect(rec({ value: '{"status": "paid", "a": {"city": "Oslo"}}', key: '{"shop": "s1"}', headers: [['trace', 'x'], ['retries', '3'], ['raw', Buffer.from([0xff, 0])], ['trace', 'abc']] }));
+  assert.deepEqual(canonical(e), {
+    kind: 'row',
+    key: { partition: 2, offset: '41' },
+    row: { status: 'paid', city: 'Oslo', shop: 's1', trace: 'abc', retries: 3, raw: 'ff00', topic: 'shop.events', part: 2, off: '41', at: 1_767_225_600_000, at_ms: '1767225600000' },
+  });
+  // Missing key and headers: null (like a missing field).
+  const m = codec.expect(rec({ value: '{"status": "new"}' }));
+  assert.equal(m.kind, 'row');
+  assert.deepEqual(canonical((m as { row: unknown }).row), { status: 'new', city: null, shop: null, trace: null, retries: null, raw: null, topic: 'shop.events', part: 2, off: '41', at: 1_767_225_600_000, at_ms: '1767225600000' });
+});
+
+test('a header that does not decode as its column type is quarantined (bad_header); a key that is no object for key.x, bad_key', () => {
+  const config = sinkConfig({ ...base, columns: { n: { type: 'int', field: 'header.n' }, t: { type: 'text', field: 'header.t' }, shop: { type: 'text', field: 'key.shop' } } });
+  const codec = new SinkCodec(config);
+  const notInt = codec.decode(rec({ headers: [['n', 'three']] }));
+  assert.ok(!notInt.ok && notInt.reason === 'bad_header' && notInt.detail.startsWith('n (int, field header.n): '), JSON.stringify(notInt));
+  const notUtf8 = codec.decode(rec({ headers: [['t', Buffer.from([0xc3, 0x28])]] }));
+  assert.deepEqual(notUtf8, { ok: false, reason: 'bad_header', detail: 't (text, field header.t): 2 byte(s) that are not UTF-8 text' });
+  const bigInt = codec.decode(rec({ headers: [['n', '4294967296']] }));
+  assert.ok(!bigInt.ok && bigInt.reason === 'bad_header');
+  const badKey = codec.decode(rec({ key: 'plain' }));
+  assert.ok(!badKey.ok && badKey.reason === 'bad_key' && /is not a JSON object, so it has no field shop/.test(badKey.detail), JSON.stringify(badKey));
+});
+
+test('the whole key: its text for a text column, its number for a number column', () => {
+  const config = sinkConfig({ ...base, columns: { k: { type: 'text', field: 'key' }, n: { type: 'bigint', field: 'key' } } });
+  const codec = new SinkCodec(config);
+  assert.deepEqual(canonical((codec.expect(rec({ key: '12' })) as { row: unknown }).row), { k: '12', n: '12' });
+  const d = codec.decode(rec({ key: 'abc' }));
+  assert.ok(!d.ok && d.reason === 'bad_value', JSON.stringify(d));
+});
+
+test('upsert: a column from a header and the key column from the key', () => {
+  const config = sinkConfig({ topic: 't', table: 'tb', mode: 'upsert', key: ['id'], columns: { id: { type: 'bigint', field: 'key' }, src: { type: 'text', field: 'header.source' }, at: { type: 'timestamp', field: '$timestamp' } } });
+  const e = new SinkCodec(config).expect(rec({ key: '7', headers: [['source', 'web']], value: '{}' }));
+  assert.deepEqual(canonical(e), { kind: 'row', key: { id: '7' }, row: { src: 'web', at: 1_767_225_600_000 } });
+});
+
+test('stored settings: a value path as before; other sources tagged (a field once a value path named key.x changes them)', () => {
+  const cols = (field: string) => JSON.parse(new SinkJob(sinkConfig({ ...base, columns: { c: { type: 'text', field } } })).settings['columns']!) as unknown[][];
+  assert.equal(cols('a.b')[0]![2], 'a.b');
+  assert.equal(cols('value.a.b')[0]![2], 'a.b');
+  assert.equal(cols('key.x')[0]![2], 'key:x');
+  assert.equal(cols('header.h')[0]![2], 'header:h');
+  assert.equal(cols('$topic')[0]![2], '$topic');
+});
