@@ -126,6 +126,25 @@ export async function applySchema(
   return result;
 }
 
+/**
+ * Refuses (EO_CASSANDRA_QUERY) a keyspace that lacks engine migrations this version writes through (one
+ * made by an older version): a worker would otherwise fail on its first checkpoint with a bare
+ * "Undefined column" of Cassandra's. The way out is `exactlyonce schema apply`.
+ */
+export async function requireMigrations(client: Client, keyspace: string): Promise<void> {
+  let applied: Set<number>;
+  try {
+    applied = new Set((await client.execute(`SELECT version FROM ${keyspace}.schema_migrations`)).rows.map((r) => r['version'] as number));
+  } catch (e) {
+    if (!/unconfigured table|schema_migrations/i.test((e as Error).message)) throw e;
+    applied = new Set();
+  }
+  const missing = loadMigrations(keyspace).filter((m) => !applied.has(m.version)).map((m) => `${String(m.version).padStart(3, '0')}_${m.name}`);
+  if (missing.length > 0) {
+    throw new ExactlyOnceError('EO_CASSANDRA_QUERY', `keyspace ${keyspace} lacks the schema migration${missing.length === 1 ? '' : 's'} ${missing.join(', ')} this version needs; run \`exactlyonce schema apply --keyspace ${keyspace}\` (it changes nothing already there)`);
+  }
+}
+
 /** A job's own migration (src/engine/job.ts JobMigration). */
 export interface JobMigrationSource {
   readonly version: number;

@@ -207,6 +207,25 @@ export function isReplicasUnavailable(e: unknown): boolean {
   return Object.values((e as { innerErrors?: Record<string, unknown> }).innerErrors ?? {}).some((i) => isReplicasUnavailable(i));
 }
 
+/**
+ * The nodes as `client` sees them: those the driver holds down, and when the node started last of all
+ * (epoch ms, rounded up to the second). A node's gossip generation is the second it started
+ * (`system_views.gossip_info`, Cassandra 4.1 and later; on an older server, or when the coordinator
+ * cannot say, the start is unknown: null).
+ */
+export async function ringState(client: Client): Promise<{ down: string[]; lastStart: number | null }> {
+  const down = client.hosts.values().filter((h) => !h.isUp()).map((h) => h.address);
+  let lastStart: number | null = null;
+  try {
+    const r = await client.execute('SELECT generation FROM system_views.gossip_info', [], { consistency: consistencies.localOne });
+    const starts = r.rows.map((row) => row['generation'] as number | null).filter((g): g is number => typeof g === 'number');
+    if (starts.length > 0) lastStart = (Math.max(...starts) + 1) * 1000;
+  } catch (e) {
+    if (isRetriableCassandraError(e)) throw e;
+  }
+  return { down, lastStart };
+}
+
 export const Long = cassandra.types.Long;
 /** An int64 as the driver's Long, exactly, from its two 32-bit halves (about 10× faster than via a string: bench/micro.ts). */
 export function toLong(v: bigint): cassandra.types.Long {

@@ -14,7 +14,8 @@ import { AbortedError } from './retry.js';
 
 /** Reads the stored checkpoints (CheckpointStore). */
 export interface CheckpointReader {
-  readStored(): Promise<ReadonlyMap<number, StoredCheckpoint>>;
+  /** `withReplay`: with what each checkpoint's writer would read again after a node crash. */
+  readStored(withReplay?: boolean): Promise<ReadonlyMap<number, StoredCheckpoint>>;
 }
 
 /** What the planner asks Kafka (KafkaAdmin). */
@@ -48,6 +49,8 @@ export interface PartitionPlan {
   marks: Watermarks | undefined;
   /** Why the partition must not be read (null: resume at the checkpoint). */
   stop: ExactlyOnceError | null;
+  /** What the checkpoint's writer acknowledged within the lost-writes window (StoredCheckpoint.replay). */
+  replay?: StoredCheckpoint['replay'];
 }
 
 /**
@@ -66,6 +69,8 @@ export interface PlannerDeps {
   binding: () => Binding;
   /** Runs a call with retries until the server answers (AbortedError on shutdown). */
   retrying: <T>(server: 'Cassandra' | 'Kafka', fn: () => Promise<T>) => Promise<T>;
+  /** Moves checkpoints whose rows a node crash may have taken back to where they are read again (LostWrites.resume). */
+  resume?: (stored: ReadonlyMap<number, StoredCheckpoint>, assigned: readonly number[], logStarts: ReadonlyMap<number, bigint>) => Promise<ReadonlyMap<number, StoredCheckpoint>>;
 }
 
 /** Kafka clients take offsets as JS numbers: a checkpoint beyond 2^53 cannot be sought to. */
@@ -110,16 +115,21 @@ export class AssignmentPlanner {
     try {
       // Read back where each partition stands; retried until the servers answer, because proceeding
       // without the checkpoint could only replay from the start or skip.
-      const stored = await retrying('Cassandra', () => checkpoints.readStored());
+      const read = await retrying('Cassandra', () => checkpoints.readStored(true));
       const [marks, topicId] = await retrying('Kafka', () => Promise.all([admin.watermarks(topic), admin.topicId(topic)]));
       const { topicId: bound, settingsChanged, partitions: boundPartitions } = this.deps.binding();
+      // A partition of another topic (re-created) or with a changed job is not read: nothing to move.
+      const resume = this.deps.resume;
+      const stored = resume === undefined || settingsChanged !== undefined || (topicId !== null && bound !== undefined && topicId !== bound)
+        ? read
+        : await retrying('Cassandra', () => resume(read, assigned, new Map(marks.map((m) => [m.partition, m.low]))));
       return {
         kind: 'planned',
         partitions: assigned.map((p) => {
           const c = stored.get(p);
           const w = marks.find((m) => m.partition === p);
           const checkpoint = c?.next ?? null;
-          return { partition: p, checkpoint, epoch: c?.epoch ?? 0, marks: w, stop: settingsChanged ?? startError(p, checkpoint, w, { name: topic, bound, now: topicId, boundPartitions, partitions: marks.length }) };
+          return { partition: p, checkpoint, epoch: c?.epoch ?? 0, marks: w, stop: settingsChanged ?? startError(p, checkpoint, w, { name: topic, bound, now: topicId, boundPartitions, partitions: marks.length }), replay: c?.replay };
         }),
       };
     } catch (e) {

@@ -8,8 +8,8 @@
  * A worker that lost the partition (paused past its session timeout, then woken) can therefore never
  * move the checkpoint backwards; and it only ever writes a checkpoint after all records before it are
  * stored, so even its late write never claims an offset whose output is not durable. No Paxos round per
- * batch is needed. (Two writes with the same timestamp carry the same value, so Cassandra's tie-break
- * cannot matter.)
+ * batch is needed. (Two writes with the same timestamp carry the same offset and epoch, so Cassandra's
+ * tie-break cannot matter to them; they may differ in `replay` only, see write.)
  *
  * Resets (`exactlyonce checkpoints reset`): the epoch is the number of resets of the partition. A
  * reset writes epoch + 1 with its offset, so its timestamp is above every timestamp of the old epoch
@@ -25,7 +25,7 @@
  * Beside the checkpoints, `partition_state` records who owns each partition and why it is stopped,
  * for `exactlyonce checkpoints list` only (wall-clock timestamps; nothing above depends on it).
  */
-import { consistencies, fromLong, toLong, type Client } from '../cassandra/session.js';
+import { consistencies, fromLong, toLong, types, type Client, type Row } from '../cassandra/session.js';
 import { ExactlyOnceError } from '../errors.js';
 import { engineTables, type EngineTables } from './engine-tables.js';
 
@@ -61,6 +61,23 @@ export function checkpointTimestamp(epoch: number, nextOffset: bigint): bigint {
 export interface StoredCheckpoint {
   next: bigint;
   epoch: number;
+  /**
+   * What its writer acknowledged within the lost-writes window before writing it: the first offset of
+   * those batches, and when the checkpoint was written (epoch ms, the writer's clock). A node that
+   * crashed after `writtenAt − window` may have taken those rows back (src/engine/lost-writes.ts).
+   * Absent: nothing to read again (a reset, or a checkpoint written before migration 060).
+   */
+  replay?: { from: bigint; writtenAt: number };
+}
+
+/** A checkpoint row's stored value (`replay` read only where asked: the planner's and the watcher's reads). */
+function storedCheckpoint(row: Row): StoredCheckpoint {
+  const c: StoredCheckpoint = { next: fromLong(row['next_offset']), epoch: (row['epoch'] as number | null) ?? 0 };
+  const replay = row['replay'] as InstanceType<typeof types.Tuple> | null | undefined;
+  if (replay !== null && replay !== undefined && replay.get(0) !== null && replay.get(1) !== null) {
+    c.replay = { from: fromLong(replay.get(0)), writtenAt: (replay.get(1) as Date).getTime() };
+  }
+  return c;
 }
 
 /** Why a worker stopped a partition, as recorded for `checkpoints list`. */
@@ -118,7 +135,7 @@ export class CheckpointStore {
       { prepare: true, consistency: consistencies.localQuorum },
     );
     const row = r.first();
-    return row === null || row['next_offset'] === null ? null : { next: fromLong(row['next_offset']), epoch: (row['epoch'] as number | null) ?? 0 };
+    return row === null || row['next_offset'] === null ? null : storedCheckpoint(row);
   }
 
   /** The next offset of every checkpointed partition. */
@@ -126,30 +143,34 @@ export class CheckpointStore {
     return new Map([...(await this.readStored())].map(([p, c]) => [p, c.next]));
   }
 
-  /** The next offset and reset epoch of every checkpointed partition (rows from before epochs: 0). */
-  async readStored(): Promise<Map<number, StoredCheckpoint>> {
+  /**
+   * The next offset and reset epoch of every checkpointed partition (rows from before epochs: 0);
+   * `withReplay`: with what a new owner reads again after a crash (a worker's read: the keyspace has
+   * migration 060; the operator commands read without it).
+   */
+  async readStored(withReplay = false): Promise<Map<number, StoredCheckpoint>> {
     const r = await this.session.execute(
-      `SELECT partition, next_offset, epoch FROM ${this.t.checkpoints} WHERE ${this.t.jobWhere}topic = ?`,
+      `SELECT partition, next_offset, epoch${withReplay ? ', replay' : ''} FROM ${this.t.checkpoints} WHERE ${this.t.jobWhere}topic = ?`,
       [...this.key],
       { prepare: true, consistency: consistencies.localQuorum },
     );
-    return new Map(
-      r.rows
-        .filter((row) => row['next_offset'] !== null)
-        .map((row) => [row['partition'] as number, { next: fromLong(row['next_offset']), epoch: (row['epoch'] as number | null) ?? 0 }]),
-    );
+    return new Map(r.rows.filter((row) => row['next_offset'] !== null).map((row) => [row['partition'] as number, storedCheckpoint(row)]));
   }
 
   /**
    * Records that every record of `partition` before `nextOffset` is stored, in reset epoch `epoch`.
    * Idempotent, and monotonic by construction (see above): replaying it, or sending an older one late,
    * changes nothing; once the partition is reset, no write of an older epoch changes anything either.
+   * `replay`: what its writer acknowledged within the lost-writes window (StoredCheckpoint.replay;
+   * none: nothing, as after a reset). Two writes of one timestamp may differ only there, and a read
+   * then returns the tuple of one of them.
    */
-  async write(partition: number, nextOffset: bigint, epoch = 0): Promise<void> {
+  async write(partition: number, nextOffset: bigint, epoch = 0, replay?: { from: bigint; writtenAt: number }): Promise<void> {
     const timestamp = checkpointTimestamp(epoch, nextOffset);
+    const tuple = replay === undefined ? null : new types.Tuple(toLong(replay.from), new Date(replay.writtenAt));
     await this.session.execute(
-      `UPDATE ${this.t.checkpoints} USING TIMESTAMP ? SET next_offset = ?, epoch = ? WHERE ${this.t.jobWhere}topic = ? AND partition = ?`,
-      [toLong(timestamp), toLong(nextOffset), epoch, ...this.key, partition],
+      `UPDATE ${this.t.checkpoints} USING TIMESTAMP ? SET next_offset = ?, epoch = ?, replay = ? WHERE ${this.t.jobWhere}topic = ? AND partition = ?`,
+      [toLong(timestamp), toLong(nextOffset), epoch, tuple, ...this.key, partition],
       { prepare: true, consistency: consistencies.localQuorum },
     );
   }

@@ -44,11 +44,16 @@
  * line per rewind, and `exactlyonce_lost_writes_total{partition}` for a checkpoint found lost,
  * `exactlyonce_crash_replays_total{partition}` for a replay after a node went down.
  *
+ * A task that dies (a worker SIGKILLed) takes what it knows with it, so each checkpoint also stores
+ * where its writer would read again after a node crash (StoredCheckpoint.replay: the first offset it
+ * acknowledged within the window, and when). A new owner resumes from there when a node started after
+ * that window began, or is down (resume), and keeps it as acknowledged by itself, so that a node going
+ * down after the hand-over replays its predecessor's rows as well as its own (PartitionTask.inherit).
+ *
  * What remains (README, "Durability"): a loss no worker that owns the partition can see — the worker
  * that wrote the lost checkpoint is gone and no owner planned from it yet (the next owner then reads
- * the lower checkpoint and writes from there: nothing is missed); and, on a ring, rows a predecessor
- * acknowledged within the window before a node crash that happens after the hand-over (the new owner
- * knows its own batches only): `verify` reports those.
+ * the lower checkpoint and writes from there: nothing is missed) — and clocks: a node's start and a
+ * checkpoint's time are compared across machines, within the window's margin over the sync period.
  */
 import type { Logger } from '../log.js';
 import type { AssignmentPlanner } from './assignment-planner.js';
@@ -65,8 +70,18 @@ function epochs(stored: StoredCheckpoint | null, epoch: number): [string, string
   return stored === null || stored.epoch === epoch ? ['', ''] : [` (epoch ${stored.epoch})`, ` (epoch ${epoch})`];
 }
 
+/** The Cassandra nodes as this worker sees them (src/cassandra/session.ts ringState). */
+export interface RingState {
+  /** The nodes the driver holds down now. */
+  down: readonly string[];
+  /** When the node started last of all started (epoch ms, rounded up; null: unknown). */
+  lastStart: number | null;
+}
+
 export interface LostWritesDeps {
   checkpoints: Pick<CheckpointStore, 'reset' | 'readOne'>;
+  /** The nodes' state now, for a new owner's plan (resume). */
+  ring: () => Promise<RingState>;
   planner: Pick<AssignmentPlanner, 'planResets'>;
   tasks: () => TaskManager | undefined;
   consumer: PartitionControl;
@@ -138,6 +153,49 @@ export class LostWrites {
       const from = task.replayFrom(since);
       if (from !== null) void this.replay(task, from);
     }
+  }
+
+  /**
+   * Where newly assigned partitions resume, when a node crash may have taken back rows their previous
+   * owner acknowledged while its checkpoint survived (on a ring: the crashed replica and one that missed
+   * them held them, the checkpoint's other replicas did not crash). That owner would have read them
+   * again (nodeDown) had it lived; its checkpoint says what it acknowledged within the window before
+   * writing it (StoredCheckpoint.replay). A node that started after that window began, or one down
+   * now, may have crashed inside it: such a partition resumes from there instead, moved by a reset (the
+   * next epoch: no late checkpoint of the old position, its writer's or a zombie's, covers it again).
+   * Returns `stored` with those checkpoints moved; the others resume where they are.
+   */
+  async resume(stored: ReadonlyMap<number, StoredCheckpoint>, assigned: readonly number[], logStarts: ReadonlyMap<number, bigint>): Promise<ReadonlyMap<number, StoredCheckpoint>> {
+    const deps = this.deps;
+    if (deps === undefined || this.windowMs <= 0) return stored;
+    const candidates = assigned.flatMap((p) => {
+      const c = stored.get(p);
+      return c?.replay !== undefined && c.replay.from < c.next ? [{ p, c, replay: c.replay }] : [];
+    });
+    if (candidates.length === 0) return stored;
+    const ring = await deps.ring();
+    const moved = new Map(stored);
+    for (const { p, c, replay } of candidates) {
+      const since = replay.writtenAt - this.windowMs;
+      const why =
+        ring.down.length > 0
+          ? `Cassandra node${ring.down.length === 1 ? '' : 's'} ${ring.down.join(', ')} ${ring.down.length === 1 ? 'is' : 'are'} down`
+          : ring.lastStart === null || ring.lastStart >= since
+            ? `a Cassandra node started ${ring.lastStart === null ? 'at an unknown time' : `at ${new Date(ring.lastStart).toISOString()}`}, after ${new Date(since).toISOString()}`
+            : null;
+      if (why === null) continue;
+      const low = logStarts.get(p) ?? 0n;
+      const to = replay.from > low ? replay.from : low;
+      if (to >= c.next) continue;
+      const reset = await deps.checkpoints.reset(p, to, c.epoch);
+      moved.set(p, reset);
+      deps.metrics.crashReplays.inc({ partition: String(p) });
+      deps.log.warn(
+        { partition: p, from: String(to), checkpoint: String(c.next), writtenAt: new Date(replay.writtenAt).toISOString(), windowMs: this.windowMs },
+        `partition ${p}: ${why}: it may have forgotten rows acknowledged in the ${this.windowMs} ms before the checkpoint ${c.next} was written; writing every record from ${to} again`,
+      );
+    }
+    return moved;
   }
 
   /**

@@ -319,6 +319,10 @@ export class PartitionTask {
    */
   private checkpoint(next: bigint, rows: { at: number; write: () => Promise<unknown> } | undefined, done: () => void): void {
     const guard = this.ctx.lostWrites;
+    // What a new owner reads again if this worker dies and a node crash takes back rows it acknowledged
+    // within the window (src/engine/lost-writes.ts resume); taken now, once, for every attempt.
+    const from = guard === undefined || guard.windowMs <= 0 ? null : this.replayFrom(guard.horizon);
+    const replay = from !== null && from < next ? { from, writtenAt: Date.now() } : undefined;
     const write = () =>
       this.ctx.withRetry(async () => {
         // After a Cassandra outage, the stored checkpoint is read back first (src/engine/lost-writes.ts).
@@ -332,7 +336,7 @@ export class PartitionTask {
           this.ctx.metrics.rowsRewritten.inc({ partition: String(this.partition) });
         }
         const sent = performance.now();
-        await this.ctx.checkpoints.write(this.partition, next, this.epoch ?? 0);
+        await this.ctx.checkpoints.write(this.partition, next, this.epoch ?? 0, replay);
         this.ctx.metrics.batchStages.observe({ stage: 'checkpoint' }, (performance.now() - sent) / 1000);
         if (!this.abandoned && (this.acked === null || next > this.acked)) this.acked = next;
         return true;
@@ -377,6 +381,16 @@ export class PartitionTask {
     const stored = await this.ctx.checkpoints.readOne(this.partition);
     if (isLost(stored, this.epoch ?? 0, acked)) throw new LostWritesFound(stored, acked);
     this.verified = generation;
+  }
+
+  /**
+   * Takes on what the previous owner acknowledged within the window before its checkpoint (planned
+   * from it: StoredCheckpoint.replay), as if this task had: a node that goes down now may have taken
+   * those rows back as much as its own (src/engine/lost-writes.ts). Counted from when the checkpoint
+   * was written, the latest they can have been acknowledged.
+   */
+  inherit(replay: { from: bigint; writtenAt: number }): void {
+    this.remember(performance.now() - Math.max(0, Date.now() - replay.writtenAt), replay.from);
   }
 
   /** Keeps a batch's first offset and when its rows were acknowledged, forgetting what is past the horizon. */

@@ -7,7 +7,8 @@
  * shuts them down cleanly. It knows partitions, offsets and checkpoints, nothing about what the
  * records mean: that is the Job's.
  */
-import { connect, type Client } from '../cassandra/session.js';
+import { requireMigrations } from '../cassandra/migrate.js';
+import { connect, ringState, type Client } from '../cassandra/session.js';
 import type { ConnectionConfig } from '../config.js';
 import { ExactlyOnceError, isExactlyOnceError } from '../errors.js';
 import { KafkaAdmin } from '../kafka/admin.js';
@@ -170,6 +171,7 @@ export class Runner {
     const partitions = counts[0]!;
     this.session = await this.retrying('Cassandra', () => connect(config, { keyspace: config.keyspace }), options.startupTimeoutMs);
     const session = this.session;
+    await this.retrying('Cassandra', () => requireMigrations(session, config.keyspace), options.startupTimeoutMs);
     // A node the driver lost every connection to may have crashed and forgotten acknowledged writes,
     // even when none of ours failed (none was in flight): what was acknowledged within the window before
     // is read again (src/engine/lost-writes.ts).
@@ -260,6 +262,7 @@ export class Runner {
       admin,
       binding: () => this.binding,
       retrying: (server, fn) => this.retrying(server, fn),
+      resume: (stored, assigned, logStarts) => this.lostWrites.resume(stored, assigned, logStarts),
     });
     const identity = new IdentityGate({
       topic: config.topic,
@@ -268,6 +271,22 @@ export class Runner {
       onRecreated: (error) => this.consumer?.pause(tasks.stopAll(error)),
       retrying: (fn) => this.retrying('Kafka', fn),
       onCheck: () => this.metrics.identityChecks.inc(),
+    });
+    const consumer: PartitionControl = {
+      pause: (ps) => this.consumer?.pause(ps),
+      restartAt: (p, offset) => this.consumer?.restartAt(p, offset),
+    };
+    this.lostWrites.wire({
+      checkpoints,
+      ring: () => ringState(session),
+      planner,
+      tasks: () => this.taskManager,
+      consumer,
+      logStart: ctx.logStart,
+      onRewind: (p, from) => this.rewound(p, from),
+      retrying: (server, fn) => this.retrying(server, fn),
+      metrics: this.metrics,
+      log: this.log,
     });
     const tasks: TaskManager = new TaskManager(ctx, planner, checkpoints, this.metrics, this.log, identity);
     this.taskManager = tasks;
@@ -317,21 +336,6 @@ export class Runner {
     });
     this.lag.onRefresh = (marks) => void this.tails?.check(marks);
     this.lag.watch(() => admin.watermarks(config.topic), this.log);
-    const consumer: PartitionControl = {
-      pause: (ps) => this.consumer?.pause(ps),
-      restartAt: (p, offset) => this.consumer?.restartAt(p, offset),
-    };
-    this.lostWrites.wire({
-      checkpoints,
-      planner,
-      tasks: () => this.taskManager,
-      consumer,
-      logStart: ctx.logStart,
-      onRewind: (p, from) => this.rewound(p, from),
-      retrying: (server, fn) => this.retrying(server, fn),
-      metrics: this.metrics,
-      log: this.log,
-    });
     this.positions = new PositionWatcher({ topic: config.topic, admin, tasks: () => tasks.tasks, binding: this.binding, consumer });
     this.positions.start();
     this.resets = new ResetWatcher({

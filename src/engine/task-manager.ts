@@ -155,6 +155,7 @@ export class TaskManager {
   /** `readAt`: the Cassandra outages counted before the plan's checkpoint was read (PartitionTask). */
   private create(plan: PartitionPlan, readAt?: number): PartitionTask {
     const task = new PartitionTask(plan.partition, plan.checkpoint, this.ctx, plan.epoch, readAt);
+    if (plan.replay !== undefined) task.inherit(plan.replay);
     this.byPartition.set(plan.partition, task);
     // Assigned first: a task that replaces a stopped one (a reset) starts unstopped unless its plan stops it.
     this.ctx.lag.partitionAssigned(plan.partition, plan.checkpoint, plan.marks);

@@ -1,7 +1,7 @@
 // In-memory stand-ins for the engine's ports (checkpoint store, Kafka admin, job, quarantine), for the
 // unit tests of the AssignmentPlanner, the TaskManager and the PartitionTask. No servers.
 import { pino } from 'pino';
-import { AssignmentPlanner, type Binding, type LogAdmin } from '../../src/engine/assignment-planner.js';
+import { AssignmentPlanner, type Binding, type LogAdmin, type PlannerDeps } from '../../src/engine/assignment-planner.js';
 import type { CheckpointStore, StoredCheckpoint } from '../../src/engine/checkpoint-store.js';
 import type { DecodedRecord, Job, SourceRecord } from '../../src/engine/job.js';
 import { LagWatcher } from '../../src/engine/lag-watcher.js';
@@ -44,6 +44,8 @@ export interface FakeWorld {
   events: string[];
   /** The job's write for a partition; default: resolves at once. */
   write: (partition: number, records: readonly DecodedRecord<unknown>[]) => Promise<void>;
+  /** The `replay` each checkpoint write carried, as `p:next from F` (none: `p:next`). */
+  replays: string[];
 }
 
 /** Partitions 0 and 1 with their checkpoints (epoch 0) and their logs [0, high]. */
@@ -58,7 +60,7 @@ export function twoPartitions(next: readonly [bigint, bigint], high: readonly [b
  * A TaskManager over fakes, wired as the Runner wires the real one. `bound` is the topic ID the job is
  * bound to; `signal` aborts retries as shutdown does.
  */
-export function fakeEngine(world: Partial<FakeWorld> = {}, opts: { bound?: string; settingsChanged?: ExactlyOnceError; signal?: AbortSignal } = {}) {
+export function fakeEngine(world: Partial<FakeWorld> = {}, opts: { bound?: string; settingsChanged?: ExactlyOnceError; signal?: AbortSignal; resume?: PlannerDeps['resume'] } = {}) {
   const w: FakeWorld = {
     stored: new Map(),
     readError: undefined,
@@ -67,6 +69,7 @@ export function fakeEngine(world: Partial<FakeWorld> = {}, opts: { bound?: strin
     topicId: opts.bound ?? 'topic-A',
     events: [],
     write: async () => undefined,
+    replays: [],
     ...world,
   };
   const store = {
@@ -74,7 +77,10 @@ export function fakeEngine(world: Partial<FakeWorld> = {}, opts: { bound?: strin
       if (w.readError !== undefined) throw w.readError;
       return new Map(w.stored);
     },
-    write: async (p: number, next: bigint, epoch = 0) => void w.events.push(`checkpoint ${p}:${next}@${epoch}`),
+    write: async (p: number, next: bigint, epoch = 0, replay?: { from: bigint }) => {
+      w.replays.push(`${p}:${next}${replay === undefined ? '' : ` from ${replay.from}`}`);
+      w.events.push(`checkpoint ${p}:${next}@${epoch}`);
+    },
     recordOwner: async () => undefined,
     clearOwner: async () => undefined,
     clearStop: async () => undefined,
@@ -112,7 +118,7 @@ export function fakeEngine(world: Partial<FakeWorld> = {}, opts: { bound?: strin
     onStop: (p, _epoch, error) => void w.events.push(`stop ${p}:${error.code}`),
   };
   const binding: Binding = { topicId: opts.bound ?? 'topic-A', settingsChanged: opts.settingsChanged };
-  const planner = new AssignmentPlanner({ topic: 't', checkpoints: store, admin, binding: () => binding, retrying });
+  const planner = new AssignmentPlanner({ topic: 't', checkpoints: store, admin, binding: () => binding, retrying, resume: opts.resume });
   const tasks = new TaskManager(ctx, planner, store, metrics, log);
   return { world: w, tasks, planner, metrics, ctx, store, admin, binding, log };
 }

@@ -2,7 +2,8 @@
 // timestamps (epoch·2^44 + offset), so a reset (a higher epoch, any offset) never looks like a loss.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { LostWrites } from '../../src/engine/lost-writes.js';
+import type { StoredCheckpoint } from '../../src/engine/checkpoint-store.js';
+import { LostWrites, type RingState } from '../../src/engine/lost-writes.js';
 import { isLost } from '../../src/engine/task-errors.js';
 import { fakeEngine, rec, series, settle } from './engine-fakes.js';
 
@@ -32,14 +33,21 @@ test('a reset (a higher epoch) is never a loss, whatever its offset; a lost rese
  * 0 checkpointed at `stored` (epoch 0) in a log [0, 9000]; `calls` records what the rewinds do; the
  * rewinds' reads of the stored checkpoint wait for `gate` (Cassandra not back yet).
  */
-function wired(stored: bigint, windowMs = 60_000, gate: () => Promise<void> = async () => undefined) {
-  const world = { stored: new Map([[0, { next: stored, epoch: 0 }]]), marks: [{ partition: 0, low: 0n, high: 9000n, stable: 9000n }] };
-  const { tasks, planner, metrics, log, ctx, world: w } = fakeEngine(world);
+function wired(
+  stored: bigint,
+  windowMs = 60_000,
+  gate: () => Promise<void> = async () => undefined,
+  ring: RingState = { down: [], lastStart: 0 },
+  replay?: StoredCheckpoint['replay'],
+) {
+  const world = { stored: new Map([[0, { next: stored, epoch: 0, ...(replay === undefined ? {} : { replay }) }]]), marks: [{ partition: 0, low: 0n, high: 9000n, stable: 9000n }] };
   const lostWrites = new LostWrites(windowMs);
+  const { tasks, planner, metrics, log, ctx, world: w } = fakeEngine(world, { resume: (s, a, l) => lostWrites.resume(s, a, l) });
   ctx.lostWrites = lostWrites;
   ctx.checkpoints = { ...ctx.checkpoints, readOne: async (p: number) => w.stored.get(p) ?? null } as unknown as typeof ctx.checkpoints;
   const calls: string[] = [];
   lostWrites.wire({
+    ring: async () => ring,
     checkpoints: {
       readOne: async (p) => (await gate(), w.stored.get(p) ?? null),
       reset: async (p, to, fromEpoch) => {
@@ -168,4 +176,69 @@ test('a loss found while a replay still waits for Cassandra stops the task at on
   assert.deepEqual(calls, ['pause 0', 'pause 0', 'reset 0:0@1', 'onRewind 0:0', 'restartAt 0:0']);
   assert.deepEqual(await series(metrics, 'lost_writes_total'), ['exactlyonce_lost_writes_total{partition="0"} 1']);
   assert.deepEqual(w.events.filter((e) => e.startsWith('rows')), ['rows 0:100,101']);
+});
+
+// A worker SIGKILLed takes with it what it acknowledged within the window: its checkpoint says it
+// (replay: the first offset of those batches, and when the checkpoint was written), and a new owner
+// reads again from there when a node may have crashed after that window began.
+
+test('each checkpoint says from where its writer would read again after a node crash: the first batch it acknowledged within the window', async () => {
+  const { tasks, w } = wired(100n, 60_000);
+  await tasks.assign([0]);
+  await tasks.process(0, [rec(100n), rec(101n)]);
+  await tasks.process(0, [rec(102n)]);
+  await tasks.tasks.get(0)!.flush();
+  assert.deepEqual(w.replays, ['0:102 from 100', '0:103 from 100']);
+});
+
+test('a new owner whose predecessor died, with a node started after the window before its checkpoint began: resumes from the replay point, by a reset', async () => {
+  const writtenAt = Date.now() - 600_000; // written 10 minutes ago; the node came back 1 minute ago
+  const { tasks, metrics, calls } = wired(6000n, 15_000, undefined, { down: [], lastStart: Date.now() - 60_000 }, { from: 5000n, writtenAt });
+  await tasks.assign([0]);
+  const task = tasks.tasks.get(0)!;
+  assert.deepEqual([task.status.next, task.epoch, task.acknowledged], [5000n, 1, 5000n]);
+  assert.deepEqual(calls, ['reset 0:5000@1'], 'planned from the moved checkpoint: no rewind of a running task');
+  assert.deepEqual(await series(metrics, 'crash_replays_total'), ['exactlyonce_crash_replays_total{partition="0"} 1']);
+});
+
+test('a node down when a new owner plans: it resumes from the replay point', async () => {
+  const { tasks, calls } = wired(6000n, 15_000, undefined, { down: ['10.0.0.3'], lastStart: 0 }, { from: 5000n, writtenAt: Date.now() });
+  await tasks.assign([0]);
+  assert.deepEqual(tasks.tasks.get(0)!.status.next, 5000n);
+  assert.deepEqual(calls, ['reset 0:5000@1']);
+});
+
+test('no node started since the window before the checkpoint began, none down: the new owner resumes at the checkpoint; a node going down afterwards reads its predecessor\'s rows again too', async () => {
+  const writtenAt = Date.now() - 1000;
+  const { tasks, lostWrites, calls, metrics } = wired(6000n, 15_000, undefined, { down: [], lastStart: writtenAt - 15_000 - 1 }, { from: 5000n, writtenAt });
+  await tasks.assign([0]);
+  assert.deepEqual([tasks.tasks.get(0)!.status.next, tasks.tasks.get(0)!.epoch], [6000n, 0]);
+  assert.deepEqual(calls, []);
+  lostWrites.answered();
+  lostWrites.nodeDown();
+  await settle(5);
+  assert.deepEqual(calls, ['pause 0', 'reset 0:5000@1', 'onRewind 0:5000', 'restartAt 0:5000']);
+  assert.deepEqual(await series(metrics, 'crash_replays_total'), ['exactlyonce_crash_replays_total{partition="0"} 1']);
+});
+
+test('a predecessor\'s rows acknowledged longer ago than the window are not read again when a node goes down now', async () => {
+  const { tasks, lostWrites, calls } = wired(6000n, 200, undefined, { down: [], lastStart: 0 }, { from: 5000n, writtenAt: Date.now() - 300 });
+  await tasks.assign([0]);
+  lostWrites.answered();
+  lostWrites.nodeDown();
+  await settle(5);
+  assert.deepEqual(calls, []);
+});
+
+test('a replay point below the log start (records deleted since) resumes at the log start; none, or a reset\'s checkpoint, moves nothing', async () => {
+  const { tasks, calls } = wired(6000n, 15_000, undefined, { down: ['n'], lastStart: null }, { from: 5000n, writtenAt: Date.now() });
+  await tasks.assign([0]);
+  assert.deepEqual(calls, ['reset 0:5000@1']);
+  const none = wired(6000n, 15_000, undefined, { down: ['n'], lastStart: null });
+  await none.tasks.assign([0]);
+  assert.deepEqual(none.calls, []);
+  const deleted = wired(6000n, 15_000, undefined, { down: [], lastStart: null }, { from: 5000n, writtenAt: Date.now() });
+  deleted.w.marks[0] = { partition: 0, low: 5500n, high: 9000n, stable: 9000n };
+  await deleted.tasks.assign([0]);
+  assert.deepEqual(deleted.calls, ['reset 0:5500@1']);
 });
