@@ -12,7 +12,7 @@ import type { LostWrites } from './lost-writes.js';
 import { forJob, isLost, LostWritesFound, outOfRange, permanentError } from './task-errors.js';
 import type { EngineMetrics } from './metrics.js';
 import type { Quarantine, QuarantineEntry } from './quarantine.js';
-import { AbortedError } from './retry.js';
+import { AbortedError, isRetriable } from './retry.js';
 
 export interface TaskContext {
   job: Job<unknown>;
@@ -240,9 +240,12 @@ export class PartitionTask {
       ]);
     } catch (e) {
       if (e instanceof Abandoned) return;
-      if (!(e instanceof LostWritesFound)) throw e;
-      void this.ctx.lostWrites?.rewind(this, e.stored, e.acked);
-      return;
+      if (e instanceof LostWritesFound) {
+        void this.ctx.lostWrites?.rewind(this, e.stored, e.acked);
+        return;
+      }
+      if (e instanceof AbortedError || isRetriable(e) || decoded.length === 0 || (isExactlyOnceError(e) && !e.retriable)) throw e;
+      throw await this.refused(decoded, e);
     }
     const rowsDone = performance.now();
     const rowsAt = Number.isFinite(earliest) ? earliest : (this.ctx.lostWrites?.generation ?? 0);
@@ -289,6 +292,41 @@ export class PartitionTask {
       this.ctx.metrics.batchRecords.observe(fresh.length);
       this.ctx.metrics.batchSeconds.observe((performance.now() - started) / 1000);
     });
+  }
+
+  /**
+   * A batch's rows were refused for good: finds the first record the store refuses, writing the batch
+   * again in prefixes, in order (a job may build on what it stored before: the alert counts), by
+   * halving — so that the stop names one record, not a batch. The records before it end up stored
+   * (again: writes are idempotent); nothing after it is written. The error names the batch when the
+   * search cannot finish (another failure meanwhile, or every prefix written this time).
+   */
+  private async refused(decoded: readonly DecodedRecord<unknown>[], cause: unknown): Promise<ExactlyOnceError> {
+    const batch = { first: decoded[0]!.record.offset, last: decoded[decoded.length - 1]!.record.offset };
+    const write = (from: number, to: number) =>
+      this.ctx.job.write(this.partition, decoded.slice(from, to), this.ctx.signal ?? NEVER).then(
+        () => null,
+        (e: unknown) => e,
+      );
+    // Invariant: records [0, lo) are stored; the prefix up to `hi` was refused (with `error`).
+    let lo = 0;
+    let hi = decoded.length;
+    let error: unknown = cause;
+    let alone = decoded.length === 1;
+    while (hi - lo > 1) {
+      const mid = (lo + hi) >> 1;
+      const e = await write(lo, mid);
+      if (e !== null && (isRetriable(e) || e instanceof AbortedError)) return permanentError(this.partition, cause, batch);
+      if (e === null) lo = mid;
+      else [hi, error, alone] = [mid, e, mid === lo + 1];
+    }
+    // Refused alone, or the refusal was of several records together (a batch's size), or is gone.
+    if (!alone) {
+      const e = await write(lo, lo + 1);
+      if (e === null || isRetriable(e) || e instanceof AbortedError) return permanentError(this.partition, cause, batch);
+      error = e;
+    }
+    return permanentError(this.partition, error, { first: decoded[lo]!.record.offset, last: decoded[lo]!.record.offset });
   }
 
   /**

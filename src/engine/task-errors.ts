@@ -44,8 +44,11 @@ export function permanentError(partition: number, e: unknown, offsets?: { first:
   if (/Prepared query with ID \w+ not found/.test(what)) what = 'a statement no longer prepares: a table or column it uses was altered or dropped';
   return new ExactlyOnceError(
     'EO_PERMANENT_ERROR',
-    `partition ${partition}: a write ${offsets === undefined ? '' : offsets.first === offsets.last ? `of offset ${offsets.first} ` : `of offsets ${offsets.first}..${offsets.last} `}failed for good (${what}); retrying cannot fix it. ` +
-      'The partition is stopped at its checkpoint and nothing is skipped; fix the cause (schema, permissions, sizes), then restart the worker',
+    `partition ${partition}: a write ${offsets === undefined ? '' : offsets.first === offsets.last ? `of the record at offset ${offsets.first} ` : `of offsets ${offsets.first}..${offsets.last} `}failed for good (${what}); retrying cannot fix it. ` +
+      'The partition is stopped at its checkpoint and nothing is skipped; fix the cause (schema, permissions, sizes), then restart the worker' +
+      (offsets !== undefined && offsets.first === offsets.last
+        ? `. To go on without that record instead, run \`exactlyonce checkpoints reset --partition ${partition} --to ${offsets.first + 1n}\` (workers pick it up while running; \`verify\` then reports offset ${offsets.first} missing)`
+        : ''),
     { cause: e },
   );
 }

@@ -483,3 +483,41 @@ test('rows acknowledged while the quarantine rows of their batch are retried acr
   assert.deepEqual(h.quarantined, [1n, 1n]);
   assert.deepEqual(h.checkpoints, [3n]);
 });
+
+test('a batch refused for good names the one record the store refuses: prefixes are written again in order, nothing after it', async () => {
+  const h = harness();
+  const tried: string[] = [];
+  h.ctx.job = {
+    ...h.ctx.job,
+    write: async (_p, records) => {
+      const offsets = records.map((r) => r.record.offset);
+      tried.push(offsets.join(','));
+      if (offsets.includes(13n)) throw Object.assign(new Error('Key length of 70000 is longer than maximum of 65535'), { code: 0x2200 });
+      h.written.push(...offsets);
+    },
+  };
+  const task = new PartitionTask(0, 10n, h.ctx, 0);
+  await assert.rejects(task.process([...Array(10).keys()].map((i) => rec(10n + BigInt(i)))), (e: Error & { code?: string }) => {
+    assert.equal(e.code, 'EO_PERMANENT_ERROR');
+    assert.match(e.message, /^partition 0: a write of the record at offset 13 failed for good \(Error: Key length of 70000/);
+    assert.match(e.message, /exactlyonce checkpoints reset --partition 0 --to 14`/);
+    return true;
+  });
+  assert.deepEqual(h.written, [10n, 11n, 12n], 'the records before it are stored, in order; none after it');
+  assert.deepEqual(tried, ['10,11,12,13,14,15,16,17,18,19', '10,11,12,13,14', '10,11', '12', '13']);
+  assert.deepEqual(h.checkpoints, [], 'the checkpoint does not move');
+});
+
+test('a refusal of records together (a batch too large), not of one alone, names the batch', async () => {
+  const h = harness();
+  h.ctx.job = {
+    ...h.ctx.job,
+    write: async (_p, records) => {
+      if (records.length > 4) throw Object.assign(new Error('Batch too large'), { code: 0x2200 });
+      h.written.push(...records.map((r) => r.record.offset));
+    },
+  };
+  const task = new PartitionTask(0, 10n, h.ctx, 0);
+  await assert.rejects(task.process([...Array(10).keys()].map((i) => rec(10n + BigInt(i)))), /^EO_PERMANENT_ERROR|partition 0: a write of offsets 10\.\.19 failed for good \(Error: Batch too large\)/);
+  assert.deepEqual(h.checkpoints, []);
+});
