@@ -5,8 +5,8 @@
 #   scripts/image.sh --base     only makes the local base image and prints its name
 #
 # Elsewhere the Containerfile builds FROM the public node:20-bookworm-slim (`podman build` or `docker
-# build` with no --build-arg). Where no registry can be pulled from (our machines:
-# ../shared/notes/containers.md) the base is made here from Debian's package archive with mmdebstrap,
+# build` with no --build-arg). Where no registry can be pulled from (our machines; docs/deployment.md,
+# "The image") the base is made here from Debian's package archive with mmdebstrap,
 # and Node 20 is copied in from the machine's own installation (/usr/bin/node, npm, corepack and the
 # headers node-gyp compiles against; NodeSource's Debian build, linked against Debian 12's libraries):
 # Debian 12's archive serves Node 18 only, and the installed package cannot be repacked as it is (npm
@@ -30,7 +30,7 @@ SUITE=bookworm
 
 now() { date +%s; }
 fail() { echo "error EO_IMAGE_FAILED: $*" >&2; exit 3; }
-[ "$(id -u)" = 0 ] || fail "podman here runs as root (rootless is not tried: ../shared/notes/containers.md); run as root"
+[ "$(id -u)" = 0 ] || fail "podman here runs as root (rootless podman is not tried: docs/deployment.md); run as root"
 
 # The tools, installed through apt-get when missing.
 tools() {
