@@ -3,8 +3,8 @@
  * `exactlyonce verify --job` (and `chaos --job`) against the broker's log, the way the events job is
  * (src/engine/job-auditor.ts):
  *
- * - log mode: every offset the job passed has exactly its row (or its quarantine row), and no other
- *   row exists;
+ * - log mode: every offset the job passed has exactly its row (or its quarantine row, or nothing when
+ *   the job's rule says so), and no other row exists; a row whose TTL passed may be gone;
  * - upsert mode: per key, the table holds exactly the row of the key's last record (the highest
  *   offset that was not quarantined), or none when that record deletes the key; no other row exists.
  */
@@ -12,12 +12,20 @@ import type { SourceRecord } from '../kafka/record.js';
 
 /** What one record must produce. Values are the ones the job binds to Cassandra (bigint, Date, …). */
 export type Expectation =
-  /** A row: its primary key columns and its other columns. */
-  | { readonly kind: 'row'; readonly key: Readonly<Record<string, unknown>>; readonly row: Readonly<Record<string, unknown>> }
+  /**
+   * A row: its primary key columns and its other columns. `expiresAtMs`: the row lives until then
+   * (a TTL): once past, its absence is expected (counted as expired, not missing).
+   */
+  | { readonly kind: 'row'; readonly key: Readonly<Record<string, unknown>>; readonly row: Readonly<Record<string, unknown>>; readonly expiresAtMs?: number }
   /** Upsert mode: the key's row is deleted (a tombstone record). */
   | { readonly kind: 'delete'; readonly key: Readonly<Record<string, unknown>> }
   /** The record is quarantined, with this reason. */
-  | { readonly kind: 'quarantine'; readonly reason: string };
+  | { readonly kind: 'quarantine'; readonly reason: string }
+  /**
+   * The record leaves nothing by the job's own rule (`why`, e.g. filtered): no row, no quarantine row;
+   * in upsert mode it does not change its key's row.
+   */
+  | { readonly kind: 'none'; readonly why: string };
 
 export interface JobAudit {
   /** The table the job writes, in the worker's keyspace. */

@@ -39,6 +39,10 @@ export function formatReport(r: AuditReport, listed = 20): string {
     if (BigInt(p.logStart) > 0n && (!incremental || p.belowLogStart > 0)) {
       out.push(`partition ${p.partition}: offsets 0..${BigInt(p.logStart) - 1n} were deleted by retention; ${n(p.belowLogStart)} row(s) stored for them are kept and not checked`);
     }
+    if (p.skipped !== undefined) {
+      const what: Record<string, string> = { filtered: "filtered by the job's rule", expired: 'expired (their TTL passed)' };
+      out.push(`partition ${p.partition}: no row, rightly, for ${Object.entries(p.skipped).map(([why, c]) => `${n(c)} ${what[why] ?? why}`).join(', ')}`);
+    }
     if (p.aheadOfCheckpoint > 0) out.push(`partition ${p.partition}: ${n(p.aheadOfCheckpoint)} row(s) beyond the checkpoint (batches in flight; checked once checkpointed)`);
   }
   for (const note of r.notes ?? []) out.push(note);

@@ -9,6 +9,8 @@
  *   table: orders               # target table in the keyspace
  *   mode: upsert                # log: one row per (partition, offset); upsert: one row per key
  *   key: [order_id]             # upsert: the key columns (the table's primary key)
+ *   ttl: 7d                     # rows expire 7 days after their record's Kafka timestamp (s, m, h, d)
+ *   # ttlField: header.ttl      # or each record's TTL in seconds, from any column source
  *   columns:
  *     order_id: { type: bigint, field: id }   # field: the JSON field (a.b for nested; default: the column's name)
  *     status: text                            # shorthand for { type: text }
@@ -24,6 +26,13 @@
  * not decode as the column's type is quarantined as bad_header), `$topic`, `$partition`, `$offset`,
  * `$timestamp`. `now()` and the like are refused. src/sink/column-source.ts has the details.
  *
+ * A TTL counts from the record's Kafka timestamp, not from when the row is written: every write (a
+ * replay, a zombie's late one) is USING TTL of what is left, rounded up to the second, so a replay
+ * never extends a row's life. A record already past it is not written (upsert: it deletes its key at
+ * its offset, as the row it stands for has expired) and is counted in exactlyonce_sink_expired_total;
+ * `verify --job` counts such records, and rows whose TTL passed since, as expired, not missing. A
+ * ttlField that is missing, negative or not a whole number quarantines the record (bad_ttl).
+ *
  * With a registry format `columns` may be left out: they are then derived from the latest schema
  * registered for the topic's values (subject `<topic>-value`; src/sink/derive-columns.ts).
  */
@@ -36,7 +45,11 @@ import { FORMATS, isRegistryFormat, schemaCache, type Format } from '../formats/
 import type { SchemaRegistryConfig } from '../config.js';
 import { convert, cqlTypeName, parseCqlType, SCALAR_TYPES, type CqlType } from './cql-types.js';
 import { retry } from '../engine/retry.js';
-import { parseColumnSource, sourceTypeProblem, type SourceKind } from './column-source.js';
+import { parseColumnSource, sourceTypeProblem, type ColumnSource, type SourceKind } from './column-source.js';
+
+/** The longest TTL Cassandra takes: 20 years, in seconds. */
+export const MAX_TTL_SECONDS = 630_720_000;
+const UNIT_SECONDS: Readonly<Record<string, number>> = { s: 1, m: 60, h: 3600, d: 86_400 };
 import { didYouMean } from '../suggest.js';
 
 /** Unquoted CQL identifiers in lower case (so the generated CQL needs no quoting). */
@@ -74,6 +87,18 @@ const sinkSchema = z
     keyFormat: formats.optional().describe('the record keys, the same choices (default json: the key\'s canonical text, or a JSON object of several)'),
     mode: z.enum(['log', 'upsert']).describe('log: one row per (partition, offset); upsert: one row per key, its record with the highest offset (required)'),
     key: z.array(identifier).min(1).optional().describe('upsert: the key columns, e.g. [order_id]'),
+    ttl: z
+      .string()
+      .regex(/^[1-9]\d*[smhd]$/, 'expected a whole number and a unit: 90s, 15m, 12h or 7d')
+      .optional()
+      .describe(
+        'rows expire this long after their record\'s Kafka timestamp (s, m, h or d: 7d). Written USING TTL of what is left then, so a replay never extends a row\'s life; a record already past it is not written (counted in exactlyonce_sink_expired_total; verify --job counts it as expired, not missing)',
+      ),
+    ttlField: z
+      .string()
+      .min(1)
+      .optional()
+      .describe("instead of ttl: where each record's TTL in seconds is, any column source (value.ttl, header.ttl, …); a record whose TTL is missing, negative or not a whole number is quarantined (bad_ttl)"),
     columns: z
       .record(identifier, columnSchema)
       .refine((c) => Object.keys(c).length > 0, { message: 'expected at least one column' })
@@ -153,6 +178,8 @@ export interface SinkConfig {
   /** Upsert: the key columns, in order (the table's partition key). Log: empty. */
   readonly key: readonly string[];
   readonly columns: readonly SinkColumn[];
+  /** Rows expire at record timestamp + TTL: a fixed TTL, or one read per record (in seconds) from a source. */
+  readonly ttl?: { readonly seconds: number } | { readonly field: ColumnSource };
   /** The validated file as given, for the job's stored settings. */
   readonly source: string;
 }
@@ -219,8 +246,20 @@ export function sinkConfig(raw: unknown, where = 'sink config'): SinkConfig {
     }
     if (columns.length === (c.key ?? []).length) problems.push('columns: an upsert table needs at least one column besides the key');
   }
+  let ttl: SinkConfig['ttl'];
+  if (c.ttl !== undefined && c.ttlField !== undefined) problems.push('ttlField: give ttl (one TTL for every row) or ttlField (one per record), not both');
+  else if (c.ttl !== undefined) {
+    const seconds = Number(c.ttl.slice(0, -1)) * UNIT_SECONDS[c.ttl.slice(-1)]!;
+    if (seconds > MAX_TTL_SECONDS) problems.push(`ttl: ${c.ttl} is longer than the 20 years (${MAX_TTL_SECONDS} s) Cassandra allows`);
+    else ttl = { seconds };
+  } else if (c.ttlField !== undefined) {
+    const src = parseColumnSource(c.ttlField);
+    if (typeof src === 'string') problems.push(`ttlField: ${src}`);
+    else if (src.source === 'meta') problems.push(`ttlField: ${src.spec} is no number of seconds; name a field of the value, the key or a header`);
+    else ttl = { field: src };
+  }
   if (problems.length > 0) throw invalid(where, problems);
-  return Object.freeze({ name: c.name ?? c.table, topic: c.topic, table: c.table, mode: c.mode, format, keyFormat, derived: false, key: c.key ?? [], columns, source: JSON.stringify(c) });
+  return Object.freeze({ name: c.name ?? c.table, topic: c.topic, table: c.table, mode: c.mode, format, keyFormat, derived: false, key: c.key ?? [], columns, ...(ttl === undefined ? {} : { ttl }), source: JSON.stringify(c) });
 }
 
 /** How long deriving columns waits for a registry that does not answer, in ms. */

@@ -50,14 +50,35 @@ import { headerBytes, headerValue, metaValue, sourceSetting as settingOf, type M
 const sourceSetting = (c: SinkColumn) => settingOf({ source: c.source, path: c.field, spec: c.spec });
 import { sampleRecords } from './sample.js';
 import type { AvroSampleIds } from './sample-avro.js';
-import { valueSubject, type SinkColumn, type SinkConfig } from './sink-config.js';
+import { MAX_TTL_SECONDS, valueSubject, type SinkColumn, type SinkConfig } from './sink-config.js';
 import { SchemaRegistry } from '../registry/schema-registry.js';
 import { refusedKey, rowBytes } from './store-limits.js';
 import { UnmatchedReporter } from './unmatched-columns.js';
 import { createLogger } from '../log.js';
 
 /** What one record becomes. `values` follow `config.columns`; `key` follows `config.key`. */
-export type SinkRow = { kind: 'row'; key: unknown[]; values: unknown[]; bytes: number; absent: number[] } | { kind: 'delete'; key: unknown[] };
+export type SinkRow = { kind: 'row'; key: unknown[]; values: unknown[]; bytes: number; absent: number[]; expiresAtMs?: number } | { kind: 'delete'; key: unknown[] };
+
+/**
+ * The TTL to write a row with so that it expires at `expiresAtMs` (record timestamp + TTL) whenever it
+ * is written: the seconds left, rounded up (so it never expires before), at most Cassandra's longest.
+ * 0 or less: already past, not written.
+ */
+export function ttlLeft(expiresAtMs: number, nowMs: number): number {
+  return Math.min(MAX_TTL_SECONDS, Math.ceil((expiresAtMs - nowMs) / 1000));
+}
+
+/** A record's TTL in seconds from its raw field value, or why it is none. */
+function ttlSeconds(v: unknown, spec: string): { ok: true; seconds: number } | { ok: false; detail: string } {
+  if (v === undefined || v === null) return { ok: false, detail: `ttlField ${spec} is ${v === null ? 'null' : 'missing'}` };
+  const text = isLosslessNumber(v) ? (v as { toString(): string }).toString() : typeof v === 'number' || typeof v === 'bigint' ? String(v) : undefined;
+  if (text === undefined) return { ok: false, detail: `ttlField ${spec} is not a number of seconds: ${JSON.stringify(typeof v === 'string' ? v.slice(0, 80) : typeof v)}` };
+  if (/^-/.test(text) && Number(text) !== 0) return { ok: false, detail: `ttlField ${spec} is negative: ${text}` };
+  if (!/^-?\d+$/.test(text)) return { ok: false, detail: `ttlField ${spec} is not a whole number of seconds: ${text}` };
+  const seconds = Number(text);
+  if (seconds > MAX_TTL_SECONDS) return { ok: false, detail: `ttlField ${spec} is ${text} s, longer than the 20 years (${MAX_TTL_SECONDS} s) Cassandra allows` };
+  return { ok: true, seconds };
+}
 
 /** Upsert statements in flight at once per batch. */
 const UPSERT_CONCURRENCY = 64;
@@ -295,24 +316,39 @@ export class SinkCodec {
     }
     const size = rowBytes(config.columns, values);
     if (size.refusal !== undefined) return bad(size.refusal.reason, size.refusal.detail);
-    return { ok: true, value: { kind: 'row', key, values, bytes: size.bytes, absent } };
+    let expiresAtMs: number | undefined;
+    if (config.ttl !== undefined) {
+      let seconds: number;
+      if ('seconds' in config.ttl) seconds = config.ttl.seconds;
+      else {
+        const src = config.ttl.field;
+        const raw = this.sourceValue({ name: 'ttlField', type: { kind: 'scalar', name: 'bigint' }, source: src.source, field: src.path, spec: src.spec, required: false, default: undefined }, record, doc, keyOf);
+        const t = raw.ok ? ttlSeconds(raw.value, src.spec) : { ok: false as const, detail: raw.detail };
+        if (!t.ok) return bad('bad_ttl', t.detail);
+        seconds = t.seconds;
+      }
+      expiresAtMs = record.timestampMs + seconds * 1000;
+    }
+    return { ok: true, value: { kind: 'row', key, values, bytes: size.bytes, absent, ...(expiresAtMs === undefined ? {} : { expiresAtMs }) } };
   }
 
   /** What the record must produce (for `verify --job`). */
   expect(record: SourceRecord, d: Decoded<SinkRow> = this.decode(record)): Expectation {
     if (!d.ok) return { kind: 'quarantine', reason: d.reason };
     const { config } = this;
+    const expires = d.value.kind === 'row' && d.value.expiresAtMs !== undefined ? { expiresAtMs: d.value.expiresAtMs } : {};
     if (config.mode === 'log') {
       return {
         kind: 'row',
         key: { partition: record.partition, offset: toLong(record.offset) },
         row: Object.fromEntries(config.columns.map((c, i) => [c.name, (d.value as { values: unknown[] }).values[i]])),
+        ...expires,
       };
     }
     const key = Object.fromEntries(config.key.map((k, i) => [k, d.value.key[i]]));
     if (d.value.kind === 'delete') return { kind: 'delete', key };
     const values = d.value.values;
-    return { kind: 'row', key, row: Object.fromEntries(config.columns.filter((c) => !config.key.includes(c.name)).map((c) => [c.name, values[config.columns.indexOf(c)]])) };
+    return { kind: 'row', key, row: Object.fromEntries(config.columns.filter((c) => !config.key.includes(c.name)).map((c) => [c.name, values[config.columns.indexOf(c)]])), ...expires };
   }
 }
 
@@ -359,6 +395,8 @@ export class SinkJob implements Job<SinkRow> {
   private readonly unmatched: UnmatchedReporter;
   /** exactlyonce_sink_unmatched_columns_total{column}: batches in which a column's field matched no record. */
   private unmatchedCount: Counter<'column'> | undefined;
+  /** exactlyonce_sink_expired_total: records not written because their TTL had passed (record time + TTL). */
+  private expiredCount: Counter | undefined;
 
   /** `registry`: the Schema Registry of a registry format (the connection's). */
   constructor(readonly config: SinkConfig, registry?: SchemaRegistryConfig) {
@@ -382,6 +420,7 @@ export class SinkJob implements Job<SinkRow> {
       columns: JSON.stringify(config.columns.map((c) => [c.name, cqlTypeName(c.type), sourceSetting(c), c.required, canonical(c.default)])),
       ...(config.format === 'json' ? {} : { format: config.format }),
       ...(config.mode === 'upsert' && config.keyFormat !== 'json' ? { keyFormat: config.keyFormat } : {}),
+      ...(config.ttl === undefined ? {} : 'seconds' in config.ttl ? { ttl: `${config.ttl.seconds}s` } : { ttlField: settingOf(config.ttl.field) }),
     };
     this.migrations = [{ version: 1, name: config.table, cql: createTableCql(config) }];
     this.tables = [config.table];
@@ -455,6 +494,10 @@ export class SinkJob implements Job<SinkRow> {
       this.unmatchedCount =
         (context.metrics.getSingleMetric(name) as Counter<'column'> | undefined) ??
         new Counter({ name, help: "Batches in which a column's field path matched no record (it stored null for each: check the path)", labelNames: ['column'], registers: [context.metrics] });
+      const expired = 'exactlyonce_sink_expired_total';
+      this.expiredCount =
+        (context.metrics.getSingleMetric(expired) as Counter | undefined) ??
+        new Counter({ name: expired, help: 'Records not written because their TTL had passed when their batch was written (record timestamp + TTL; counted again when a batch is written again)', registers: [context.metrics] });
     }
     const { config } = this;
     const r = await context.session.execute('SELECT column_name FROM system_schema.columns WHERE keyspace_name = ? AND table_name = ?', [context.keyspace, config.table], { prepare: true });
@@ -496,9 +539,21 @@ export class SinkJob implements Job<SinkRow> {
   }
 
   /** Log mode: rows keyed by (partition, offset), values a pure function of the record: a replay rewrites them. */
-  private async writeLog(partition: number, records: readonly DecodedRecord<SinkRow>[]): Promise<void> {
+  private async writeLog(partition: number, all: readonly DecodedRecord<SinkRow>[]): Promise<void> {
     const { config } = this;
-    const query = `INSERT INTO ${this.keyspace}.${config.table} (partition, offset, ${config.columns.map((c) => c.name).join(', ')}) VALUES (?, ?, ${config.columns.map(() => '?').join(', ')})`;
+    const ttl = config.ttl !== undefined;
+    const query = `INSERT INTO ${this.keyspace}.${config.table} (partition, offset, ${config.columns.map((c) => c.name).join(', ')}) VALUES (?, ?, ${config.columns.map(() => '?').join(', ')})${ttl ? ' USING TTL ?' : ''}`;
+    // A TTL: each row expires at its record's time + TTL whenever it is (re)written; one past it is not written.
+    const now = Date.now();
+    const left = new Map<DecodedRecord<SinkRow>, number>();
+    const records = !ttl
+      ? all
+      : all.filter((r) => {
+          const t = ttlLeft((r.value as { expiresAtMs: number }).expiresAtMs, now);
+          left.set(r, t);
+          return t > 0;
+        });
+    if (records.length < all.length) this.expiredCount?.inc(all.length - records.length);
     // Unlogged batches of one Cassandra partition each (applied atomically), cut by rows and by bytes.
     // A row's size is its values' as bound (a record's may be far smaller: a decimal 1e1000 spells out
     // 1000 digits), and each row is below MAX_ROW_BYTES, so a batch stays below the 16 MiB a mutation
@@ -507,7 +562,7 @@ export class SinkJob implements Job<SinkRow> {
     await Promise.all(
       batches.map((batch) =>
         this.session!.batch(
-          batch.map(({ record, value }) => ({ query, params: [partition, toLong(record.offset), ...(value as { values: unknown[] }).values] })),
+          batch.map((r) => ({ query, params: [partition, toLong(r.record.offset), ...(r.value as { values: unknown[] }).values, ...(ttl ? [left.get(r)!] : [])] })),
           { prepare: true, logged: false, consistency: consistencies.localQuorum },
         ),
       ),
@@ -522,16 +577,25 @@ export class SinkJob implements Job<SinkRow> {
     const { config } = this;
     const last = new Map<string, DecodedRecord<SinkRow>>();
     for (const r of records) last.set(JSON.stringify(canonical(r.value.key)), r);
-    const insert = `INSERT INTO ${this.keyspace}.${config.table} (${config.columns.map((c) => c.name).join(', ')}) VALUES (${config.columns.map(() => '?').join(', ')}) USING TIMESTAMP ?`;
+    const ttl = config.ttl !== undefined;
+    const insert = `INSERT INTO ${this.keyspace}.${config.table} (${config.columns.map((c) => c.name).join(', ')}) VALUES (${config.columns.map(() => '?').join(', ')}) USING TIMESTAMP ?${ttl ? ' AND TTL ?' : ''}`;
     const del = `DELETE FROM ${this.keyspace}.${config.table} USING TIMESTAMP ? WHERE ${config.key.map((k) => `${k} = ?`).join(' AND ')}`;
     const writes = [...last.values()];
+    // A TTL: the row expires at its record's time + TTL whenever it is (re)written. A record already past
+    // it deletes the key at its offset instead: the row its record stands for has expired, and an older
+    // record's row (with a later expiry) must not show through.
+    const now = Date.now();
+    const lefts = new Map(writes.map((w) => [w, ttl && w.value.kind === 'row' ? ttlLeft(w.value.expiresAtMs!, now) : 1]));
+    const left = (w: DecodedRecord<SinkRow>) => lefts.get(w)!;
+    const expired = writes.filter((w) => left(w) <= 0).length;
+    if (expired > 0) this.expiredCount?.inc(expired);
     for (let i = 0; i < writes.length; i += UPSERT_CONCURRENCY) {
       signal.throwIfAborted();
       await Promise.all(
-        writes.slice(i, i + UPSERT_CONCURRENCY).map(({ record, value }) =>
-          value.kind === 'row'
-            ? this.session!.execute(insert, [...value.values, toLong(record.offset)], { prepare: true, consistency: consistencies.localQuorum })
-            : this.session!.execute(del, [toLong(record.offset), ...value.key], { prepare: true, consistency: consistencies.localQuorum }),
+        writes.slice(i, i + UPSERT_CONCURRENCY).map((w) =>
+          w.value.kind === 'row' && left(w) > 0
+            ? this.session!.execute(insert, [...w.value.values, toLong(w.record.offset), ...(ttl ? [left(w)] : [])], { prepare: true, consistency: consistencies.localQuorum })
+            : this.session!.execute(del, [toLong(w.record.offset), ...w.value.key], { prepare: true, consistency: consistencies.localQuorum }),
         ),
       );
     }

@@ -140,7 +140,7 @@ export class JobAuditor {
           valueColumns: audit.columns,
           writeTimestamp: audit.writeTimestamp,
           violations: this.violations,
-          counts: (p) => byPartition.get(p)?.counts ?? { missing: 0, extra: 0, mismatched: 0, aheadOfCheckpoint: 0 },
+          counts: (p) => byPartition.get(p)?.counts ?? { missing: 0, extra: 0, mismatched: 0, aheadOfCheckpoint: 0, skipped: {} },
           unattributed,
           memoryBytes: (options.memoryMb ?? 64) * 1024 * 1024,
           ...(options.spillDir === undefined ? {} : { spillDir: options.spillDir }),
@@ -207,7 +207,7 @@ export class JobAuditor {
     const end = cp === null ? w.low : cp < w.low ? w.low : cp > w.high ? w.high : cp;
     const from = max(w.low, start.proved);
     const ledger = new JobLedger(w.partition, from, this.violations, { mode: this.audit.mode, table: this.audit.table, valueColumns: this.audit.columns });
-    return { partition: w.partition, low: w.low, high: w.high, stable: w.stable, checkpoint, end, start, ledger, blocked, scanned: from, counts: { missing: 0, extra: 0, mismatched: 0, aheadOfCheckpoint: 0 }, belowLogStart: 0 };
+    return { partition: w.partition, low: w.low, high: w.high, stable: w.stable, checkpoint, end, start, ledger, blocked, scanned: from, counts: { missing: 0, extra: 0, mismatched: 0, aheadOfCheckpoint: 0, skipped: {} }, belowLogStart: 0 };
   }
 
   /** The job's quarantine rows of [from, upTo) of a partition, ascending, a page at a time. */
@@ -253,7 +253,7 @@ export class JobAuditor {
         const last = records[records.length - 1]!.offset;
         await check(records, last + 1n < s.end ? last + 1n : s.end);
         if (this.upsert !== null) {
-          for (const r of records) if (r.e.kind !== 'quarantine') await this.upsert.add(p, r.offset, r.e, r.offset >= s.end);
+          for (const r of records) if (r.e.kind === 'row' || r.e.kind === 'delete') await this.upsert.add(p, r.offset, r.e, r.offset >= s.end);
         }
         progress.done += records.length;
         this.options.onProgress?.(progress.done, progress.total);

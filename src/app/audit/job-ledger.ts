@@ -7,6 +7,7 @@
 import type { Row } from '../../cassandra/session.js';
 import type { Expectation } from '../../engine/job-audit.js';
 import { canonical } from '../../sink/cql-types.js';
+import { TTL_SLACK_MS } from './report.js';
 import { OffsetLedger } from './ledger.js';
 import type { ViolationKind, ViolationLog } from './report.js';
 
@@ -47,6 +48,16 @@ export class JobLedger extends OffsetLedger<JobTableRow, JobQuarantineRow, JobRe
   protected judge(r: JobRecord, row: JobTableRow | undefined, q: JobQuarantineRow | undefined): void {
     const { e } = r;
     const table = this.o.table;
+    if (e.kind === 'none') {
+      // Nothing by the job's rule (a filter): no row, no quarantine row.
+      if (q !== undefined) {
+        this.mismatched++;
+        this.v('mismatch', r.offset, `quarantined (${q.reason}) though the job's rule leaves the record no row (${e.why})`);
+      }
+      if (row !== undefined) this.extraRow(table, r.offset, `the job's rule leaves the record no row (${e.why})`);
+      if (q === undefined && row === undefined) this.skipped[e.why] = (this.skipped[e.why] ?? 0) + 1;
+      return;
+    }
     if (e.kind === 'quarantine') {
       if (q === undefined) {
         this.missing++;
@@ -70,8 +81,14 @@ export class JobLedger extends OffsetLedger<JobTableRow, JobQuarantineRow, JobRe
       return;
     }
     if (row === undefined) {
+      // A row whose TTL passed is gone (Cassandra expires it at or after record time + TTL).
+      const expires = (e as { expiresAtMs?: number }).expiresAtMs;
+      if (expires !== undefined && expires <= Date.now() + TTL_SLACK_MS) {
+        if (q === undefined) this.skipped['expired'] = (this.skipped['expired'] ?? 0) + 1;
+        return;
+      }
       this.missing++;
-      this.v('missing', r.offset, `no row in ${table}`);
+      this.v('missing', r.offset, `no row in ${table}${expires === undefined ? '' : ` (its TTL runs until ${new Date(expires).toISOString()})`}`);
       return;
     }
     const want = (e as { row: Record<string, unknown> }).row;

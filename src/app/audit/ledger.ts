@@ -101,6 +101,8 @@ export abstract class OffsetLedger<R extends { offset: bigint }, Q extends { off
   mismatched = 0;
   /** Matching quarantine rows by reason. */
   readonly reasons: Record<string, number> = {};
+  /** Records that rightly left no row, by why (a job's filter, a TTL that passed). */
+  readonly skipped: Record<string, number> = {};
   readonly gaps: Gaps = { offsets: 0, ranges: 0, examples: [] };
   /** The next offset not yet judged. */
   private pos: bigint;

@@ -111,6 +111,11 @@ export interface PartitionReport {
   quarantined: number;
   /** `quarantined` by reason. */
   reasons: Record<string, number>;
+  /**
+   * Records that rightly left no row, by why: `filtered` (the job's rule), `expired` (their TTL passed;
+   * upsert: keys whose last record expired). Present only when there are some.
+   */
+  skipped?: Record<string, number>;
   missing: number;
   extra: number;
   /** mismatch + quarantined_valid + stored_malformed. */
@@ -196,6 +201,13 @@ export interface AuditReport {
   notes?: string[];
 }
 
+/**
+ * How early a row with a TTL may be gone: Cassandra counts expiry in whole seconds from the second it
+ * received the write (its clock rounded down), so a row written USING TTL ceil(seconds left) expires
+ * at most a second before its record's time + TTL.
+ */
+export const TTL_SLACK_MS = 1000;
+
 /** Violations not tied to one partition (upsert keys whose rows no record names), added to the totals. */
 export interface Unattributed {
   missing: number;
@@ -264,7 +276,7 @@ export function buildReport(o: {
 }
 
 /** What a ledger counts per partition (src/app/audit/ledger.ts). */
-export type LedgerCounts = Pick<PartitionReport, 'records' | 'stored' | 'quarantined' | 'reasons' | 'missing' | 'extra' | 'mismatched' | 'gaps'>;
+export type LedgerCounts = Pick<PartitionReport, 'records' | 'stored' | 'quarantined' | 'reasons' | 'missing' | 'extra' | 'mismatched' | 'gaps'> & { skipped?: Record<string, number> };
 
 /** One partition's line of the report, from its watermarks and checkpoint, where it was checked from, and its ledger. */
 export function partitionReport(
@@ -276,11 +288,13 @@ export function partitionReport(
     ledger: LedgerCounts;
     belowLogStart: number;
     aheadOfCheckpoint: number;
-    /** Violations counted outside the ledger (an upsert job's keys). */
-    also?: { missing: number; extra: number; mismatched: number };
+    /** Violations counted outside the ledger (an upsert job's keys), and its keys that rightly have no row. */
+    also?: { missing: number; extra: number; mismatched: number; skipped?: Record<string, number> };
   },
 ): PartitionReport {
   const l = o.ledger;
+  const skipped: Record<string, number> = { ...(l.skipped ?? {}) };
+  for (const [why, n] of Object.entries(o.also?.skipped ?? {})) skipped[why] = (skipped[why] ?? 0) + n;
   // Aborted records, transaction markers and a transaction still open are not lag: lag counts to the
   // last stable offset, the end of what a read_committed consumer can read.
   const lag = w.stable - (w.checkpoint ?? w.low);
@@ -297,6 +311,7 @@ export function partitionReport(
     stored: l.stored,
     quarantined: l.quarantined,
     reasons: { ...l.reasons },
+    ...(Object.keys(skipped).length === 0 ? {} : { skipped }),
     missing: l.missing + (o.also?.missing ?? 0),
     extra: l.extra + (o.also?.extra ?? 0),
     mismatched: l.mismatched + (o.also?.mismatched ?? 0),

@@ -16,6 +16,7 @@ import { types, type Client, type Row } from '../../cassandra/session.js';
 import type { Expectation } from '../../engine/job-audit.js';
 import { canonical, decimalText } from '../../sink/cql-types.js';
 import { ExternalSort } from './external-sort.js';
+import { TTL_SLACK_MS } from './report.js';
 import { execute, pagedRows } from './reads.js';
 import type { ViolationKind, ViolationLog } from './report.js';
 
@@ -30,6 +31,8 @@ export interface UpsertCounts {
   extra: number;
   mismatched: number;
   aheadOfCheckpoint: number;
+  /** Keys that rightly have no row, by why (expired: their last record's TTL passed). */
+  skipped: Record<string, number>;
 }
 
 export interface UpsertContext {
@@ -55,7 +58,7 @@ interface KeyGroup {
   key: string;
   partitions: number[];
   /** The last record below its partition's checkpoint, if any. */
-  last: { partition: number; offset: bigint; del: boolean; values: unknown[] | null; packedKey: unknown } | undefined;
+  last: { partition: number; offset: bigint; del: boolean; values: unknown[] | null; packedKey: unknown; expiresAtMs: number | null } | undefined;
   /** Write timestamps of the key's records at or beyond the checkpoint (batches in flight). */
   inFlight: Set<bigint>;
   firstPartition: number;
@@ -86,7 +89,8 @@ export class UpsertAudit {
   async add(partition: number, offset: bigint, e: Expectation & { kind: 'row' | 'delete' }, inFlight: boolean): Promise<void> {
     const flags = (inFlight ? 1 : 0) | (e.kind === 'delete' ? 2 : 0);
     const values = inFlight || e.kind === 'delete' ? null : this.ctx.valueColumns.map((c) => canonical(e.row[c]));
-    const payload = JSON.stringify([flags, values, inFlight ? null : packKey(e.key)]);
+    const expires = e.kind === 'row' && e.expiresAtMs !== undefined ? e.expiresAtMs : null;
+    const payload = JSON.stringify([flags, values, inFlight ? null : packKey(e.key), expires]);
     await this.log.add(`${text(e.key)}${SEP}${String(partition).padStart(10, '0')}${SEP}${String(offset).padStart(20, '0')}${SEP}${payload}`);
   }
 
@@ -163,7 +167,7 @@ export class UpsertAudit {
       const key = line.slice(0, a);
       const partition = Number(line.slice(a + 1, b));
       const offset = BigInt(line.slice(b + 1, c));
-      const [flags, values, packedKey] = JSON.parse(line.slice(c + 1)) as [number, unknown[] | null, unknown];
+      const [flags, values, packedKey, expiresAtMs] = JSON.parse(line.slice(c + 1)) as [number, unknown[] | null, unknown, number | null];
       if (g === undefined || g.key !== key) {
         if (g !== undefined) yield g;
         g = { key, partitions: [], last: undefined, inFlight: new Set(), firstPartition: partition };
@@ -178,7 +182,7 @@ export class UpsertAudit {
         const ts = this.ctx.writeTimestamp?.(offset);
         if (ts !== undefined) g.inFlight.add(ts);
       } else {
-        g.last = { partition, offset, del: (flags & 2) !== 0, values, packedKey };
+        g.last = { partition, offset, del: (flags & 2) !== 0, values, packedKey, expiresAtMs };
       }
     }
     if (g !== undefined) yield g;
@@ -209,6 +213,12 @@ export class UpsertAudit {
     }
     if (row === undefined) {
       if (last === undefined || last.del) return;
+      // Its last record's TTL passed: the row is gone (an expired record deletes it when written).
+      if (last.expiresAtMs !== null && last.expiresAtMs <= Date.now() + TTL_SLACK_MS) {
+        const c = ctx.counts(last.partition);
+        c.skipped['expired'] = (c.skipped['expired'] ?? 0) + 1;
+        return;
+      }
       if (g.inFlight.size > 0) {
         ctx.counts(partition).aheadOfCheckpoint++; // a batch in flight may have deleted it
         return;
