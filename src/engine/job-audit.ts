@@ -7,6 +7,8 @@
  *   the job's rule says so), and no other row exists; a row whose TTL passed may be gone;
  * - upsert mode: per key, the table holds exactly the row of the key's last record (the highest
  *   offset that was not quarantined), or none when that record deletes the key; no other row exists.
+ *   A column a record leaves unset keeps the value of the key's last record that set it (since the
+ *   last delete).
  */
 import type { SourceRecord } from '../kafka/record.js';
 
@@ -16,7 +18,14 @@ export type Expectation =
    * A row: its primary key columns and its other columns. `expiresAtMs`: the row lives until then
    * (a TTL): once past, its absence is expected (counted as expired, not missing).
    */
-  | { readonly kind: 'row'; readonly key: Readonly<Record<string, unknown>>; readonly row: Readonly<Record<string, unknown>>; readonly expiresAtMs?: number }
+  | {
+      readonly kind: 'row';
+      readonly key: Readonly<Record<string, unknown>>;
+      readonly row: Readonly<Record<string, unknown>>;
+      readonly expiresAtMs?: number;
+      /** Upsert mode: columns the record does not write (their value in `row` is null): the key's earlier value stays. */
+      readonly unset?: readonly string[];
+    }
   /** Upsert mode: the key's row is deleted (a tombstone record). */
   | { readonly kind: 'delete'; readonly key: Readonly<Record<string, unknown>> }
   /** The record is quarantined, with this reason. */

@@ -16,6 +16,7 @@
  *     status: text                            # shorthand for { type: text }
  *     total: { type: decimal, required: true }
  *     currency: { type: text, default: EUR }  # used when the field is missing or null
+ *     email: { type: text, onNull: unset }    # a missing or null field writes no cell (see below)
  *     shop: { type: text, field: key.shop }   # a field of the record key (key: the whole key)
  *     trace: { type: text, field: header.trace }       # a Kafka header, decoded as the column's type
  *     placed_at: { type: timestamp, field: $timestamp } # also $topic, $partition, $offset
@@ -25,6 +26,15 @@
  * `header.<name>` (the header's bytes: text as UTF-8, numbers from their text, blob raw; one that does
  * not decode as the column's type is quarantined as bad_header), `$topic`, `$partition`, `$offset`,
  * `$timestamp`. `now()` and the like are refused. src/sink/column-source.ts has the details.
+ *
+ * onNull says what a missing or null field writes: `null` (a null cell, a tombstone; the default for a
+ * column without a default), `default` (its default; the default for a column with one) or `unset` (no
+ * cell at all). In upsert mode an unset cell keeps the key's earlier value: the row is the merge of the
+ * key's records in offset order (each cell from the last record that wrote it since the key's last
+ * delete), which the sink writes record by record at each one's offset and `verify --job` recomputes;
+ * a column no record it reads wrote (all of them earlier than a recorded proof, or deleted by
+ * retention) is not judged. Deletes stay as they are: a tombstone record deletes the whole row.
+ * `unset` with a TTL in upsert mode is refused (an unset cell would keep an earlier expiry).
  *
  * A TTL counts from the record's Kafka timestamp, not from when the row is written: every write (a
  * replay, a zombie's late one) is USING TTL of what is left, rounded up to the second, so a replay
@@ -73,6 +83,12 @@ const columnObject = z
       ),
     required: z.boolean().optional().describe('true: a record whose field is missing or null is quarantined (missing_field)'),
     default: z.unknown().optional().describe('stored when the field is missing or null'),
+    onNull: z
+      .enum(['unset', 'null', 'default'], { message: 'expected one of unset, null, default' })
+      .optional()
+      .describe(
+        "what a missing or null field writes: null (a null cell; the default without a default), default (the column's default; the default with one), unset (no cell at all: no tombstone; upsert: the key's earlier value stays, and verify --job expects the merge of the key's records in offset order)",
+      ),
   })
   .strict();
 const columnSchema = z.union([cqlType, columnObject]);
@@ -163,6 +179,8 @@ export interface SinkColumn {
   readonly required: boolean;
   /** The converted default, or undefined (then a missing field is stored as null). */
   readonly default: unknown;
+  /** What a missing or null field writes: a null cell, the default, or no cell (unset). */
+  readonly onNull: 'unset' | 'null' | 'default';
 }
 
 export interface SinkConfig {
@@ -231,7 +249,13 @@ export function sinkConfig(raw: unknown, where = 'sink config'): SinkConfig {
       if (wrong !== undefined) problems.push(`columns.${name}.field: ${wrong}`);
     }
     const source = typeof src === 'string' ? { source: 'value' as const, path: [name], spec: name } : src;
-    return { name, type, source: source.source, field: source.path, spec: source.spec, required: s.required === true, default: dflt };
+    const onNull = s.onNull ?? (s.default !== undefined && s.default !== null ? 'default' : 'null');
+    if (s.onNull !== undefined) {
+      if (s.required === true) problems.push(`columns.${name}.onNull: a required column quarantines a record whose field is missing or null (missing_field); onNull is for optional columns`);
+      else if (onNull === 'default' && (s.default === undefined || s.default === null)) problems.push(`columns.${name}.onNull: default needs the column's default (default: …)`);
+      else if (onNull !== 'default' && s.default !== undefined && s.default !== null) problems.push(`columns.${name}.default: a default is written only with onNull: default (this column has onNull: ${onNull})`);
+    }
+    return { name, type, source: source.source, field: source.path, spec: source.spec, required: s.required === true, default: dflt, onNull };
   });
   if (c.mode === 'log') {
     if (c.key !== undefined) problems.push('key: a log-mode table is keyed by (partition, offset); key is for mode upsert');
@@ -243,8 +267,14 @@ export function sinkConfig(raw: unknown, where = 'sink config'): SinkConfig {
       if (col === undefined) problems.push(`key.${i}: ${k} is not one of the columns`);
       else if (col.type.kind !== 'scalar' || !KEY_TYPES.includes(col.type.name)) problems.push(`key.${i}: ${k} is a ${cqlTypeName(col.type)}; a key column is ${KEY_TYPES.join(', ')}`);
       else if (col.default !== undefined) problems.push(`columns.${k}.default: a key column has no default (a record without its key cannot be placed)`);
+      else if (col.onNull !== 'null') problems.push(`columns.${k}.onNull: a key column is always written (a record without its key is quarantined)`);
     }
     if (columns.length === (c.key ?? []).length) problems.push('columns: an upsert table needs at least one column besides the key');
+  }
+  if (c.mode === 'upsert' && (c.ttl !== undefined || c.ttlField !== undefined)) {
+    for (const col of columns) {
+      if (col.onNull === 'unset') problems.push(`columns.${col.name}.onNull: unset with a TTL in upsert mode is not supported (a cell left unset would keep an earlier record's expiry, which verify --job does not model); use null or default, or mode log`);
+    }
   }
   let ttl: SinkConfig['ttl'];
   if (c.ttl !== undefined && c.ttlField !== undefined) problems.push('ttlField: give ttl (one TTL for every row) or ttlField (one per record), not both');

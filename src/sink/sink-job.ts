@@ -34,7 +34,7 @@
  */
 import { Counter } from 'prom-client';
 import { isLosslessNumber, parse } from 'lossless-json';
-import { consistencies, toLong, type Client } from '../cassandra/session.js';
+import { consistencies, toLong, types, type Client } from '../cassandra/session.js';
 import type { SchemaRegistryConfig } from '../config.js';
 import { createDecoder, decoderLookup, isRegistryFormat, schemaCache, SchemaNotFetched, type Decoder } from '../formats/decoder.js';
 import { jsonTooDeep } from '../formats/bounds.js';
@@ -80,6 +80,9 @@ function ttlSeconds(v: unknown, spec: string): { ok: true; seconds: number } | {
   return { ok: true, seconds };
 }
 
+/** A cell not written (onNull: unset): the driver's unset value, bound as no value at all (no tombstone). */
+export const UNSET: unknown = types.unset;
+
 /** Upsert statements in flight at once per batch. */
 const UPSERT_CONCURRENCY = 64;
 /** Write times at or above this are not offsets (2^44 µs is 1970-07-24: every wall clock is past it). */
@@ -117,8 +120,9 @@ function parseObject(bytes: Buffer): Record<string, unknown> | string {
 /** A column's value from its raw value (undefined: missing): converted, its default, null, or why not. */
 function columnValue(col: SinkColumn, v: unknown): { ok: true; value: unknown } | { ok: false; reason: string; detail: string } {
   if (v === undefined || v === null) {
-    if (col.default !== undefined) return { ok: true, value: col.default };
     if (col.required) return { ok: false, reason: 'missing_field', detail: `${col.name}: field ${col.spec} is required and ${v === null ? 'null' : 'missing'}` };
+    if (col.onNull === 'unset') return { ok: true, value: UNSET };
+    if (col.default !== undefined) return { ok: true, value: col.default };
     return { ok: true, value: null };
   }
   const c = convert(col.type, v);
@@ -133,6 +137,8 @@ export class SinkCodec {
   private readonly keyColumns: SinkColumn[];
   /** Some column reads the record key (key, key.x). */
   private readonly readsKey: boolean;
+  /** Some column leaves a missing field unset (no cell). */
+  private readonly unsets: boolean;
   /** The value's and (for a registry key format) the key's decoders; undefined: JSON, decoded here. */
   private readonly values: Decoder | undefined;
   private readonly keys: Decoder | undefined;
@@ -143,6 +149,7 @@ export class SinkCodec {
   constructor(readonly config: SinkConfig, registry?: SchemaRegistryConfig) {
     this.keyColumns = config.key.map((k) => config.columns.find((c) => c.name === k)!);
     this.readsKey = config.columns.some((c) => c.source === 'key');
+    this.unsets = config.columns.some((c) => c.onNull === 'unset');
     const keyDecoded = config.mode === 'upsert' || this.readsKey;
     const needs = isRegistryFormat(config.format) || (keyDecoded && isRegistryFormat(config.keyFormat));
     if (needs && registry === undefined) throw new ExactlyOnceError('EO_CONFIG_INVALID', `sink ${config.name}: format ${config.format} needs a Schema Registry (--schema-registry-url)`);
@@ -314,7 +321,7 @@ export class SinkCodec {
         return bad('key_mismatch', `the record key names ${JSON.stringify(canonical(key))}, the value ${JSON.stringify(canonical(inValue))}`);
       }
     }
-    const size = rowBytes(config.columns, values);
+    const size = rowBytes(config.columns, this.unsets ? values.map((v) => (v === UNSET ? null : v)) : values);
     if (size.refusal !== undefined) return bad(size.refusal.reason, size.refusal.detail);
     let expiresAtMs: number | undefined;
     if (config.ttl !== undefined) {
@@ -322,7 +329,7 @@ export class SinkCodec {
       if ('seconds' in config.ttl) seconds = config.ttl.seconds;
       else {
         const src = config.ttl.field;
-        const raw = this.sourceValue({ name: 'ttlField', type: { kind: 'scalar', name: 'bigint' }, source: src.source, field: src.path, spec: src.spec, required: false, default: undefined }, record, doc, keyOf);
+        const raw = this.sourceValue({ name: 'ttlField', type: { kind: 'scalar', name: 'bigint' }, source: src.source, field: src.path, spec: src.spec, required: false, default: undefined, onNull: 'null' }, record, doc, keyOf);
         const t = raw.ok ? ttlSeconds(raw.value, src.spec) : { ok: false as const, detail: raw.detail };
         if (!t.ok) return bad('bad_ttl', t.detail);
         seconds = t.seconds;
@@ -337,18 +344,22 @@ export class SinkCodec {
     if (!d.ok) return { kind: 'quarantine', reason: d.reason };
     const { config } = this;
     const expires = d.value.kind === 'row' && d.value.expiresAtMs !== undefined ? { expiresAtMs: d.value.expiresAtMs } : {};
+    // An unset cell reads back as null in log mode; in upsert mode it keeps the key's earlier value.
+    const shown = (v: unknown) => (v === UNSET ? null : v);
     if (config.mode === 'log') {
       return {
         kind: 'row',
         key: { partition: record.partition, offset: toLong(record.offset) },
-        row: Object.fromEntries(config.columns.map((c, i) => [c.name, (d.value as { values: unknown[] }).values[i]])),
+        row: Object.fromEntries(config.columns.map((c, i) => [c.name, shown((d.value as { values: unknown[] }).values[i])])),
         ...expires,
       };
     }
     const key = Object.fromEntries(config.key.map((k, i) => [k, d.value.key[i]]));
     if (d.value.kind === 'delete') return { kind: 'delete', key };
     const values = d.value.values;
-    return { kind: 'row', key, row: Object.fromEntries(config.columns.filter((c) => !config.key.includes(c.name)).map((c) => [c.name, values[config.columns.indexOf(c)]])), ...expires };
+    const cols = config.columns.filter((c) => !config.key.includes(c.name));
+    const unset = cols.filter((c) => values[config.columns.indexOf(c)] === UNSET).map((c) => c.name);
+    return { kind: 'row', key, row: Object.fromEntries(cols.map((c) => [c.name, shown(values[config.columns.indexOf(c)])])), ...expires, ...(unset.length === 0 ? {} : { unset }) };
   }
 }
 
@@ -417,7 +428,7 @@ export class SinkJob implements Job<SinkRow> {
       table: config.table,
       mode: config.mode,
       key: config.key.join(','),
-      columns: JSON.stringify(config.columns.map((c) => [c.name, cqlTypeName(c.type), sourceSetting(c), c.required, canonical(c.default)])),
+      columns: JSON.stringify(config.columns.map((c) => [c.name, cqlTypeName(c.type), sourceSetting(c), c.required, canonical(c.default), ...(c.onNull === 'unset' ? ['unset'] : [])])),
       ...(config.format === 'json' ? {} : { format: config.format }),
       ...(config.mode === 'upsert' && config.keyFormat !== 'json' ? { keyFormat: config.keyFormat } : {}),
       ...(config.ttl === undefined ? {} : 'seconds' in config.ttl ? { ttl: `${config.ttl.seconds}s` } : { ttlField: settingOf(config.ttl.field) }),
@@ -577,10 +588,12 @@ export class SinkJob implements Job<SinkRow> {
     const { config } = this;
     const last = new Map<string, DecodedRecord<SinkRow>>();
     for (const r of records) last.set(JSON.stringify(canonical(r.value.key)), r);
+    // With unset cells a key's row is the merge of its records: each is written (at its own offset,
+    // so the cells each record set win in offset order whatever order the writes land in).
+    const writes = config.columns.some((c) => c.onNull === 'unset') ? [...records] : [...last.values()];
     const ttl = config.ttl !== undefined;
     const insert = `INSERT INTO ${this.keyspace}.${config.table} (${config.columns.map((c) => c.name).join(', ')}) VALUES (${config.columns.map(() => '?').join(', ')}) USING TIMESTAMP ?${ttl ? ' AND TTL ?' : ''}`;
     const del = `DELETE FROM ${this.keyspace}.${config.table} USING TIMESTAMP ? WHERE ${config.key.map((k) => `${k} = ?`).join(' AND ')}`;
-    const writes = [...last.values()];
     // A TTL: the row expires at its record's time + TTL whenever it is (re)written. A record already past
     // it deletes the key at its offset instead: the row its record stands for has expired, and an older
     // record's row (with a later expiry) must not show through.

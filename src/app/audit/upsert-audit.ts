@@ -59,6 +59,13 @@ interface KeyGroup {
   partitions: number[];
   /** The last record below its partition's checkpoint, if any. */
   last: { partition: number; offset: bigint; del: boolean; values: unknown[] | null; packedKey: unknown; expiresAtMs: number | null } | undefined;
+  /**
+   * Columns left unset by some record: per column, the offset whose record last wrote a non-null value
+   * since the last delete (null: a null written, or none), and whether any record since the last delete
+   * (or a delete itself) wrote it at all: an unknown column (unset by every record seen) is not judged.
+   */
+  setAt: Array<bigint | null> | undefined;
+  known: boolean[] | undefined;
   /** Write timestamps of the key's records at or beyond the checkpoint (batches in flight). */
   inFlight: Set<bigint>;
   firstPartition: number;
@@ -90,7 +97,8 @@ export class UpsertAudit {
     const flags = (inFlight ? 1 : 0) | (e.kind === 'delete' ? 2 : 0);
     const values = inFlight || e.kind === 'delete' ? null : this.ctx.valueColumns.map((c) => canonical(e.row[c]));
     const expires = e.kind === 'row' && e.expiresAtMs !== undefined ? e.expiresAtMs : null;
-    const payload = JSON.stringify([flags, values, inFlight ? null : packKey(e.key), expires]);
+    const unset = e.kind === 'row' && e.unset !== undefined && e.unset.length > 0 ? this.ctx.valueColumns.flatMap((c, i) => (e.unset!.includes(c) ? [i] : [])) : null;
+    const payload = JSON.stringify([flags, values, inFlight ? null : packKey(e.key), expires, unset]);
     await this.log.add(`${text(e.key)}${SEP}${String(partition).padStart(10, '0')}${SEP}${String(offset).padStart(20, '0')}${SEP}${payload}`);
   }
 
@@ -167,10 +175,10 @@ export class UpsertAudit {
       const key = line.slice(0, a);
       const partition = Number(line.slice(a + 1, b));
       const offset = BigInt(line.slice(b + 1, c));
-      const [flags, values, packedKey, expiresAtMs] = JSON.parse(line.slice(c + 1)) as [number, unknown[] | null, unknown, number | null];
+      const [flags, values, packedKey, expiresAtMs, unset] = JSON.parse(line.slice(c + 1)) as [number, unknown[] | null, unknown, number | null, number[] | null];
       if (g === undefined || g.key !== key) {
         if (g !== undefined) yield g;
-        g = { key, partitions: [], last: undefined, inFlight: new Set(), firstPartition: partition };
+        g = { key, partitions: [], last: undefined, inFlight: new Set(), firstPartition: partition, setAt: undefined, known: undefined };
       }
       if (!g.partitions.includes(partition)) {
         if (g.partitions.length > 0) {
@@ -182,7 +190,32 @@ export class UpsertAudit {
         const ts = this.ctx.writeTimestamp?.(offset);
         if (ts !== undefined) g.inFlight.add(ts);
       } else {
-        g.last = { partition, offset, del: (flags & 2) !== 0, values, packedKey, expiresAtMs };
+        const del = (flags & 2) !== 0;
+        let merged = values;
+        if (del) {
+          // A delete hides every older cell: what follows starts from nothing, known to be null.
+          if (g.setAt !== undefined) {
+            g.setAt.fill(null);
+            g.known!.fill(true);
+          }
+        } else if (unset !== null || g.setAt !== undefined) {
+          // Unset cells keep the key's earlier value: the row is the merge of its records in offset order.
+          const n = this.ctx.valueColumns.length;
+          const prev = g.last !== undefined && !g.last.del ? g.last.values! : new Array<unknown>(n).fill(null);
+          if (g.setAt === undefined) {
+            // The records before wrote every column (none was unset): what the last of them wrote is known.
+            const before = g.last;
+            g.setAt = before === undefined || before.del ? new Array<bigint | null>(n).fill(null) : before.values!.map((v) => (v === null ? null : before.offset));
+            g.known = new Array<boolean>(n).fill(before !== undefined);
+          }
+          merged = values!.map((v, i) => {
+            if (unset?.includes(i)) return prev[i];
+            g!.known![i] = true;
+            g!.setAt![i] = v === null ? null : offset;
+            return v;
+          });
+        }
+        g.last = { partition, offset, del, values: merged, packedKey, expiresAtMs };
       }
     }
     if (g !== undefined) yield g;
@@ -232,8 +265,12 @@ export class UpsertAudit {
       return;
     }
     const want = last.values!;
-    const diff = ctx.valueColumns.map((c, i) => ({ c, i })).filter(({ i }) => JSON.stringify(row.values[i]) !== JSON.stringify(want[i]));
-    const wantTs = ctx.writeTimestamp?.(last.offset);
+    // Merged (unset cells): a column no record seen wrote is not judged; the row's latest write is the
+    // latest record that wrote a value (none known: not judged).
+    const known = g.known;
+    const diff = ctx.valueColumns.map((c, i) => ({ c, i })).filter(({ i }) => (known === undefined || known[i]!) && JSON.stringify(row.values[i]) !== JSON.stringify(want[i]));
+    const latestSet = g.setAt?.reduce<bigint | null>((a, b) => (b !== null && (a === null || b > a) ? b : a), null);
+    const wantTs = latestSet === null ? undefined : ctx.writeTimestamp?.(latestSet ?? last.offset);
     if (diff.length > 0) {
       this.note(
         'mismatch',

@@ -1,0 +1,96 @@
+// Issue 37 item 4 against the stack: onNull per column. An upsert key's row is the merge of its
+// records in offset order when a column is unset (no cell, no tombstone: the earlier value stays),
+// across batches; a delete clears it; verify --job models the merge, and a cell changed behind the
+// sink's back is still a violation.
+import assert from 'node:assert/strict';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { test } from 'node:test';
+import type { Client } from '../../src/cassandra/session.js';
+import type { ConnectionConfig } from '../../src/config.js';
+import { connectionArgs } from '../../src/harness/cli-process.js';
+import { isDrained } from '../../src/harness/drain.js';
+import type { KafkaAdmin } from '../../src/kafka/admin.js';
+import { Producer } from '../../src/kafka/producer.js';
+import { freshKeyspace, freshTopic, runCli, startCli, testConfig, waitFor } from '../helpers.js';
+
+async function drained(session: Client, config: ConnectionConfig, admin: KafkaAdmin): Promise<void> {
+  const marks = await admin.watermarks(config.topic);
+  await waitFor(
+    async () => {
+      const r = await session.execute(`SELECT partition, next_offset FROM ${config.keyspace}.job_checkpoints`);
+      return isDrained(marks, new Map(r.rows.map((row) => [row['partition'] as number, BigInt(String(row['next_offset']))]))) ? true : undefined;
+    },
+    { timeoutMs: 120_000, message: 'the sink reaches the log end' },
+  );
+}
+
+test('upsert with onNull unset, null and default: the row merges the key\'s records in offset order (across batches, reset by a delete); verify --job exact, a forged cell caught', async (t) => {
+  const config = testConfig();
+  const session = await freshKeyspace(t, config);
+  const admin = await freshTopic(t, config, 2);
+  const dir = mkdtempSync(path.join(os.tmpdir(), 'eo-sink-onnull-'));
+  t.after(() => rmSync(dir, { recursive: true, force: true }));
+  const file = path.join(dir, 'profiles.yaml');
+  writeFileSync(
+    file,
+    [
+      'name: profiles',
+      `topic: ${config.topic}`,
+      'table: profiles',
+      'mode: upsert',
+      'key: [id]',
+      'columns:',
+      '  id: bigint',
+      '  email: { type: text, onNull: unset }',
+      '  city: { type: text, onNull: unset }',
+      '  note: { type: text, onNull: "null" }',
+      '  tier: { type: text, default: basic, onNull: default }',
+      '',
+    ].join('\n'),
+  );
+  const producer = new Producer(config);
+  t.after(() => producer.close());
+  const send = (records: Array<[number, Record<string, unknown> | null]>) =>
+    producer.send(config.topic, records.map(([id, v]) => ({ key: String(id), value: v === null ? null : JSON.stringify({ id, ...v }) })));
+  // Batch one: key 1 in full, then without email (kept) and with city null (kept: unset); key 2 then deleted; key 3 once.
+  await send([
+    [1, { email: 'a@x', city: 'Oslo', note: 'n1', tier: 'gold' }],
+    [1, { city: null }],
+    [2, { email: 'b@x', city: 'Rome' }],
+    [2, null],
+    [3, { email: 'c@x' }],
+  ]);
+  const args = [...connectionArgs(config), '--job', file];
+  const apply = await runCli(['schema', 'apply', ...args]);
+  assert.equal(apply.code, 0, apply.stderr);
+  startCli(t, ['run', ...args, '--session-timeout-ms', '6000']);
+  await drained(session, config, admin);
+  // Batch two, after the first is stored: key 1 gets a city only; key 2 comes back with a city only
+  // (its email was deleted with it); key 3 gets a note.
+  await send([
+    [1, { city: 'Bergen' }],
+    [2, { city: 'Milan' }],
+    [3, { note: 'n3' }],
+  ]);
+  await drained(session, config, admin);
+  const rows = await session.execute(`SELECT id, email, city, note, tier FROM ${config.keyspace}.profiles`);
+  const byId = Object.fromEntries(rows.rows.map((r) => [String(r['id']), [r['email'], r['city'], r['note'], r['tier']]]));
+  assert.deepEqual(byId, {
+    '1': ['a@x', 'Bergen', null, 'basic'], // email kept from the first record; note null and tier default as the last record says
+    '2': [null, 'Milan', null, 'basic'],
+    '3': ['c@x', null, 'n3', 'basic'],
+  });
+  const verify = await runCli(['verify', ...args, '--no-record', '--json']);
+  assert.equal(verify.code, 0, verify.stdout + verify.stderr);
+  const report = JSON.parse(verify.stdout) as { totals: { records: number; missing: number; mismatched: number; extra: number } };
+  assert.deepEqual({ ...report.totals, records: report.totals.records }, { ...report.totals, records: 8, missing: 0, mismatched: 0, extra: 0 });
+  // The merged value is proved, not skipped: key 1's email changed behind the sink, at the write time
+  // the sink gave it (a tie Cassandra breaks by the larger value, 'forged'), is a mismatch.
+  const wt = (await session.execute(`SELECT WRITETIME(email) AS wt FROM ${config.keyspace}.profiles WHERE id = 1`)).rows[0]!['wt'];
+  await session.execute(`UPDATE ${config.keyspace}.profiles USING TIMESTAMP ? SET email = 'forged' WHERE id = 1`, [wt], { prepare: true });
+  const forged = await runCli(['verify', ...args, '--no-record']);
+  assert.equal(forged.code, 9, forged.stdout);
+  assert.match(forged.stdout, /profiles key \{"id":"1"\}: email is "forged", its last record \(partition \d offset \d+\) says "a@x"/);
+});
