@@ -11,6 +11,7 @@
  *   key: [order_id]             # upsert: the key columns (the table's primary key)
  *   ttl: 7d                     # rows expire 7 days after their record's Kafka timestamp (s, m, h, d)
  *   # ttlField: header.ttl      # or each record's TTL in seconds, from any column source
+ *   where: { field: value.status, in: [paid, shipped] }  # only these records (src/sink/filter.ts)
  *   columns:
  *     order_id: { type: bigint, field: id }   # field: the JSON field (a.b for nested; default: the column's name)
  *     status: text                            # shorthand for { type: text }
@@ -26,6 +27,12 @@
  * `header.<name>` (the header's bytes: text as UTF-8, numbers from their text, blob raw; one that does
  * not decode as the column's type is quarantined as bad_header), `$topic`, `$partition`, `$offset`,
  * `$timestamp`. `now()` and the like are refused. src/sink/column-source.ts has the details.
+ *
+ * `where` keeps the records its predicate holds for ({ field, equals | in | exists }, { not }, { all },
+ * { any }, over any column source); the others are filtered: no row and no quarantine row, the
+ * checkpoint passes them, exactlyonce_sink_filtered_total counts them, and `verify --job` recomputes
+ * the predicate, so a row for a filtered offset is a violation. A record that cannot be decoded is
+ * still quarantined; an upsert tombstone is never filtered (the delete applies).
  *
  * onNull says what a missing or null field writes: `null` (a null cell, a tombstone; the default for a
  * column without a default), `default` (its default; the default for a column with one) or `unset` (no
@@ -56,6 +63,7 @@ import type { SchemaRegistryConfig } from '../config.js';
 import { convert, cqlTypeName, parseCqlType, SCALAR_TYPES, type CqlType } from './cql-types.js';
 import { retry } from '../engine/retry.js';
 import { parseColumnSource, sourceTypeProblem, type ColumnSource, type SourceKind } from './column-source.js';
+import { parsePredicate, type Predicate } from './filter.js';
 
 /** The longest TTL Cassandra takes: 20 years, in seconds. */
 export const MAX_TTL_SECONDS = 630_720_000;
@@ -115,6 +123,12 @@ const sinkSchema = z
       .min(1)
       .optional()
       .describe("instead of ttl: where each record's TTL in seconds is, any column source (value.ttl, header.ttl, …); a record whose TTL is missing, negative or not a whole number is quarantined (bad_ttl)"),
+    where: z
+      .unknown()
+      .optional()
+      .describe(
+        "only the records this holds for are stored; the others are filtered (no row, no quarantine row, exactlyonce_sink_filtered_total; verify --job proves each was the rule's): { field: <column source>, equals: paid }, { field, in: [a, b] }, { field, exists: true }, { not: <predicate> }, { all: [<predicate>, …] }, { any: [<predicate>, …] }. An upsert tombstone is never filtered",
+      ),
     columns: z
       .record(identifier, columnSchema)
       .refine((c) => Object.keys(c).length > 0, { message: 'expected at least one column' })
@@ -196,6 +210,8 @@ export interface SinkConfig {
   /** Upsert: the key columns, in order (the table's partition key). Log: empty. */
   readonly key: readonly string[];
   readonly columns: readonly SinkColumn[];
+  /** Only the records this holds for are stored (src/sink/filter.ts). */
+  readonly where?: Predicate;
   /** Rows expire at record timestamp + TTL: a fixed TTL, or one read per record (in seconds) from a source. */
   readonly ttl?: { readonly seconds: number } | { readonly field: ColumnSource };
   /** The validated file as given, for the job's stored settings. */
@@ -288,8 +304,22 @@ export function sinkConfig(raw: unknown, where = 'sink config'): SinkConfig {
     else if (src.source === 'meta') problems.push(`ttlField: ${src.spec} is no number of seconds; name a field of the value, the key or a header`);
     else ttl = { field: src };
   }
+  const filter = c.where === undefined ? undefined : parsePredicate(c.where, 'where', problems);
   if (problems.length > 0) throw invalid(where, problems);
-  return Object.freeze({ name: c.name ?? c.table, topic: c.topic, table: c.table, mode: c.mode, format, keyFormat, derived: false, key: c.key ?? [], columns, ...(ttl === undefined ? {} : { ttl }), source: JSON.stringify(c) });
+  return Object.freeze({
+    name: c.name ?? c.table,
+    topic: c.topic,
+    table: c.table,
+    mode: c.mode,
+    format,
+    keyFormat,
+    derived: false,
+    key: c.key ?? [],
+    columns,
+    ...(ttl === undefined ? {} : { ttl }),
+    ...(filter === undefined ? {} : { where: filter }),
+    source: JSON.stringify(c),
+  });
 }
 
 /** How long deriving columns waits for a registry that does not answer, in ms. */

@@ -45,7 +45,8 @@ import { ExactlyOnceError } from '../errors.js';
 import { BATCH_BYTES, cutBatches, ROWS_PER_BATCH } from '../cassandra/batches.js';
 import { canonical, convert, cqlColumnType, cqlTypeName } from './cql-types.js';
 import { canonicalKeyText } from './key-encoding.js';
-import { headerBytes, headerValue, metaValue, sourceSetting as settingOf, type MetaField } from './column-source.js';
+import { headerBytes, headerValue, metaValue, sourceSetting as settingOf, type ColumnSource, type MetaField } from './column-source.js';
+import { holds, predicateSetting } from './filter.js';
 
 const sourceSetting = (c: SinkColumn) => settingOf({ source: c.source, path: c.field, spec: c.spec });
 import { sampleRecords } from './sample.js';
@@ -57,7 +58,11 @@ import { UnmatchedReporter } from './unmatched-columns.js';
 import { createLogger } from '../log.js';
 
 /** What one record becomes. `values` follow `config.columns`; `key` follows `config.key`. */
-export type SinkRow = { kind: 'row'; key: unknown[]; values: unknown[]; bytes: number; absent: number[]; expiresAtMs?: number } | { kind: 'delete'; key: unknown[] };
+export type SinkRow =
+  | { kind: 'row'; key: unknown[]; values: unknown[]; bytes: number; absent: number[]; expiresAtMs?: number }
+  | { kind: 'delete'; key: unknown[] }
+  /** Filtered by the config's `where`: nothing is written (the checkpoint passes it). */
+  | { kind: 'skip'; key: unknown[] };
 
 /**
  * The TTL to write a row with so that it expires at `expiresAtMs` (record timestamp + TTL) whenever it
@@ -253,6 +258,24 @@ export class SinkCodec {
     }
   }
 
+  /** A `where` field's raw value (undefined: missing), and whether it is text read from bytes (a header, a JSON key's text). */
+  private predicateValue(f: ColumnSource, record: SourceRecord, doc: Record<string, unknown>, key: () => KeyView): { v: unknown; textual: boolean } {
+    switch (f.source) {
+      case 'value':
+        return { v: field(doc, f.path), textual: false };
+      case 'meta':
+        return { v: metaValue(record, f.path[0] as MetaField), textual: false };
+      case 'header':
+        return { v: headerBytes(record, f.path[0]!)?.toString('utf8'), textual: true };
+      case 'key': {
+        const k = key();
+        if (!k.ok) return { v: undefined, textual: false };
+        if (f.path.length === 0) return k.text !== undefined ? { v: k.text, textual: true } : { v: k.value, textual: false };
+        return { v: isRecord(k.value) ? field(k.value, f.path) : undefined, textual: false };
+      }
+    }
+  }
+
   /** The record's value as a record of fields, or why not. */
   private valueDoc(bytes: Buffer): { ok: true; doc: Record<string, unknown> } | { ok: false; reason: string; detail: string } {
     if (this.values === undefined) {
@@ -302,11 +325,12 @@ export class SinkCodec {
     const v = this.valueDoc(record.value!);
     if (!v.ok) return bad(v.reason, v.detail);
     const doc = v.doc;
+    let keyView: KeyView | undefined;
+    const keyOf = () => (keyView ??= this.keyView(record.key));
+    if (config.where !== undefined && !holds(config.where, (f) => this.predicateValue(f, record, doc, keyOf))) return { ok: true, value: { kind: 'skip', key } };
     const values: unknown[] = [];
     // Columns whose field path matched nothing in this record (src/sink/unmatched-columns.ts).
     const absent: number[] = [];
-    let keyView: KeyView | undefined;
-    const keyOf = () => (keyView ??= this.keyView(record.key));
     for (const col of config.columns) {
       const raw = this.sourceValue(col, record, doc, keyOf);
       if (!raw.ok) return bad(raw.reason, raw.detail);
@@ -342,6 +366,7 @@ export class SinkCodec {
   /** What the record must produce (for `verify --job`). */
   expect(record: SourceRecord, d: Decoded<SinkRow> = this.decode(record)): Expectation {
     if (!d.ok) return { kind: 'quarantine', reason: d.reason };
+    if (d.value.kind === 'skip') return { kind: 'none', why: 'filtered' };
     const { config } = this;
     const expires = d.value.kind === 'row' && d.value.expiresAtMs !== undefined ? { expiresAtMs: d.value.expiresAtMs } : {};
     // An unset cell reads back as null in log mode; in upsert mode it keeps the key's earlier value.
@@ -408,6 +433,8 @@ export class SinkJob implements Job<SinkRow> {
   private unmatchedCount: Counter<'column'> | undefined;
   /** exactlyonce_sink_expired_total: records not written because their TTL had passed (record time + TTL). */
   private expiredCount: Counter | undefined;
+  /** exactlyonce_sink_filtered_total: records the config's `where` left out. */
+  private filteredCount: Counter | undefined;
 
   /** `registry`: the Schema Registry of a registry format (the connection's). */
   constructor(readonly config: SinkConfig, registry?: SchemaRegistryConfig) {
@@ -431,6 +458,7 @@ export class SinkJob implements Job<SinkRow> {
       columns: JSON.stringify(config.columns.map((c) => [c.name, cqlTypeName(c.type), sourceSetting(c), c.required, canonical(c.default), ...(c.onNull === 'unset' ? ['unset'] : [])])),
       ...(config.format === 'json' ? {} : { format: config.format }),
       ...(config.mode === 'upsert' && config.keyFormat !== 'json' ? { keyFormat: config.keyFormat } : {}),
+      ...(config.where === undefined ? {} : { where: JSON.stringify(predicateSetting(config.where)) }),
       ...(config.ttl === undefined ? {} : 'seconds' in config.ttl ? { ttl: `${config.ttl.seconds}s` } : { ttlField: settingOf(config.ttl.field) }),
     };
     this.migrations = [{ version: 1, name: config.table, cql: createTableCql(config) }];
@@ -505,6 +533,10 @@ export class SinkJob implements Job<SinkRow> {
       this.unmatchedCount =
         (context.metrics.getSingleMetric(name) as Counter<'column'> | undefined) ??
         new Counter({ name, help: "Batches in which a column's field path matched no record (it stored null for each: check the path)", labelNames: ['column'], registers: [context.metrics] });
+      const filtered = 'exactlyonce_sink_filtered_total';
+      this.filteredCount =
+        (context.metrics.getSingleMetric(filtered) as Counter | undefined) ??
+        new Counter({ name: filtered, help: "Records the sink's where: left out (no row; the checkpoint passes them; counted again when a batch is written again)", registers: [context.metrics] });
       const expired = 'exactlyonce_sink_expired_total';
       this.expiredCount =
         (context.metrics.getSingleMetric(expired) as Counter | undefined) ??
@@ -543,8 +575,11 @@ export class SinkJob implements Job<SinkRow> {
     }
   }
 
-  async write(partition: number, records: readonly DecodedRecord<SinkRow>[], signal: AbortSignal): Promise<void> {
+  async write(partition: number, all: readonly DecodedRecord<SinkRow>[], signal: AbortSignal): Promise<void> {
+    const records = this.config.where === undefined ? all : all.filter((r) => r.value.kind !== 'skip');
+    if (records.length < all.length) this.filteredCount?.inc(all.length - records.length);
     this.unmatched.batch(partition, records.map((r) => r.value), records.length);
+    if (records.length === 0) return;
     if (this.config.mode === 'log') return this.writeLog(partition, records);
     return this.writeUpsert(records, signal);
   }

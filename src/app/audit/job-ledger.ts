@@ -54,7 +54,10 @@ export class JobLedger extends OffsetLedger<JobTableRow, JobQuarantineRow, JobRe
         this.mismatched++;
         this.v('mismatch', r.offset, `quarantined (${q.reason}) though the job's rule leaves the record no row (${e.why})`);
       }
-      if (row !== undefined) this.extraRow(table, r.offset, `the job's rule leaves the record no row (${e.why})`);
+      if (row !== undefined) {
+        this.extra++;
+        this.v('extra', r.offset, `a ${table} row, though the job's rule leaves the record none (${e.why})`);
+      }
       if (q === undefined && row === undefined) this.skipped[e.why] = (this.skipped[e.why] ?? 0) + 1;
       return;
     }
