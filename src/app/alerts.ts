@@ -232,7 +232,19 @@ export class AlertWriter {
       { prepare: true, consistency: consistencies.localQuorum },
     );
     const row = r.first();
-    return row === null ? { count: 0, through: -1 } : { count: row['event_count'] as number, through: (row['through_offset'] as Long).toNumber() };
+    if (row === null) return { count: 0, through: -1 };
+    const count = row['event_count'] as number | null;
+    const through = row['through_offset'] as Long | null;
+    // Both cells are written by one statement, so a row without them is an answer put together from
+    // replicas in the middle of a recovery (make cluster-test met one right after two nodes came
+    // back, gone a few seconds later): read again, as for a node that does not answer.
+    if (count === null || through === null) {
+      throw new ExactlyOnceError(
+        'EO_CASSANDRA_UNAVAILABLE',
+        `${this.ks}.alert_window_counts answered the row (${source}, ${new Date(end).toISOString()}, partition ${partition}) without its ${count === null ? 'event_count' : 'through_offset'}; reading it again`,
+      );
+    }
+    return { count, through: through.toNumber() };
   }
 
   /** Sums each touched window and stores + publishes the alerts at or above the threshold. */

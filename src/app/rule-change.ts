@@ -221,7 +221,8 @@ export class RuleChange {
     for await (const row of this.rows(`SELECT source, window_end, rule, partition, event_count, through_offset FROM ${this.ks}.alert_window_counts`)) {
       const k = key(row['source'] as string, (row['window_end'] as Date).getTime(), row['rule'] as string, row['partition'] as number);
       const c = want.get(k);
-      if (c !== undefined && c.count === row['event_count'] && c.through === (row['through_offset'] as Long).toNumber()) missing.delete(k);
+      const through = row['through_offset'] as Long | null;
+      if (c !== undefined && through !== null && c.count === row['event_count'] && c.through === through.toNumber()) missing.delete(k);
       else stale++;
     }
     let legacy = false;
