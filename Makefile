@@ -52,7 +52,7 @@ soak: build
 	@scripts/with-stack.sh bin/exactlyonce chaos --events 1000000 --kills 50 --zombies 5 --cassandra-restarts 3 --kafka-restarts 3
 
 # A bounded chaos run on a local cluster of 3 Cassandra nodes and 3 Kafka brokers (.stack/cluster),
-# ending in verify; not part of `make test` (it takes ~4.2 GiB of RAM and several minutes: docs/guarantees.md, "A local cluster").
+# ending in verify; not part of `make test` (it takes ~4.2 GiB of RAM and several minutes: docs/guarantees.md, "A local cluster: 3 Cassandra nodes, 3 Kafka brokers").
 cluster-test: build
 	@scripts/cluster-test.sh
 

@@ -4,7 +4,7 @@
  * may change between versions.
  *
  * A job decodes records and writes their outputs idempotently; the engine owns partitions,
- * checkpoints, fencing, retries and quarantine (README "Your own job").
+ * checkpoints, fencing, retries and quarantine (docs/library.md, "The job contract").
  */
 
 // The job contract and what the engine gives a job.
@@ -15,7 +15,7 @@ export type { Expectation, JobAudit } from './engine/job-audit.js';
 
 // Formats are decoders (bytes → typed values) any job plugs in: JSON, and Avro, Protobuf and JSON
 // Schema through a Schema Registry, whose schemas the job's `lookup` fetches before each batch is
-// decoded (README "Formats: Avro, Protobuf, JSON Schema").
+// decoded (docs/sinks.md, "Avro, Protobuf and JSON Schema topics through a Schema Registry").
 export type { DecodeLookup } from './engine/job.js';
 export { createDecoder, decoderLookup, FORMATS, schemaCache, type Decoder, type DecodeResult, type Format } from './formats/decoder.js';
 export { SchemaRegistry, type RegisteredSchema, type SchemaType } from './registry/schema-registry.js';

@@ -22,7 +22,7 @@
  * 4. The count is published to the alerts topic, keyed by source and window end; then the table row is
  *    read back and, while it is higher than what was published, that is published too. So the last
  *    message of each key always equals the table row: the publisher whose message lands last read the
- *    table after the final count was stored (see README, "Alerts").
+ *    table after the final count was stored (see docs/aggregates.md, "Alerts").
  * All of this runs before the batch's checkpoint, so a crash at any point replays it.
  */
 import { consistencies, toLong, type Client, type Long } from '../cassandra/session.js';

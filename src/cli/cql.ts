@@ -31,7 +31,7 @@ export function cqlCommand(): CommandUnknownOpts {
   ).action(
     action(async (statement, _opts, cmd) => {
       const config = connection(cmd);
-      // The keyspace is selected when it exists, so `SELECT * FROM events` works as in the README.
+      // The keyspace is selected when it exists, so `SELECT * FROM events` works without the keyspace's name (as in README.md, "A sink in five minutes").
       const probe = await connect(config);
       const exists = await probe
         .execute('SELECT keyspace_name FROM system_schema.keyspaces WHERE keyspace_name = ?', [config.keyspace])

@@ -100,7 +100,7 @@ export function runCommand(): Command {
   const cmd = withWorkerFlags(
     withAlertRule(new Command('run'))
       .description('run a worker: join the group, resume every assigned partition from its Cassandra checkpoint, store events and alerts exactly once (or run your own job: --job)')
-      .option('--job <module>', 'run the job this ES module (.js or .ts) makes: `export default function createJob(context)` returning a Job (see README "Your own job"); the alert flags then do not apply')
+      .option('--job <module>', 'run the job this ES module (.js or .ts) makes: `export default function createJob(context)` returning a Job (see docs/library.md, "The job contract"); the alert flags then do not apply')
       .option('--job-option <key=value...>', 'passed to the job factory as context.options (repeatable)')
       .addOption(settingOption('max-record-bytes', "larger records are quarantined; left out: the job's stored value (a new job: the default)"))
       .addOption(

@@ -1,6 +1,6 @@
 /**
  * `exactlyonce setup`: makes the Kafka client's native part in the project that installed the package
- * (README "In your own project"). It runs scripts/kafka-client.sh, the one build recipe `make deps`
+ * (docs/getting-started.md, "In your own project: `npm install exactlyonce`"). It runs scripts/kafka-client.sh, the one build recipe `make deps`
  * runs in a clone: a client that already loads with every codec and SASL mechanism is kept; otherwise
  * a build cached in ~/.cache/exactlyonce is copied, or the client is built from the librdkafka source it
  * bundles, offline (~2-3 minutes, once per machine and client version).

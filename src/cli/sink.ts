@@ -13,7 +13,7 @@ export function sinkCommand(): Command {
       .description(
         "run a worker of a declarative sink: the records of the config's topic (JSON, or Avro, Protobuf or JSON Schema through a Schema Registry) into its table, exactly once " +
           '(mode log: one row per partition and offset; mode upsert: per key, the record with the highest offset). ' +
-          'Create the table first: `exactlyonce schema apply --job <config>` (README "A sink in five minutes")',
+          'Create the table first: `exactlyonce schema apply --job <config>` (README.md, "A sink in five minutes")',
       )
       .requiredOption('--config <file>', 'the sink config, YAML or JSON (.json): topic, format, table, mode, key, columns')
       .option('--print-cql', "print the CQL of the sink's table and exit (connects to nothing but, when columns are left out, the Schema Registry)"),

@@ -61,7 +61,7 @@ export function topicCommand(): Command {
       .command('produce')
       .description("send records to --topic, each VALUE one record with the key --key; prints each record's partition and offset")
       .argument('<value...>', 'the record values, e.g. a JSON object')
-      .option('--key <key>', "the record key: for an upsert sink the key's canonical text (README \"A sink in five minutes\")"),
+      .option('--key <key>', 'the record key: for an upsert sink the key\'s canonical text (docs/sinks.md, "Log and upsert modes")'),
     ['brokers', 'topic', 'kafkaConfig'],
   ).action(
     action(async (values, opts, cmd) => {

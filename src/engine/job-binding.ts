@@ -42,7 +42,7 @@ export function partitionsAdded(topic: string, bound: number, now: number): Exac
     'EO_PARTITIONS_ADDED',
     `topic ${topic} has ${now} partitions, the job was bound to ${bound}: producers now place keys by ${now}, so a key's newer records may sit on another partition ` +
       "at lower offsets, and an upsert ordered by offset would keep the older row. Every partition is stopped before a record that may have moved is written; " +
-      'nothing is skipped. See README, "When the topic gains partitions", for the way forward.',
+      'nothing is skipped. See docs/guarantees.md, "When the topic gains partitions", for the way forward.',
   );
 }
 

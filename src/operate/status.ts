@@ -43,7 +43,7 @@ export interface JobStatus {
 
 /**
  * The command that gets a stopped partition going, for job `job` (`events`: no --job). Pure: the code
- * and where the checkpoint stands decide (README, "Nothing fails in silence").
+ * and where the checkpoint stands decide (docs/operations.md, "Error codes and stop codes").
  */
 export function stopFix(job: string, r: Pick<PartitionReport, 'partition' | 'checkpoint' | 'logStart' | 'logEnd'>, code: string): string {
   const cmd = `exactlyonce checkpoints reset${job === EVENT_JOB_NAME ? '' : ` --job ${job}`}`;
@@ -56,7 +56,7 @@ export function stopFix(job: string, r: Pick<PartitionReport, 'partition' | 'che
       // Below the log start: retention deleted unread records; accepting the loss means the log start.
       return r.logEnd !== null && here > r.logEnd ? `${cmd} --partition ${r.partition} --to latest` : `${cmd} --partition ${r.partition} --to earliest`;
     case 'EO_PARTITIONS_ADDED':
-      return 'see README, "When the topic gains partitions"';
+      return 'see docs/guarantees.md, "When the topic gains partitions"';
     case 'EO_OFFSET_GAP':
       return `restart the worker, or ${cmd} --partition ${r.partition} --to ${here}`;
     default:

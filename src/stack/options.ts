@@ -9,7 +9,7 @@ export type ServerName = 'kafka' | 'cassandra' | 'registry';
 /**
  * Cassandra's commit log sync (cassandra.yaml `commitlog_sync`): `periodic` is what Cassandra ships
  * (acknowledge at once, sync every 10 s: a crashed node forgets up to 10 s of acknowledged writes, and
- * the engine finds and writes them again, README "Durability"); `batch` syncs before acknowledging.
+ * the engine finds and writes them again, docs/guarantees.md, "Durability of an acknowledged write"); `batch` syncs before acknowledging.
  */
 export type CommitlogSync = 'periodic' | 'batch';
 export const COMMITLOG_SYNCS: readonly CommitlogSync[] = ['periodic', 'batch'];

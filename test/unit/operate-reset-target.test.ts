@@ -86,5 +86,5 @@ test('the command that gets a stopped partition going, by its code', () => {
   assert.equal(stopFix('orders', r, 'EO_TOPIC_RECREATED'), 'exactlyonce checkpoints reset --job orders --all --to earliest --rebind');
   assert.equal(stopFix('orders', r, 'EO_OFFSET_GAP'), 'restart the worker, or exactlyonce checkpoints reset --job orders --partition 2 --to 40');
   assert.equal(stopFix('orders', r, 'EO_PERMANENT_ERROR'), 'fix the cause above, then exactlyonce checkpoints reset --job orders --partition 2 --to 40');
-  assert.equal(stopFix('orders', r, 'EO_PARTITIONS_ADDED'), 'see README, "When the topic gains partitions"');
+  assert.equal(stopFix('orders', r, 'EO_PARTITIONS_ADDED'), 'see docs/guarantees.md, "When the topic gains partitions"');
 });
