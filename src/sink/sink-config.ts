@@ -12,6 +12,7 @@
  *   ttl: 7d                     # rows expire 7 days after their record's Kafka timestamp (s, m, h, d)
  *   # ttlField: header.ttl      # or each record's TTL in seconds, from any column source
  *   where: { field: value.status, in: [paid, shipped] }  # only these records (src/sink/filter.ts)
+ *   consistency: QUORUM         # the row writes': LOCAL_QUORUM (default), QUORUM or EACH_QUORUM
  *   columns:
  *     order_id: { type: bigint, field: id }   # field: the JSON field (a.b for nested; default: the column's name)
  *     status: text                            # shorthand for { type: text }
@@ -33,6 +34,10 @@
  * checkpoint passes them, exactlyonce_sink_filtered_total counts them, and `verify --job` recomputes
  * the predicate, so a row for a filtered offset is a violation. A record that cannot be decoded is
  * still quarantined; an upsert tombstone is never filtered (the delete applies).
+ *
+ * `consistency` is the row writes' level. Only quorums: the checkpoints are written and read at a
+ * quorum, and a row write acknowledged by fewer replicas (ONE, ANY, LOCAL_ONE, TWO, THREE) may not be
+ * seen by the read that trusts its checkpoint, so those are refused (ALL, SERIAL and LOCAL_SERIAL too).
  *
  * onNull says what a missing or null field writes: `null` (a null cell, a tombstone; the default for a
  * column without a default), `default` (its default; the default for a column with one) or `unset` (no
@@ -68,6 +73,22 @@ import { parsePredicate, type Predicate } from './filter.js';
 /** The longest TTL Cassandra takes: 20 years, in seconds. */
 export const MAX_TTL_SECONDS = 630_720_000;
 const UNIT_SECONDS: Readonly<Record<string, number>> = { s: 1, m: 60, h: 3600, d: 86_400 };
+
+/** The write consistency levels a sink takes (a quorum, like the checkpoints' reads and writes). */
+export const WRITE_LEVELS: readonly string[] = ['LOCAL_QUORUM', 'QUORUM', 'EACH_QUORUM'];
+export type WriteLevel = 'LOCAL_QUORUM' | 'QUORUM' | 'EACH_QUORUM';
+/** The levels refused, with why. */
+const BELOW_QUORUM = "it is acknowledged by fewer replicas than a quorum, so a checkpoint read at a quorum after it may not see the rows it covers (a replica that acknowledged them can be lost with them), and the proof would rest on rows a crash can take back";
+const WEAK_LEVELS: Readonly<Record<string, string>> = {
+  ONE: BELOW_QUORUM,
+  TWO: `a fixed count of replicas, below a quorum once the replication factor grows (2 of 5): ${BELOW_QUORUM.replace('it is acknowledged', 'a write is then acknowledged')}`,
+  THREE: `a fixed count of replicas, below a quorum once the replication factor grows (3 of 7): ${BELOW_QUORUM.replace('it is acknowledged', 'a write is then acknowledged')}`,
+  LOCAL_ONE: BELOW_QUORUM,
+  ANY: `${BELOW_QUORUM}; ANY may even be stored as a hint on a node that is no replica`,
+  ALL: 'one replica down stops every write (use QUORUM: a checkpoint read at a quorum sees what a quorum wrote)',
+  SERIAL: 'a serial level is for lightweight transactions (IF …), not for writes',
+  LOCAL_SERIAL: 'a serial level is for lightweight transactions (IF …), not for writes',
+};
 import { didYouMean } from '../suggest.js';
 
 /** Unquoted CQL identifiers in lower case (so the generated CQL needs no quoting). */
@@ -123,6 +144,18 @@ const sinkSchema = z
       .min(1)
       .optional()
       .describe("instead of ttl: where each record's TTL in seconds is, any column source (value.ttl, header.ttl, …); a record whose TTL is missing, negative or not a whole number is quarantined (bad_ttl)"),
+    consistency: z
+      .string()
+      .superRefine((v, ctx) => {
+        const level = v.toUpperCase();
+        if (WRITE_LEVELS.includes(level)) return;
+        if (level in WEAK_LEVELS) ctx.addIssue({ code: 'custom', message: `${v} is refused: ${WEAK_LEVELS[level]}; use ${WRITE_LEVELS.join(', ')}` });
+        else ctx.addIssue({ code: 'custom', message: `expected one of ${WRITE_LEVELS.join(', ')}${didYouMean(level, WRITE_LEVELS)}` });
+      })
+      .optional()
+      .describe(
+        "the consistency of the sink's row writes: LOCAL_QUORUM (default), QUORUM or EACH_QUORUM. Levels below a quorum (ONE, ANY, LOCAL_ONE, TWO, THREE) are refused: a checkpoint read at a quorum would not be sure to see rows written so, so a replay after a crash could skip rows a lost replica held",
+      ),
     where: z
       .unknown()
       .optional()
@@ -210,6 +243,8 @@ export interface SinkConfig {
   /** Upsert: the key columns, in order (the table's partition key). Log: empty. */
   readonly key: readonly string[];
   readonly columns: readonly SinkColumn[];
+  /** The row writes' consistency level (default LOCAL_QUORUM). */
+  readonly consistency: WriteLevel;
   /** Only the records this holds for are stored (src/sink/filter.ts). */
   readonly where?: Predicate;
   /** Rows expire at record timestamp + TTL: a fixed TTL, or one read per record (in seconds) from a source. */
@@ -316,6 +351,7 @@ export function sinkConfig(raw: unknown, where = 'sink config'): SinkConfig {
     derived: false,
     key: c.key ?? [],
     columns,
+    consistency: (c.consistency?.toUpperCase() ?? 'LOCAL_QUORUM') as WriteLevel,
     ...(ttl === undefined ? {} : { ttl }),
     ...(filter === undefined ? {} : { where: filter }),
     source: JSON.stringify(c),

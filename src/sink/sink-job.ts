@@ -426,6 +426,8 @@ export class SinkJob implements Job<SinkRow> {
   /** Upsert: the highest offset of a key wins, which orders its records only while they share a partition (rule 4 above). */
   readonly keysStayOnPartition: boolean;
   private readonly codec: SinkCodec;
+  /** The row writes' consistency (the config's, LOCAL_QUORUM by default). */
+  private readonly consistency: number;
   private session: Client | undefined;
   private keyspace = '';
   private readonly unmatched: UnmatchedReporter;
@@ -439,6 +441,7 @@ export class SinkJob implements Job<SinkRow> {
   /** `registry`: the Schema Registry of a registry format (the connection's). */
   constructor(readonly config: SinkConfig, registry?: SchemaRegistryConfig) {
     this.codec = new SinkCodec(config, registry);
+    this.consistency = { LOCAL_QUORUM: consistencies.localQuorum, QUORUM: consistencies.quorum, EACH_QUORUM: consistencies.eachQuorum }[config.consistency ?? 'LOCAL_QUORUM'];
     const log = createLogger('sink');
     this.unmatched = new UnmatchedReporter(
       config.columns.map((c) => ({ name: c.name, field: [c.spec] })),
@@ -609,7 +612,7 @@ export class SinkJob implements Job<SinkRow> {
       batches.map((batch) =>
         this.session!.batch(
           batch.map((r) => ({ query, params: [partition, toLong(r.record.offset), ...(r.value as { values: unknown[] }).values, ...(ttl ? [left.get(r)!] : [])] })),
-          { prepare: true, logged: false, consistency: consistencies.localQuorum },
+          { prepare: true, logged: false, consistency: this.consistency },
         ),
       ),
     );
@@ -642,8 +645,8 @@ export class SinkJob implements Job<SinkRow> {
       await Promise.all(
         writes.slice(i, i + UPSERT_CONCURRENCY).map((w) =>
           w.value.kind === 'row' && left(w) > 0
-            ? this.session!.execute(insert, [...w.value.values, toLong(w.record.offset), ...(ttl ? [left(w)] : [])], { prepare: true, consistency: consistencies.localQuorum })
-            : this.session!.execute(del, [toLong(w.record.offset), ...w.value.key], { prepare: true, consistency: consistencies.localQuorum }),
+            ? this.session!.execute(insert, [...w.value.values, toLong(w.record.offset), ...(ttl ? [left(w)] : [])], { prepare: true, consistency: this.consistency })
+            : this.session!.execute(del, [toLong(w.record.offset), ...w.value.key], { prepare: true, consistency: this.consistency }),
         ),
       );
     }
