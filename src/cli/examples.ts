@@ -21,6 +21,7 @@ const EXAMPLES: Readonly<Record<string, readonly string[]>> = {
   'alerts rule': ['alerts rule --threshold 20 --dry-run            # what a new rule would change'],
   'quarantine list': ['quarantine list --job orders.yaml --partition 0'],
   'quarantine redrive': ['quarantine redrive --job orders.yaml --reason bad_value --dry-run'],
+  'quarantine add': ['quarantine add --job orders.yaml --partition 2 --offset 4810 --detail "note too long for its index"'],
   'checkpoints list': ['checkpoints list --job orders.yaml'],
   'checkpoints reset': ['checkpoints reset --job orders.yaml --all --to 2026-01-31T12:00:00Z --dry-run', 'checkpoints reset --partition 2 --to latest'],
   status: ['status', 'status --keyspace shop --json'],

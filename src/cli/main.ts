@@ -5,6 +5,14 @@ import { reportError } from './common.js';
 import { buildProgram } from './program.js';
 
 const program = buildProgram();
+// Output piped into a reader that stops early (`--help | head`, `quarantine list | less` quit): the
+// reader has what it wanted; end quietly rather than with a stack trace.
+for (const stream of [process.stdout, process.stderr]) {
+  stream.on('error', (e: NodeJS.ErrnoException) => {
+    if (e.code === 'EPIPE') process.exit(process.exitCode ?? 0);
+    throw e;
+  });
+}
 
 try {
   await program.parseAsync(process.argv);

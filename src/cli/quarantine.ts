@@ -1,7 +1,7 @@
 /**
- * `exactlyonce quarantine list` (the records a job could not decode) and `quarantine redrive` (decode
- * them again with the job's current decoder and write those that decode now): parses, calls
- * src/engine/quarantine.ts and src/operate/redrive.ts, prints.
+ * `exactlyonce quarantine list` (the records a job could not decode), `quarantine redrive` (decode
+ * them again with the job's current decoder and write those that decode now) and `quarantine add` (one
+ * record the store refuses, by hand): parses, calls src/engine/quarantine.ts and src/operate/, prints.
  */
 import { Command, Option } from '@commander-js/extra-typings';
 import { connect } from '../cassandra/session.js';
@@ -11,6 +11,7 @@ import { ExactlyOnceError } from '../errors.js';
 import { formatTable } from '../format/table.js';
 import { parseJobOptions } from '../job-loader.js';
 import { eventsTarget, isJobFile, loadTarget } from '../operate/job-target.js';
+import { quarantineByHand } from '../operate/hand-quarantine.js';
 import { redrive, type Offsets } from '../operate/redrive.js';
 import { JOB_FLAG, withJob } from './checkpoints.js';
 import { action, connection, withConnection } from './common.js';
@@ -97,6 +98,37 @@ function redriveCommand(): Command {
   );
 }
 
+function addCommand(): Command {
+  return withConnection(
+    new Command('add')
+      .description(
+        'quarantine one record the store refuses for good (a partition stopped with EO_PERMANENT_ERROR names it), reason refused: ' +
+          'a partition stopped at or before it starts again from its checkpoint, and its worker passes over the record when the store refuses it again; verify counts it as quarantined by hand',
+      )
+      .requiredOption('--partition <p>', 'the partition', intOption('--partition', 0, 1_000_000))
+      .requiredOption('--offset <offset>', 'the offset of the refused record', offsetOption('--offset'))
+      .option('--job <module|config|name>', JOB_FLAG)
+      .option('--detail <text>', 'why, kept with the record (e.g. the ticket)', ''),
+    ['brokers', 'cassandra', 'datacenter', 'keyspace', 'topic', 'cassandraUsername', 'cassandraPassword', 'kafkaConfig'],
+  ).action(
+    action(async (opts, cmd) => {
+      const config = connection(cmd);
+      const r = await withJob(config, { job: opts.job }, (session, target) => quarantineByHand(config, session, target, opts.partition, opts.offset, opts.detail));
+      const p = opts.partition;
+      process.stdout.write(
+        `quarantined partition ${p} offset ${opts.offset} (${r.record.value?.length ?? 0} bytes), reason refused\n` +
+          (r.restarted !== null
+            ? `partition ${p} was stopped: it starts again from its checkpoint ${r.restarted.next} (epoch ${r.restarted.epoch}); the workers pick it up within seconds\n`
+            : `partition ${p} is not stopped: its worker passes over the record if the store refuses it\n`),
+      );
+    }),
+  );
+}
+
 export function quarantineCommand(): Command {
-  return new Command('quarantine').description('records a job could not decode: list them, and redrive them once the cause is fixed').addCommand(listCommand()).addCommand(redriveCommand());
+  return new Command('quarantine')
+    .description('records a job could not decode: list them, redrive them once the cause is fixed, or quarantine one the store refuses by hand')
+    .addCommand(listCommand())
+    .addCommand(redriveCommand())
+    .addCommand(addCommand());
 }

@@ -11,7 +11,7 @@ import type { LagWatcher } from './lag-watcher.js';
 import type { LostWrites } from './lost-writes.js';
 import { forJob, isLost, LostWritesFound, outOfRange, permanentError } from './task-errors.js';
 import type { EngineMetrics } from './metrics.js';
-import type { Quarantine, QuarantineEntry } from './quarantine.js';
+import { HAND_QUARANTINE_REASON, type Quarantine, type QuarantineEntry } from './quarantine.js';
 import { AbortedError, isRetriable } from './retry.js';
 
 export interface TaskContext {
@@ -187,7 +187,7 @@ export class PartitionTask {
     if (queued >= 0) stages.observe({ stage: 'queued' }, queued / 1000);
     const decodeFrom = performance.now();
 
-    const decoded: DecodedRecord<unknown>[] = [];
+    let decoded: DecodedRecord<unknown>[] = [];
     const bad: QuarantineEntry[] = [];
     const job = this.ctx.job;
     // What decode reads from another server (schemas): fetched first, retried while it does not answer.
@@ -245,7 +245,11 @@ export class PartitionTask {
         return;
       }
       if (e instanceof AbortedError || isRetriable(e) || decoded.length === 0 || (isExactlyOnceError(e) && !e.retriable)) throw e;
-      throw await this.refused(decoded, e);
+      const around = await this.refused(decoded, e);
+      if (around instanceof ExactlyOnceError) throw around;
+      // Every record the store refused was quarantined by hand: the batch is the others.
+      decoded = around.written;
+      if (bad.length > 0) await this.ctx.withRetry(() => counted(() => this.ctx.quarantine.write(bad)));
     }
     const rowsDone = performance.now();
     const rowsAt = Number.isFinite(earliest) ? earliest : (this.ctx.lostWrites?.generation ?? 0);
@@ -298,35 +302,66 @@ export class PartitionTask {
    * A batch's rows were refused for good: finds the first record the store refuses, writing the batch
    * again in prefixes, in order (a job may build on what it stored before: the alert counts), by
    * halving — so that the stop names one record, not a batch. The records before it end up stored
-   * (again: writes are idempotent); nothing after it is written. The error names the batch when the
-   * search cannot finish (another failure meanwhile, or every prefix written this time).
+   * (again: writes are idempotent); nothing after it is written. A record an operator quarantined by
+   * hand (`exactlyonce quarantine add`: reason `refused`) is passed over, and the search goes on with
+   * the records after it: returns those written then. The error names the batch when the refusal is
+   * of records together (a batch's size) or is gone.
    */
-  private async refused(decoded: readonly DecodedRecord<unknown>[], cause: unknown): Promise<ExactlyOnceError> {
-    const batch = { first: decoded[0]!.record.offset, last: decoded[decoded.length - 1]!.record.offset };
-    const write = (from: number, to: number) =>
-      this.ctx.job.write(this.partition, decoded.slice(from, to), this.ctx.signal ?? NEVER).then(
+  private async refused(decoded: readonly DecodedRecord<unknown>[], cause: unknown): Promise<ExactlyOnceError | { written: DecodedRecord<unknown>[] }> {
+    const written: DecodedRecord<unknown>[] = [];
+    let rest = decoded;
+    let error = cause;
+    for (;;) {
+      const at = await this.firstRefused(rest, error);
+      if (at instanceof ExactlyOnceError) return at;
+      const offset = rest[at.index]!.record.offset;
+      if ((await this.ctx.withRetry(() => this.ctx.quarantine.reasonOf(this.partition, offset))) !== HAND_QUARANTINE_REASON) {
+        return permanentError(this.partition, at.error, { first: offset, last: offset });
+      }
+      this.ctx.log.warn({ partition: this.partition, offset: String(offset) }, `partition ${this.partition}: offset ${offset}, refused by the store, is quarantined by hand: going on without it`);
+      written.push(...rest.slice(0, at.index));
+      rest = rest.slice(at.index + 1);
+      if (rest.length === 0) return { written };
+      const e = await this.writeOnly(rest);
+      if (e === null) return { written: [...written, ...rest] };
+      error = e;
+    }
+  }
+
+  /** Writes `records` (retrying what a retry may fix); the error that refused them for good, or null. */
+  private writeOnly(records: readonly DecodedRecord<unknown>[]): Promise<unknown> {
+    return this.ctx
+      .withRetry(() => this.ctx.job.write(this.partition, records, this.ctx.signal ?? NEVER))
+      .then(
         () => null,
-        (e: unknown) => e,
+        (e: unknown) => {
+          if (e instanceof AbortedError) throw e;
+          return e;
+        },
       );
+  }
+
+  /** The first of `records` the store refuses alone (see refused), with its error; the batch's error when none does. */
+  private async firstRefused(records: readonly DecodedRecord<unknown>[], cause: unknown): Promise<ExactlyOnceError | { index: number; error: unknown }> {
+    const batch = { first: records[0]!.record.offset, last: records[records.length - 1]!.record.offset };
     // Invariant: records [0, lo) are stored; the prefix up to `hi` was refused (with `error`).
     let lo = 0;
-    let hi = decoded.length;
+    let hi = records.length;
     let error: unknown = cause;
-    let alone = decoded.length === 1;
+    let alone = records.length === 1;
     while (hi - lo > 1) {
       const mid = (lo + hi) >> 1;
-      const e = await write(lo, mid);
-      if (e !== null && (isRetriable(e) || e instanceof AbortedError)) return permanentError(this.partition, cause, batch);
+      const e = await this.writeOnly(records.slice(lo, mid));
       if (e === null) lo = mid;
       else [hi, error, alone] = [mid, e, mid === lo + 1];
     }
     // Refused alone, or the refusal was of several records together (a batch's size), or is gone.
     if (!alone) {
-      const e = await write(lo, lo + 1);
-      if (e === null || isRetriable(e) || e instanceof AbortedError) return permanentError(this.partition, cause, batch);
+      const e = await this.writeOnly(records.slice(lo, lo + 1));
+      if (e === null) return permanentError(this.partition, cause, batch);
       error = e;
     }
-    return permanentError(this.partition, error, { first: decoded[lo]!.record.offset, last: decoded[lo]!.record.offset });
+    return { index: lo, error };
   }
 
   /**

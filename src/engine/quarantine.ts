@@ -28,6 +28,13 @@ export interface QuarantineRow {
   kafkaTs: Date | null;
 }
 
+/**
+ * The reason of a record an operator quarantined by hand (`exactlyonce quarantine add`): one the store
+ * refuses for good, which the partition then goes on without (src/engine/partition-task.ts), and
+ * `verify` counts as accounted for.
+ */
+export const HAND_QUARANTINE_REASON = 'refused';
+
 /** Default bound on the raw bytes kept per quarantined record, in bytes. */
 export const DEFAULT_MAX_RAW_BYTES = 16 * 1024;
 const QUARANTINE_ROWS_PER_BATCH = 100;
@@ -84,6 +91,16 @@ export class Quarantine {
           : this.session.batch(queries, { prepare: true, logged: false, consistency: consistencies.localQuorum }),
       ),
     );
+  }
+
+  /** The reason `offset` of `partition` is quarantined for, or null when it is not. */
+  async reasonOf(partition: number, offset: bigint): Promise<string | null> {
+    const r = await this.session.execute(
+      `SELECT reason FROM ${this.t.quarantine} WHERE ${this.t.jobWhere}partition = ? AND offset = ?`,
+      [...this.t.jobParams, partition, toLong(offset)],
+      { prepare: true, consistency: consistencies.localQuorum },
+    );
+    return (r.first()?.['reason'] as string | null | undefined) ?? null;
   }
 
   async list(options: { partition?: number; limit: number }): Promise<QuarantineRow[]> {

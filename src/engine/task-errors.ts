@@ -47,7 +47,7 @@ export function permanentError(partition: number, e: unknown, offsets?: { first:
     `partition ${partition}: a write ${offsets === undefined ? '' : offsets.first === offsets.last ? `of the record at offset ${offsets.first} ` : `of offsets ${offsets.first}..${offsets.last} `}failed for good (${what}); retrying cannot fix it. ` +
       'The partition is stopped at its checkpoint and nothing is skipped; fix the cause (schema, permissions, sizes), then restart the worker' +
       (offsets !== undefined && offsets.first === offsets.last
-        ? `. To go on without that record instead, run \`exactlyonce checkpoints reset --partition ${partition} --to ${offsets.first + 1n}\` (workers pick it up while running; \`verify\` then reports offset ${offsets.first} missing)`
+        ? `. To go on without that record instead, quarantine it by hand: \`exactlyonce quarantine add --partition ${partition} --offset ${offsets.first}\` (workers pick it up while running; \`verify\` counts it as quarantined by hand)`
         : ''),
     { cause: e },
   );
@@ -55,10 +55,11 @@ export function permanentError(partition: number, e: unknown, offsets?: { first:
 
 /**
  * The error as a job other than the events job must read it: the operator commands it names address
- * the events job unless given `--job`, so `--job <name>` is put in each (`exactlyonce checkpoints …`).
+ * the events job unless given `--job`, so `--job <name>` is put in each (`exactlyonce checkpoints …`,
+ * `exactlyonce quarantine add`).
  */
 export function forJob(error: ExactlyOnceError, job: string | undefined): ExactlyOnceError {
-  if (job === undefined || !error.message.includes('`exactlyonce checkpoints ')) return error;
-  const message = error.message.replace(/`exactlyonce checkpoints (reset|list)/g, `\`exactlyonce checkpoints $1 --job ${job}`);
+  if (job === undefined || !/`exactlyonce (checkpoints|quarantine) /.test(error.message)) return error;
+  const message = error.message.replace(/`exactlyonce (checkpoints reset|checkpoints list|quarantine add)/g, `\`exactlyonce $1 --job ${job}`);
   return new ExactlyOnceError(error.code, message, { cause: error.cause ?? error, ...(error.details === undefined ? {} : { details: error.details }) });
 }

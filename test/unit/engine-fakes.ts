@@ -108,7 +108,10 @@ export function fakeEngine(world: Partial<FakeWorld> = {}, opts: { bound?: strin
   const ctx: TaskContext = {
     job: job as Job<unknown>,
     checkpoints: store as unknown as CheckpointStore,
-    quarantine: { write: async (e: readonly QuarantineEntry[]) => void w.events.push(`quarantine ${e.map((x) => x.record.offset).join(',')}`) } as unknown as Quarantine,
+    quarantine: {
+      write: async (e: readonly QuarantineEntry[]) => void w.events.push(`quarantine ${e.map((x) => x.record.offset).join(',')}`),
+      reasonOf: async () => null,
+    } as unknown as Quarantine,
     metrics,
     lag: new LagWatcher(metrics),
     log,

@@ -6,6 +6,7 @@
  */
 import type { Row } from '../../cassandra/session.js';
 import type { Expectation } from '../../engine/job-audit.js';
+import { HAND_QUARANTINE_REASON } from '../../engine/quarantine.js';
 import { canonical } from '../../sink/cql-types.js';
 import { TTL_SLACK_MS } from './report.js';
 import { OffsetLedger } from './ledger.js';
@@ -48,6 +49,12 @@ export class JobLedger extends OffsetLedger<JobTableRow, JobQuarantineRow, JobRe
   protected judge(r: JobRecord, row: JobTableRow | undefined, q: JobQuarantineRow | undefined): void {
     const { e } = r;
     const table = this.o.table;
+    if (q?.reason === HAND_QUARANTINE_REASON) {
+      // An operator's decision (`quarantine add`: the store refused the record), accounted for as it is.
+      this.quarantined++;
+      this.reasons[q.reason] = (this.reasons[q.reason] ?? 0) + 1;
+      return;
+    }
     if (e.kind === 'none') {
       // Nothing by the job's rule (a filter): no row, no quarantine row.
       if (q !== undefined) {

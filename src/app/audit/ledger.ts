@@ -10,6 +10,7 @@
  */
 import { createHash } from 'node:crypto';
 import type { Decoded, SourceRecord } from '../../engine/job.js';
+import { HAND_QUARANTINE_REASON } from '../../engine/quarantine.js';
 import type { Event } from '../event.js';
 import type { Gaps, ViolationLog } from './report.js';
 
@@ -204,6 +205,14 @@ export class PartitionLedger extends OffsetLedger<EventRow, QuarantineRowView> {
     const v = (kind: 'missing' | 'mismatch' | 'quarantined_valid' | 'stored_malformed', message: string) =>
       this.ctx.violations.add({ kind, partition: this.partition, offset: String(r.offset), message: `${at}: ${message}` });
     const d = this.ctx.decode(r.value);
+    if (q?.reason === HAND_QUARANTINE_REASON) {
+      // An operator's decision (`quarantine add`: the store refused the record), accounted for as it is;
+      // its event counts towards the alerts only if it was stored after all.
+      if (d.ok && row !== undefined) this.ctx.onEvent?.(d.value, r.offset);
+      this.quarantined++;
+      this.reasons[q.reason] = (this.reasons[q.reason] ?? 0) + 1;
+      return;
+    }
     if (d.ok) {
       this.ctx.onEvent?.(d.value, r.offset);
       if (row !== undefined) {
