@@ -50,7 +50,7 @@
  * that window began, or is down (resume), and keeps it as acknowledged by itself, so that a node going
  * down after the hand-over replays its predecessor's rows as well as its own (PartitionTask.inherit).
  *
- * What remains (README, "Durability"): a loss no worker that owns the partition can see — the worker
+ * What remains (docs/guarantees.md, "Durability of an acknowledged write"): a loss no worker that owns the partition can see — the worker
  * that wrote the lost checkpoint is gone and no owner planned from it yet (the next owner then reads
  * the lower checkpoint and writes from there: nothing is missed) — and clocks: a node's start and a
  * checkpoint's time are compared across machines, within the window's margin over the sync period.
