@@ -127,21 +127,30 @@ export async function applySchema(
 }
 
 /**
- * Refuses (EO_CASSANDRA_QUERY) a keyspace that lacks engine migrations this version writes through (one
- * made by an older version): a worker would otherwise fail on its first checkpoint with a bare
- * "Undefined column" of Cassandra's. The way out is `exactlyonce schema apply`.
+ * Refuses (EO_CASSANDRA_QUERY) a keyspace made by an older version, which lacks columns this version
+ * writes (a worker would otherwise fail on its first checkpoint with Cassandra's bare "Undefined column
+ * name"). It reads the schema itself, not `schema_migrations`: those rows are ordinary writes, which a
+ * crash on the periodic commit log can take back while the tables they record stay (chaos met it).
+ * The way out is `exactlyonce schema apply`.
  */
-export async function requireMigrations(client: Client, keyspace: string): Promise<void> {
-  let applied: Set<number>;
-  try {
-    applied = new Set((await client.execute(`SELECT version FROM ${keyspace}.schema_migrations`)).rows.map((r) => r['version'] as number));
-  } catch (e) {
-    if (!/unconfigured table|schema_migrations/i.test((e as Error).message)) throw e;
-    applied = new Set();
-  }
-  const missing = loadMigrations(keyspace).filter((m) => !applied.has(m.version)).map((m) => `${String(m.version).padStart(3, '0')}_${m.name}`);
+export async function requireSchema(client: Client, keyspace: string): Promise<void> {
+  const needed = [
+    { table: 'checkpoints', column: 'replay', migration: '060_checkpoint_replay' },
+    { table: 'job_checkpoints', column: 'replay', migration: '060_checkpoint_replay' },
+  ];
+  const r = await client.execute(
+    'SELECT table_name, column_name FROM system_schema.columns WHERE keyspace_name = ? AND table_name IN ?',
+    [keyspace, [...new Set(needed.map((n) => n.table))]],
+    { prepare: true },
+  );
+  const have = new Set(r.rows.map((row) => `${row['table_name'] as string}.${row['column_name'] as string}`));
+  const missing = needed.filter((n) => !have.has(`${n.table}.${n.column}`));
   if (missing.length > 0) {
-    throw new ExactlyOnceError('EO_CASSANDRA_QUERY', `keyspace ${keyspace} lacks the schema migration${missing.length === 1 ? '' : 's'} ${missing.join(', ')} this version needs; run \`exactlyonce schema apply --keyspace ${keyspace}\` (it changes nothing already there)`);
+    throw new ExactlyOnceError(
+      'EO_CASSANDRA_QUERY',
+      `keyspace ${keyspace} lacks ${missing.map((m) => `${m.table}.${m.column}`).join(', ')} (schema migration ${[...new Set(missing.map((m) => m.migration))].join(', ')}), which this version writes; ` +
+        `run \`exactlyonce schema apply --keyspace ${keyspace}\` (it changes nothing already there)`,
+    );
   }
 }
 

@@ -7,7 +7,7 @@
  * shuts them down cleanly. It knows partitions, offsets and checkpoints, nothing about what the
  * records mean: that is the Job's.
  */
-import { requireMigrations } from '../cassandra/migrate.js';
+import { requireSchema } from '../cassandra/migrate.js';
 import { connect, ringState, type Client } from '../cassandra/session.js';
 import type { ConnectionConfig } from '../config.js';
 import { ExactlyOnceError, isExactlyOnceError } from '../errors.js';
@@ -171,7 +171,7 @@ export class Runner {
     const partitions = counts[0]!;
     this.session = await this.retrying('Cassandra', () => connect(config, { keyspace: config.keyspace }), options.startupTimeoutMs);
     const session = this.session;
-    await this.retrying('Cassandra', () => requireMigrations(session, config.keyspace), options.startupTimeoutMs);
+    await this.retrying('Cassandra', () => requireSchema(session, config.keyspace), options.startupTimeoutMs);
     // A node the driver lost every connection to may have crashed and forgotten acknowledged writes,
     // even when none of ours failed (none was in flight): what was acknowledged within the window before
     // is read again (src/engine/lost-writes.ts).

@@ -179,3 +179,28 @@ test('a topic created a moment after the worker starts (metadata still spreading
   assert.equal(worker.exitCode, null, worker.output().slice(-1500));
   assert.doesNotMatch(worker.output(), /EO_TOPIC_MISMATCH/);
 });
+
+test('a keyspace an older version made (a column this version writes is missing) refuses a worker with one line: run schema apply; its schema_migrations rows lost in a crash do not', async (t) => {
+  const config = testConfig();
+  const session = await freshKeyspace(t, config);
+  const admin = new KafkaAdmin(config);
+  t.after(async () => {
+    await admin.deleteTopic(config.topic).catch(() => undefined);
+    await admin.deleteTopic(config.alertsTopic).catch(() => undefined);
+    await admin.close();
+  });
+  await admin.ensureTopic({ topic: config.topic, partitions: 1, replicationFactor: 1 });
+  await admin.ensureTopic({ topic: config.alertsTopic, partitions: 1, replicationFactor: 1 });
+  // What a periodic commit log's crash can take back: the rows recording the migrations (not the tables).
+  await session.execute(`TRUNCATE ${config.keyspace}.schema_migrations`);
+  const started = startCli(t, ['run', ...connectionArgs(config)]);
+  await waitFor(() => /"msg":"worker started"/.test(started.output()) || undefined, { timeoutMs: 60_000, message: 'the worker starts' });
+  started.kill('SIGTERM');
+  await session.execute(`ALTER TABLE ${config.keyspace}.checkpoints DROP replay`);
+  const old = await runCli(['run', ...connectionArgs(config)]);
+  assert.equal(old.code, 4);
+  assert.equal(
+    old.stderr.split('\n').filter((l) => l.startsWith('error')).join('\n'),
+    `error EO_CASSANDRA_QUERY: keyspace ${config.keyspace} lacks checkpoints.replay (schema migration 060_checkpoint_replay), which this version writes; run \`exactlyonce schema apply --keyspace ${config.keyspace}\` (it changes nothing already there)`,
+  );
+});
