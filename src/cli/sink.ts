@@ -2,6 +2,7 @@
 import { Command } from '@commander-js/extra-typings';
 import { loadResolvedSinkConfig, sinkConfigKeysHelp, type SinkConfig } from '../sink/sink-config.js';
 import { canonical, cqlTypeName } from '../sink/cql-types.js';
+import { valueFieldSpec } from '../sink/column-source.js';
 import { createTableCql, SinkJob } from '../sink/sink-job.js';
 import { createLogger } from '../log.js';
 import { action, connection, withConnection } from './common.js';
@@ -44,7 +45,7 @@ export function sinkCommand(): Command {
 function derivedNote(config: SinkConfig & { skipped?: string[] }): string {
   const lines = ['-- The columns were derived from the registered schema. To pin them, put this in the config:', '--   columns:'];
   for (const c of config.columns) {
-    const spec = [`type: ${cqlTypeName(c.type)}`, ...(c.field.join('.') === c.name ? [] : [`field: ${c.field.join('.')}`]), ...(c.default === undefined ? [] : [`default: ${JSON.stringify(canonical(c.default))}`])];
+    const spec = [`type: ${cqlTypeName(c.type)}`, ...(c.field.join('.') === c.name ? [] : [`field: ${valueFieldSpec(c.field.join('.'))}`]), ...(c.default === undefined ? [] : [`default: ${JSON.stringify(canonical(c.default))}`])];
     lines.push(`--     ${c.name}: { ${spec.join(', ')} }`);
   }
   for (const s of config.skipped ?? []) lines.push(`-- left out: ${s}`);

@@ -64,10 +64,19 @@ export function parseColumnSource(spec: string): ColumnSource | string {
     return { source: 'header', path: [rest], spec: s };
   }
   if (head === 'value') {
-    if (rest === '') return `${s}: name the value's field, value.<field> (a.b for nested)`;
-    return { source: 'value', path: rest.split('.'), spec: s };
+    // `value` alone: the value's field named value, as it always was.
+    return { source: 'value', path: rest === '' ? ['value'] : rest.split('.'), spec: s };
   }
   return { source: 'value', path: s.split('.'), spec: s };
+}
+
+/**
+ * A value's field path as a `field:` that names it (a derived column's, printed or passed on): prefixed
+ * with `value.` when it would otherwise name another source (key.x, header.h, $offset).
+ */
+export function valueFieldSpec(path: string): string {
+  const head = path.split('.')[0]!;
+  return head === 'key' || head === 'header' || head === 'value' || head.startsWith('$') || /[()]/.test(path) ? `value.${path}` : path;
 }
 
 /** Why a source cannot fill a column of this type, or undefined. */

@@ -67,7 +67,7 @@ import { FORMATS, isRegistryFormat, schemaCache, type Format } from '../formats/
 import type { SchemaRegistryConfig } from '../config.js';
 import { convert, cqlTypeName, parseCqlType, SCALAR_TYPES, type CqlType } from './cql-types.js';
 import { retry } from '../engine/retry.js';
-import { parseColumnSource, sourceTypeProblem, type ColumnSource, type SourceKind } from './column-source.js';
+import { parseColumnSource, sourceTypeProblem, valueFieldSpec, type ColumnSource, type SourceKind } from './column-source.js';
 import { parsePredicate, type Predicate } from './filter.js';
 
 /** The longest TTL Cassandra takes: 20 years, in seconds. */
@@ -293,7 +293,8 @@ export function sinkConfig(raw: unknown, where = 'sink config'): SinkConfig {
       if (d.ok) dflt = d.value;
       else problems.push(`columns.${name}.default: ${d.problem}`);
     }
-    const src = parseColumnSource(s.field ?? name);
+    // Left out, the field is the value's field of the column's name (a column may be named key or value).
+    const src = s.field === undefined ? { source: 'value' as const, path: [name], spec: name } : parseColumnSource(s.field);
     if (typeof src === 'string') problems.push(`columns.${name}.field: ${src}`);
     else {
       const wrong = sourceTypeProblem(src, type);
@@ -384,7 +385,7 @@ export async function resolveSinkConfig(raw: unknown, registry: SchemaRegistryCo
   const { deriveColumns } = await import('./derive-columns.js');
   const derived = deriveColumns(cache.get(latest.id)!);
   if (derived.columns.length === 0) throw invalid(where, [`columns: none could be derived from schema id ${latest.id} (subject ${subject}): ${derived.skipped.join('; ')}`]);
-  const columns = Object.fromEntries(derived.columns.map((c) => [c.name, { type: c.type, ...(c.field === c.name ? {} : { field: c.field }), ...(c.default === undefined ? {} : { default: c.default }) }]));
+  const columns = Object.fromEntries(derived.columns.map((c) => [c.name, { type: c.type, ...(c.field === c.name ? {} : { field: valueFieldSpec(c.field) }), ...(c.default === undefined ? {} : { default: c.default }) }]));
   const config = sinkConfig({ ...r, columns }, `${where} (columns derived from schema id ${latest.id}, subject ${subject} version ${latest.version})`);
   return Object.freeze({ ...config, derived: true, skipped: derived.skipped });
 }

@@ -112,3 +112,16 @@ test('stored settings: a value path as before; other sources tagged (a field onc
   assert.equal(cols('header.h')[0]![2], 'header:h');
   assert.equal(cols('$topic')[0]![2], '$topic');
 });
+
+test('a column without field reads the value\'s field of its name, even one named key or value; field: value is the value\'s field value; derived paths keep naming the value', async () => {
+  const { valueFieldSpec } = await import('../../src/sink/column-source.js');
+  const config = sinkConfig({ ...base, columns: { key: 'text', header: 'text', value: { type: 'text', field: 'value' } } });
+  assert.deepEqual(config.columns.map((c) => [c.source, c.field]), [['value', ['key']], ['value', ['header']], ['value', ['value']]]);
+  const e = new SinkCodec(config).expect(rec({ value: '{"key": "k", "header": "h", "value": "v"}', key: 'other' }));
+  assert.deepEqual(canonical((e as { row: unknown }).row), { key: 'k', header: 'h', value: 'v' });
+  assert.equal(valueFieldSpec('a.b'), 'a.b');
+  assert.equal(valueFieldSpec('key.id'), 'value.key.id');
+  assert.equal(valueFieldSpec('header.x'), 'value.header.x');
+  assert.equal(valueFieldSpec('value'), 'value.value');
+  assert.deepEqual(parseColumnSource(valueFieldSpec('key.id')), { source: 'value', path: ['key', 'id'], spec: 'value.key.id' });
+});
