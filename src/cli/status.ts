@@ -1,12 +1,11 @@
-/** `exactlyonce status [--json]`: every job of the keyspace on one screen (src/operate/status.ts); parses and prints. */
+/** `exactlyonce status [--json]`: every job of the keyspace on one screen (src/operate/status.ts gathers it); parses and prints. */
 import { Command } from '@commander-js/extra-typings';
 import { connect } from '../cassandra/session.js';
 import { formatTable } from '../format/table.js';
-import { readStatus, type JobStatus } from '../operate/status.js';
+import { jobStatusJson, readStatus, type JobStatus } from '../operate/status.js';
 import { action, connection, withConnection } from './common.js';
 
 const dash = (v: unknown) => (v === null || v === undefined ? '-' : v);
-const str = (v: bigint | null) => (v === null ? null : String(v));
 
 function verifyLine(s: JobStatus): string {
   const v = s.lastVerify;
@@ -33,25 +32,6 @@ function jobText(s: JobStatus): string {
   return lines.join('\n');
 }
 
-function jobJson(s: JobStatus): object {
-  return {
-    ...s,
-    lag: String(s.lag),
-    partitions: s.partitions.map((r) => ({
-      partition: r.partition,
-      checkpoint: str(r.checkpoint),
-      epoch: r.epoch,
-      logStart: str(r.logStart),
-      logEnd: str(r.logEnd),
-      lag: str(r.lag),
-      held: str(r.held),
-      owner: r.owner,
-      stopped: r.stopped === null ? null : { ...r.stopped, at: r.stopped.at?.toISOString() ?? null },
-    })),
-    lastVerify: s.lastVerify === null ? null : { ...s.lastVerify, at: s.lastVerify.at?.toISOString() ?? null },
-  };
-}
-
 export function statusCommand(): Command {
   return withConnection(
     new Command('status')
@@ -69,7 +49,7 @@ export function statusCommand(): Command {
         await session.shutdown();
       }
       if (_opts.json === true) {
-        process.stdout.write(JSON.stringify({ keyspace: config.keyspace, jobs: jobs.map(jobJson) }) + '\n');
+        process.stdout.write(JSON.stringify({ keyspace: config.keyspace, jobs: jobs.map(jobStatusJson) }) + '\n');
         return;
       }
       const head = `keyspace ${config.keyspace}: ${jobs.length === 0 ? 'no job has run yet' : `${jobs.length} job${jobs.length === 1 ? '' : 's'}`}`;

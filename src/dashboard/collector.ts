@@ -2,12 +2,14 @@
  * The dashboard's data: every `intervalMs` it scrapes the workers' /metrics and reads the checkpoints
  * (Cassandra) and log ends (Kafka), and builds one Snapshot plus one point of history (rates and lag
  * over time). Slower, heavier reads (alerts, quarantine counts, the last verify run, the worker
- * registry) refresh in the background at their own pace; a source that fails or is slow never holds
- * up the others: the page shows its last value and the error.
+ * registry, and every job's status as `exactlyonce status` gathers it) refresh in the background at
+ * their own pace; a source that fails or is slow never holds up the others: the page shows its last
+ * value and the error.
  */
 import { EventEmitter } from 'node:events';
 import type { ConnectionConfig } from '../config.js';
 import type { KafkaAdmin, Watermarks } from '../kafka/admin.js';
+import { jobStatusJson, type JobStatus, type JobStatusJson } from '../operate/status.js';
 import { DEFAULT_SCRAPE_ALLOW, SCRAPE_TIMEOUT_MS, scrapeWorker, tokenAllowed, type WorkerScrape } from './scrape.js';
 import type { AlertRow, DashboardStore, QuarantineCounts, VerifyRun } from './store.js';
 import type { RegisteredWorker } from './worker-registry.js';
@@ -101,6 +103,11 @@ export interface Snapshot {
   quarantine: QuarantineCounts | null;
   alerts: { latest: AlertRow[]; rows: number; sources: number } | null;
   verify: { state: 'none' | 'ok' | 'failed' | 'unknown'; run: VerifyRun | null };
+  /**
+   * Every job of the keyspace as `exactlyonce status --json` shows it (src/operate/status.ts; its
+   * quarantine counts bounded, quarantineCapped then true); null before the first read.
+   */
+  jobs: JobStatusJson[] | null;
 }
 
 /** A value refreshed in the background every `intervalMs`; keeps the last value and the last error. */
@@ -114,6 +121,8 @@ class Polled<T> {
     readonly name: string,
     private readonly intervalMs: number,
     private readonly fetch: () => Promise<T>,
+    /** What it reads from, for the page's problems line. */
+    readonly source = 'Cassandra',
   ) {}
 
   refresh(): Promise<void> {
@@ -188,6 +197,7 @@ export class Collector extends EventEmitter {
   private readonly alerts: Polled<{ latest: AlertRow[]; rows: number; sources: number }>;
   private readonly verify: Polled<VerifyRun | null>;
   private readonly proofs: Polled<Map<number, bigint>>;
+  private readonly jobs: Polled<JobStatus[]>;
   private readonly points: HistoryPoint[] = [];
   private last: Snapshot | undefined;
   private marks: Watermarks[] | undefined;
@@ -215,6 +225,7 @@ export class Collector extends EventEmitter {
     this.alerts = new Polled('alerts', 2_000, () => store.alerts(10));
     this.verify = new Polled('audit_runs', 5_000, () => store.lastVerify());
     this.proofs = new Polled('audit_proof', 5_000, () => store.proofs());
+    this.jobs = new Polled('status of the jobs', 5_000, () => store.jobs(config, admin), 'Cassandra and Kafka');
     this.readCheckpoints = singleFlight(() => store.checkpoints());
     this.readMarks = singleFlight(() => admin.watermarks(config.topic));
   }
@@ -222,7 +233,7 @@ export class Collector extends EventEmitter {
   start(): void {
     if (this.running) return;
     this.running = true;
-    for (const p of [this.registry, this.quarantine, this.alerts, this.verify, this.proofs]) p.start();
+    for (const p of this.polled()) p.start();
     this.loop = (async () => {
       while (this.running) {
         const started = Date.now();
@@ -244,7 +255,11 @@ export class Collector extends EventEmitter {
     this.running = false;
     this.wake?.();
     await this.loop;
-    await Promise.all([this.registry, this.quarantine, this.alerts, this.verify, this.proofs].map((p) => p.stop()));
+    await Promise.all(this.polled().map((p) => p.stop()));
+  }
+
+  private polled(): Array<Polled<unknown>> {
+    return [this.registry, this.quarantine, this.alerts, this.verify, this.proofs, this.jobs];
   }
 
   snapshot(): Snapshot | undefined {
@@ -295,8 +310,8 @@ export class Collector extends EventEmitter {
     const now = Date.now();
     if (checkpoints !== undefined) this.checkpoints = checkpoints;
     if (marks !== undefined) this.marks = marks;
-    for (const p of [this.registry, this.quarantine, this.alerts, this.verify, this.proofs]) {
-      if (p.error !== undefined) problems.push(`Cassandra (${p.name}): ${p.error}`);
+    for (const p of this.polled()) {
+      if (p.error !== undefined) problems.push(`${p.source} (${p.name}): ${p.error}`);
     }
 
     const rates = this.rates(scrapes, checkpoints, now);
@@ -452,6 +467,7 @@ export class Collector extends EventEmitter {
         state: this.verify.value === undefined ? 'unknown' : run === null ? 'none' : run.ok === true ? 'ok' : 'failed',
         run,
       },
+      jobs: this.jobs.value?.map(jobStatusJson) ?? null,
     };
   }
 }

@@ -1,10 +1,14 @@
 /**
  * What the dashboard reads from Cassandra: checkpoints, quarantine counts, the latest alerts, the last
- * `verify` run and the registered workers. Reads only; every statement is here. Tables written by
+ * `verify` run and the registered workers; and every job's status, as `exactlyonce status` gathers it
+ * (src/operate/status.ts, which holds those statements). Reads only. Tables written by
  * other parts of the system (audit_runs, workers) may not exist yet in an older keyspace: their
  * absence is an answer ("no verify run yet"), not an error.
  */
 import { fromLong, type Client } from '../cassandra/session.js';
+import type { ConnectionConfig } from '../config.js';
+import type { KafkaAdmin } from '../kafka/admin.js';
+import { readStatus, type JobStatus } from '../operate/status.js';
 import { readVerifySummary, type VerifySummary } from './verify-summary.js';
 import { listWorkers, type RegisteredWorker } from './worker-registry.js';
 
@@ -157,6 +161,16 @@ export class DashboardStore {
       best = runOf(row);
     }
     return best;
+  }
+
+  /**
+   * Every job of the keyspace, what `exactlyonce status` shows of each (its workers, lag per partition,
+   * stopped partitions with their code and the command that gets them going, quarantine counts by
+   * reason, the last verify): the status module's own read, through the dashboard's admin client, its
+   * quarantine counts bounded as ours are (QUARANTINE_COUNT_LIMIT per read).
+   */
+  async jobs(config: ConnectionConfig, admin: KafkaAdmin): Promise<JobStatus[]> {
+    return readStatus({ ...config, keyspace: this.keyspace }, this.session, { admin, quarantineLimit: QUARANTINE_COUNT_LIMIT });
   }
 
   /** Workers that announced themselves (empty when the keyspace has no workers table yet). */

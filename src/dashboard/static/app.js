@@ -242,6 +242,113 @@ function renderQuarantine(s) {
   $('quarantine-empty').textContent = q === null ? 'counting…' : entries.length === 0 ? 'nothing quarantined' : q.capped ? 'counts are lower bounds (large quarantine)' : '';
 }
 
+// ---- jobs: what `exactlyonce status` shows, per job (snapshot.jobs is its --json form) ----
+
+function el(tag, cls, text) {
+  const e = document.createElement(tag);
+  if (cls) e.className = cls;
+  if (text !== undefined) e.textContent = text;
+  return e;
+}
+
+/** A value shown as text, its exact value (offsets are strings: exact beyond 2^53) in data-value. */
+function valued(tag, cls, value, text) {
+  const e = el(tag, cls, text ?? (value === null || value === undefined ? '–' : String(value)));
+  e.dataset.value = value === null || value === undefined ? '' : String(value);
+  return e;
+}
+
+const big = (v) => (v === null || v === undefined ? '–' : /^\d{1,15}$/.test(v) ? fmt(Number(v)) : v);
+
+function jobVerify(j) {
+  const v = j.lastVerify;
+  if (v === null) return valued('span', 'verify-line', 'none', `none recorded (run \`exactlyonce verify${j.name === 'events' ? '' : ' --job <its module or sink config>'}\`)`);
+  const violations = Object.entries(v.summary?.violations ?? {}).map(([k, n]) => `${n} ${k}`);
+  const text = `${v.ok ? 'held' : 'FAILED'}${v.at === null ? '' : ` at ${when(Date.parse(v.at))} (${ago(Date.parse(v.at))})`}, ${v.summary?.records ?? '?'} records${violations.length === 0 ? '' : `; ${violations.join(', ')}`}`;
+  const span = valued('span', `verify-line ${v.ok ? '' : 'problem'}`, v.ok ? 'held' : 'failed', text);
+  return span;
+}
+
+function jobCard(j) {
+  const card = el('div', 'job');
+  card.dataset.job = j.name;
+  card.appendChild(el('h3', 'name', `job ${j.name}`));
+
+  const head = el('p', 'summary');
+  const n = j.partitions.length;
+  head.append(
+    'topic ',
+    valued('b', 'topic', j.topic),
+    ` · ${n} partition${n === 1 ? '' : 's'} · lag `,
+    valued('b', 'lag', j.lag, big(j.lag)),
+    ' · ',
+    valued('b', 'stopped-count', j.stopped.length),
+    ' stopped · workers ',
+    valued('b', 'workers', j.workers.join(','), j.workers.length === 0 ? 'none' : j.workers.join(', ')),
+  );
+  card.appendChild(head);
+  if (j.topicProblem !== null) card.appendChild(el('p', 'problem topic-problem', j.topicProblem));
+
+  const table = el('table', 'partitions');
+  const hr = el('tr');
+  for (const [h, c] of [['partition'], ['checkpoint', 'n'], ['log end', 'n'], ['lag', 'n'], ['epoch', 'n'], ['owner'], ['stopped']]) hr.appendChild(el('th', c, h));
+  table.appendChild(el('thead')).appendChild(hr);
+  const body = table.appendChild(el('tbody'));
+  for (const p of j.partitions) {
+    const tr = el('tr');
+    tr.dataset.partition = String(p.partition);
+    cell(tr, String(p.partition), 'partition', p.partition);
+    cell(tr, big(p.checkpoint), 'n checkpoint', p.checkpoint);
+    cell(tr, big(p.logEnd), 'n log-end', p.logEnd);
+    cell(tr, big(p.lag), 'n lag', p.lag);
+    cell(tr, p.epoch === null ? '–' : String(p.epoch), 'n epoch', p.epoch);
+    cell(tr, p.owner ?? '—', 'owner', p.owner);
+    cell(tr, p.stopped === null ? '—' : badge(p.stopped.code, 'bad'), 'stopped', p.stopped?.code ?? null);
+    body.appendChild(tr);
+  }
+  card.appendChild(table);
+
+  if (j.stopped.length > 0) {
+    const list = el('ul', 'stopped');
+    for (const s of j.stopped) {
+      const li = el('li');
+      li.dataset.partition = String(s.partition);
+      li.dataset.code = s.code;
+      li.append(`partition ${s.partition} stopped, `, el('b', 'code', s.code), ': ', el('span', 'message', s.message));
+      const fix = el('div', '', 'to get it going: ');
+      fix.appendChild(el('code', 'fix', s.fix));
+      li.appendChild(fix);
+      list.appendChild(li);
+    }
+    card.appendChild(list);
+  }
+
+  const q = el('p', 'quarantine');
+  const reasons = Object.entries(j.quarantine).sort(([a], [b]) => a.localeCompare(b));
+  q.append('quarantine: ');
+  if (reasons.length === 0) q.append('empty');
+  reasons.forEach(([reason, count], i) => {
+    if (i > 0) q.append(', ');
+    const r = valued('span', 'reason', count, `${fmt(count)} ${reason}`);
+    r.dataset.reason = reason;
+    q.appendChild(r);
+  });
+  if (j.quarantineCapped) q.append(' (at least: a large quarantine is counted up to a bound)');
+  card.appendChild(q);
+
+  const v = el('p', 'last-verify');
+  v.append('last verify: ', jobVerify(j));
+  card.appendChild(v);
+  return card;
+}
+
+function renderJobs(s) {
+  const jobs = s.jobs ?? null;
+  $('jobs-empty').textContent = jobs === null ? 'reading…' : jobs.length === 0 ? 'no job has run in this keyspace yet' : '';
+  $('jobs-empty').hidden = jobs !== null && jobs.length > 0;
+  fill($('jobs'), (jobs ?? []).map(jobCard));
+}
+
 // ---- last verify ----
 
 const pad = (n) => String(n).padStart(2, '0');
@@ -344,6 +451,8 @@ function render(s) {
   if (!s) return;
   renderTiles(s);
   renderProblems(s);
+  renderJobs(s);
+  $('partitions-scope').textContent = `the events job on ${s.topic}, with the counts of its workers' /metrics`;
   renderPartitions(s);
   renderWorkers(s);
   renderAlerts(s);
