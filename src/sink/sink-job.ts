@@ -27,8 +27,8 @@
  *      newer records may sit on another partition at lower offsets. "Newest" is the highest offset
  *      within one partition layout; across a change no offset orders a key's records (producers
  *      learn the new count at different times), so the engine stops every partition before writing a
- *      batch that may hold a moved key (EO_PARTITIONS_ADDED, Job.keysStayOnPartition; README, "When
- *      the topic gains partitions").
+ *      batch that may hold a moved key (EO_PARTITIONS_ADDED, Job.keysStayOnPartition;
+ *      docs/guarantees.md, "When the topic gains partitions").
  * A deletion's tombstone is kept gc_grace_seconds (10 days by default); a zombie write older than
  * that could only come from a worker paused for longer.
  */

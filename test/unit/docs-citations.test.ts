@@ -51,14 +51,6 @@ export function staleCitations(text: string): string[] {
   return [...text.matchAll(/\bREADME(?!\.md)(?:'s)?,?\s*\\?"[^"\\]*\\?"?/g)].map((m) => m[0]);
 }
 
-/**
- * Stale citations in files another piece of work owns at the moment (they are rewritten there): each
- * entry must still be found, so it is dropped from here once its file is fixed.
- */
-const PENDING: ReadonlyArray<{ file: string; citation: string }> = [
-  { file: 'src/sink/sink-job.ts', citation: 'README, "When the topic gains partitions"' },
-];
-
 test('every guide section cited in src/, bin/, scripts/ and the Makefile is a heading of that guide', () => {
   const problems: string[] = [];
   let found = 0;
@@ -76,18 +68,12 @@ test('every guide section cited in src/, bin/, scripts/ and the Makefile is a he
 
 test('no file of src/, bin/, scripts/ or the Makefile cites the README by a section name (they moved to docs/)', () => {
   const problems: string[] = [];
-  const pending = new Set(PENDING.map((p) => `${p.file}: ${p.citation}`));
-  const seen = new Set<string>();
   for (const file of citingFiles()) {
-    const rel = path.relative(root, file);
     for (const s of staleCitations(joined(readFileSync(file, 'utf8')))) {
-      const key = `${rel}: ${s}`;
-      if (pending.has(key)) seen.add(key);
-      else problems.push(`${key}: cite the guide that holds it (docs/README.md lists them), e.g. docs/guarantees.md, "When the topic gains partitions"`);
+      problems.push(`${path.relative(root, file)}: ${s}: cite the guide that holds it (docs/README.md lists them), e.g. docs/guarantees.md, "When the topic gains partitions"`);
     }
   }
   assert.deepEqual(problems, [], problems.join('\n'));
-  assert.deepEqual([...pending].filter((p) => !seen.has(p)), [], 'fixed: drop these from PENDING');
 });
 
 test('citations and stale citations are recognised as they are written', () => {
