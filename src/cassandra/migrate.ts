@@ -172,7 +172,14 @@ export interface JobApplyResult {
  * `schema_migrations`. A recorded migration whose text changed since is refused (EO_CONFIG_INVALID):
  * its tables would silently differ from what the job now declares; add a new version instead.
  */
-export async function applyJobMigrations(client: Client, keyspace: string, job: string, migrations: readonly JobMigrationSource[]): Promise<JobApplyResult> {
+export async function applyJobMigrations(
+  client: Client,
+  keyspace: string,
+  job: string,
+  migrations: readonly JobMigrationSource[],
+  /** Recorded versions whose text may have changed since (a derived sink's CREATE, whose table src/sink/evolve.ts checks live instead). */
+  options: { followsRegistry?: readonly number[] } = {},
+): Promise<JobApplyResult> {
   const versions = migrations.map((m) => m.version);
   if (versions.some((v) => !Number.isSafeInteger(v) || v < 1) || new Set(versions).size !== versions.length) {
     throw new ExactlyOnceError('EO_CONFIG_INVALID', `job ${job}: migration versions must be distinct whole numbers from 1 (got ${versions.join(', ')})`);
@@ -189,7 +196,7 @@ export async function applyJobMigrations(client: Client, keyspace: string, job: 
     const checksum = createHash('sha256').update(m.cql).digest('hex').slice(0, 16);
     const recorded = done.get(m.version);
     if (recorded !== undefined) {
-      if (recorded !== checksum) {
+      if (recorded !== checksum && !(options.followsRegistry ?? []).includes(m.version)) {
         throw new ExactlyOnceError('EO_CONFIG_INVALID', `job ${job}: migration ${m.version} (${m.name}) was applied with another text (checksum ${recorded}, now ${checksum}); applied migrations never change: add version ${Math.max(...versions) + 1}`);
       }
       result.skipped.push(label);

@@ -6,6 +6,8 @@ import { JobBinding, tableOwned } from '../engine/job-binding.js';
 import { loadJobModule, parseJobOptions } from '../job-loader.js';
 import { createLogger } from '../log.js';
 import { localCluster } from '../stack/cluster.js';
+import { evolveStatements } from '../sink/evolve.js';
+import { SinkJob } from '../sink/sink-job.js';
 import { action, connection, withConnection } from './common.js';
 
 export function schemaCommand(): Command {
@@ -43,7 +45,19 @@ export function schemaCommand(): Command {
             const owner = await binding.owner(table);
             if (owner !== null && owner !== job.name) throw tableOwned(config.keyspace, table, owner, (await binding.read(owner))?.inputTopic, { name: job.name, inputTopic: job.topic ?? config.topic });
           }
-          const j = await applyJobMigrations(client, config.keyspace, job.name, job.migrations ?? []);
+          // A sink whose columns are derived from the registry: fields a newer schema version added get
+          // their columns (src/sink/evolve.ts); a removed or retyped field is refused, nothing altered.
+          let followsRegistry: number[] = [];
+          if (job instanceof SinkJob && job.config.derived) {
+            const live = await client.execute('SELECT column_name, type FROM system_schema.columns WHERE keyspace_name = ? AND table_name = ?', [config.keyspace, job.config.table], { prepare: true });
+            const alters = evolveStatements(job.config, new Map(live.rows.map((r) => [r['column_name'] as string, r['type'] as string])), config.keyspace);
+            for (const statement of alters) {
+              await client.execute(statement);
+              out.write(`  applied ${statement}\n`);
+            }
+            followsRegistry = [1];
+          }
+          const j = await applyJobMigrations(client, config.keyspace, job.name, job.migrations ?? [], { followsRegistry });
           for (const m of j.applied) out.write(`  applied ${m}\n`);
           if (j.applied.length === 0) out.write(`  job ${job.name}: up to date (${j.skipped.length} migrations already applied)\n`);
         }
