@@ -11,6 +11,7 @@ import { checkNoRuleChange, EVENT_JOB_NAME, parseSettings, readJob, resolveSetti
 import { connect } from '../cassandra/session.js';
 import type { ConnectionConfig } from '../config.js';
 import { checkSame, JobBinding } from '../engine/job-binding.js';
+import { SinkJob } from '../sink/sink-job.js';
 import type { Job } from '../engine/job.js';
 import { JobAuditor } from './audit/job-auditor.js';
 
@@ -105,6 +106,8 @@ export async function verifyJob(
   const session = await connect(cfg);
   try {
     const bound = await new JobBinding(session, cfg.keyspace).read(job.name);
+    // A sink whose columns are derived judges with the columns its workers derived at start (stored).
+    if (bound !== null && job instanceof SinkJob) job = job.withStoredColumns(bound.settings) as Job<unknown>;
     if (bound !== null) checkSame(bound, { name: job.name, inputTopic: topic, outputTopics: job.outputTopics ?? [], settings: job.settings ?? {} }, cfg.keyspace, 'verify');
     const report = await new JobAuditor(cfg, session, job, {
       onProgress: o.onProgress,

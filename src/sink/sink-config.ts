@@ -56,7 +56,10 @@
  * ttlField that is missing, negative or not a whole number quarantines the record (bad_ttl).
  *
  * With a registry format `columns` may be left out: they are then derived from the latest schema
- * registered for the topic's values (subject `<topic>-value`; src/sink/derive-columns.ts).
+ * registered for the topic's values (subject `<topic>-value`; src/sink/derive-columns.ts). A field of a
+ * newer version that no column stores is then ignored (stored without it, counted in
+ * exactlyonce_sink_unknown_fields_total{field}) or quarantined (unknown_field), by `onUnknown`;
+ * `schema apply --job` adds the new fields' columns (src/sink/evolve.ts).
  */
 import { readFileSync } from 'node:fs';
 import { LosslessNumber } from 'lossless-json';
@@ -162,6 +165,12 @@ const sinkSchema = z
       .describe(
         "only the records this holds for are stored; the others are filtered (no row, no quarantine row, exactlyonce_sink_filtered_total; verify --job proves each was the rule's): { field: <column source>, equals: paid }, { field, in: [a, b] }, { field, exists: true }, { not: <predicate> }, { all: [<predicate>, …] }, { any: [<predicate>, …] }. An upsert tombstone is never filtered",
       ),
+    onUnknown: z
+      .enum(['ignore', 'quarantine'], { message: 'expected one of ignore, quarantine' })
+      .optional()
+      .describe(
+        "columns derived from the registry (columns left out): what a record written with a newer schema version does with a field the columns (derived at start) lack: ignore (default: the known columns are stored, exactlyonce_sink_unknown_fields_total{field} counts the field) or quarantine (reason unknown_field). verify --job judges each record the same way. Run schema apply --job to add the new fields' columns",
+      ),
     columns: z
       .record(identifier, columnSchema)
       .refine((c) => Object.keys(c).length > 0, { message: 'expected at least one column' })
@@ -249,6 +258,8 @@ export interface SinkConfig {
   readonly where?: Predicate;
   /** Rows expire at record timestamp + TTL: a fixed TTL, or one read per record (in seconds) from a source. */
   readonly ttl?: { readonly seconds: number } | { readonly field: ColumnSource };
+  /** Derived columns: a field of a record's schema that no column stores is ignored (counted) or quarantined (unknown_field). */
+  readonly onUnknown: 'ignore' | 'quarantine';
   /** The validated file as given, for the job's stored settings. */
   readonly source: string;
 }
@@ -268,7 +279,7 @@ function invalid(where: string, lines: string[]): ExactlyOnceError {
 }
 
 /** Validates a parsed config (`where` names the file in errors). */
-export function sinkConfig(raw: unknown, where = 'sink config'): SinkConfig {
+export function sinkConfig(raw: unknown, where = 'sink config', derived = false): SinkConfig {
   const parsed = sinkSchema.safeParse(raw);
   if (!parsed.success) {
     throw invalid(where, issueLines(parsed.error.issues, raw));
@@ -340,6 +351,7 @@ export function sinkConfig(raw: unknown, where = 'sink config'): SinkConfig {
     else if (src.source === 'meta') problems.push(`ttlField: ${src.spec} is no number of seconds; name a field of the value, the key or a header`);
     else ttl = { field: src };
   }
+  if (c.onUnknown !== undefined && !derived) problems.push('onUnknown: only for columns derived from the registered schema (leave columns out); listed columns store what they name, and the other fields are not read');
   const filter = c.where === undefined ? undefined : parsePredicate(c.where, 'where', problems);
   if (problems.length > 0) throw invalid(where, problems);
   return Object.freeze({
@@ -353,6 +365,7 @@ export function sinkConfig(raw: unknown, where = 'sink config'): SinkConfig {
     key: c.key ?? [],
     columns,
     consistency: (c.consistency?.toUpperCase() ?? 'LOCAL_QUORUM') as WriteLevel,
+    onUnknown: c.onUnknown ?? 'ignore',
     ...(ttl === undefined ? {} : { ttl }),
     ...(filter === undefined ? {} : { where: filter }),
     source: JSON.stringify(c),
@@ -386,7 +399,7 @@ export async function resolveSinkConfig(raw: unknown, registry: SchemaRegistryCo
   const derived = deriveColumns(cache.get(latest.id)!);
   if (derived.columns.length === 0) throw invalid(where, [`columns: none could be derived from schema id ${latest.id} (subject ${subject}): ${derived.skipped.join('; ')}`]);
   const columns = Object.fromEntries(derived.columns.map((c) => [c.name, { type: c.type, ...(c.field === c.name ? {} : { field: valueFieldSpec(c.field) }), ...(c.default === undefined ? {} : { default: c.default }) }]));
-  const config = sinkConfig({ ...r, columns }, `${where} (columns derived from schema id ${latest.id}, subject ${subject} version ${latest.version})`);
+  const config = sinkConfig({ ...r, columns }, `${where} (columns derived from schema id ${latest.id}, subject ${subject} version ${latest.version})`, true);
   return Object.freeze({ ...config, derived: true, skipped: derived.skipped });
 }
 

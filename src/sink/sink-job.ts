@@ -47,11 +47,13 @@ import { canonical, convert, cqlColumnType, cqlTypeName } from './cql-types.js';
 import { canonicalKeyText } from './key-encoding.js';
 import { headerBytes, headerValue, metaValue, sourceSetting as settingOf, type ColumnSource, type MetaField } from './column-source.js';
 import { holds, predicateSetting } from './filter.js';
+import { deriveColumns } from './derive-columns.js';
 
 const sourceSetting = (c: SinkColumn) => settingOf({ source: c.source, path: c.field, spec: c.spec });
 import { sampleRecords } from './sample.js';
 import type { AvroSampleIds } from './sample-avro.js';
-import { MAX_TTL_SECONDS, valueSubject, type SinkColumn, type SinkConfig } from './sink-config.js';
+import { MAX_TTL_SECONDS, sinkConfig, valueSubject, type SinkColumn, type SinkConfig } from './sink-config.js';
+import { valueFieldSpec } from './column-source.js';
 import { SchemaRegistry } from '../registry/schema-registry.js';
 import { refusedKey, rowBytes } from './store-limits.js';
 import { UnmatchedReporter } from './unmatched-columns.js';
@@ -59,7 +61,7 @@ import { createLogger } from '../log.js';
 
 /** What one record becomes. `values` follow `config.columns`; `key` follows `config.key`. */
 export type SinkRow =
-  | { kind: 'row'; key: unknown[]; values: unknown[]; bytes: number; absent: number[]; expiresAtMs?: number }
+  | { kind: 'row'; key: unknown[]; values: unknown[]; bytes: number; absent: number[]; expiresAtMs?: number; unknown?: string[] }
   | { kind: 'delete'; key: unknown[] }
   /** Filtered by the config's `where`: nothing is written (the checkpoint passes it). */
   | { kind: 'skip'; key: unknown[] };
@@ -149,6 +151,9 @@ export class SinkCodec {
   private readonly keys: Decoder | undefined;
   /** Fetches a batch's schemas before it is decoded (registry formats only). */
   readonly lookup: DecodeLookup | undefined;
+  /** Derived columns: the schemas' fields no column stores, by schema id (see `unknownFields`). */
+  private readonly unknownBySchema = new Map<number, string[]>();
+  private readonly cache: ReturnType<typeof schemaCache> | undefined;
 
   /** `registry`: where the schemas are, for a registry format (the connection's --schema-registry-url). */
   constructor(readonly config: SinkConfig, registry?: SchemaRegistryConfig) {
@@ -159,6 +164,7 @@ export class SinkCodec {
     const needs = isRegistryFormat(config.format) || (keyDecoded && isRegistryFormat(config.keyFormat));
     if (needs && registry === undefined) throw new ExactlyOnceError('EO_CONFIG_INVALID', `sink ${config.name}: format ${config.format} needs a Schema Registry (--schema-registry-url)`);
     const cache = needs ? schemaCache(registry!) : undefined;
+    this.cache = cache;
     this.values = isRegistryFormat(config.format) ? createDecoder(config.format, cache) : undefined;
     this.keys = keyDecoded && isRegistryFormat(config.keyFormat) ? createDecoder(config.keyFormat, cache) : undefined;
     this.lookup = decoderLookup({ ...(this.values === undefined ? {} : { value: this.values }), ...(this.keys === undefined ? {} : { key: this.keys }) });
@@ -277,7 +283,7 @@ export class SinkCodec {
   }
 
   /** The record's value as a record of fields, or why not. */
-  private valueDoc(bytes: Buffer): { ok: true; doc: Record<string, unknown> } | { ok: false; reason: string; detail: string } {
+  private valueDoc(bytes: Buffer): { ok: true; doc: Record<string, unknown>; schemaId?: number } | { ok: false; reason: string; detail: string } {
     if (this.values === undefined) {
       const doc = parseObject(bytes);
       return typeof doc === 'string' ? { ok: false, reason: 'bad_json', detail: doc } : { ok: true, doc };
@@ -285,7 +291,26 @@ export class SinkCodec {
     const d = this.values.decode(bytes);
     if (!d.ok) return d;
     if (!isRecord(d.value)) return { ok: false, reason: 'not_a_record', detail: `schema id ${d.schemaId}: the value is a single ${typeof d.value}, not a record of fields the columns can name` };
-    return { ok: true, doc: d.value };
+    return { ok: true, doc: d.value, ...(d.schemaId === undefined ? {} : { schemaId: d.schemaId }) };
+  }
+
+  /**
+   * Derived columns: the fields of a record's schema (those a column would be derived for,
+   * src/sink/derive-columns.ts) that no column stores — a field added by a schema version newer than
+   * the one the columns were derived from at start. A pure function of the schema id, so a replay and
+   * `verify --job` judge the record the same way.
+   */
+  private unknownFields(schemaId: number | undefined): string[] {
+    if (!this.config.derived || schemaId === undefined || this.cache === undefined) return [];
+    let unknown = this.unknownBySchema.get(schemaId);
+    if (unknown === undefined) {
+      const schema = this.cache.get(schemaId);
+      if (schema === undefined) return []; // not fetched: the decode above would have failed
+      const stored = new Set(this.config.columns.filter((c) => c.source === 'value').map((c) => c.field.join('.')));
+      unknown = deriveColumns(schema).columns.map((c) => c.field).filter((f) => !stored.has(f));
+      this.unknownBySchema.set(schemaId, unknown);
+    }
+    return unknown;
   }
 
   /** Total: a record's bytes never make it throw (a thrown error would stop the partition on that record for good). */
@@ -328,6 +353,11 @@ export class SinkCodec {
     let keyView: KeyView | undefined;
     const keyOf = () => (keyView ??= this.keyView(record.key));
     if (config.where !== undefined && !holds(config.where, (f) => this.predicateValue(f, record, doc, keyOf))) return { ok: true, value: { kind: 'skip', key } };
+    // A field of a newer schema version than the columns were derived from: never dropped without a count.
+    const unknown = this.unknownFields(v.schemaId);
+    if (unknown.length > 0 && config.onUnknown === 'quarantine') {
+      return bad('unknown_field', `schema id ${v.schemaId} has ${unknown.length === 1 ? 'a field' : 'fields'} no column stores: ${unknown.join(', ')} (the columns were derived from an older version; run \`exactlyonce schema apply --job <config>\` to add them; onUnknown: quarantine)`);
+    }
     const values: unknown[] = [];
     // Columns whose field path matched nothing in this record (src/sink/unmatched-columns.ts).
     const absent: number[] = [];
@@ -360,7 +390,7 @@ export class SinkCodec {
       }
       expiresAtMs = record.timestampMs + seconds * 1000;
     }
-    return { ok: true, value: { kind: 'row', key, values, bytes: size.bytes, absent, ...(expiresAtMs === undefined ? {} : { expiresAtMs }) } };
+    return { ok: true, value: { kind: 'row', key, values, bytes: size.bytes, absent, ...(expiresAtMs === undefined ? {} : { expiresAtMs }), ...(unknown.length === 0 ? {} : { unknown }) } };
   }
 
   /** What the record must produce (for `verify --job`). */
@@ -437,9 +467,14 @@ export class SinkJob implements Job<SinkRow> {
   private expiredCount: Counter | undefined;
   /** exactlyonce_sink_filtered_total: records the config's `where` left out. */
   private filteredCount: Counter | undefined;
+  /** exactlyonce_sink_unknown_fields_total{field}: fields of stored records that no column stores (onUnknown: ignore). */
+  private unknownCount: Counter<'field'> | undefined;
 
   /** `registry`: the Schema Registry of a registry format (the connection's). */
-  constructor(readonly config: SinkConfig, registry?: SchemaRegistryConfig) {
+  constructor(
+    readonly config: SinkConfig,
+    private readonly registry?: SchemaRegistryConfig,
+  ) {
     this.codec = new SinkCodec(config, registry);
     this.consistency = { LOCAL_QUORUM: consistencies.localQuorum, QUORUM: consistencies.quorum, EACH_QUORUM: consistencies.eachQuorum }[config.consistency ?? 'LOCAL_QUORUM'];
     const log = createLogger('sink');
@@ -462,6 +497,7 @@ export class SinkJob implements Job<SinkRow> {
       ...(config.format === 'json' ? {} : { format: config.format }),
       ...(config.mode === 'upsert' && config.keyFormat !== 'json' ? { keyFormat: config.keyFormat } : {}),
       ...(config.where === undefined ? {} : { where: JSON.stringify(predicateSetting(config.where)) }),
+      ...(config.onUnknown === 'quarantine' ? { onUnknown: 'quarantine' } : {}),
       ...(config.ttl === undefined ? {} : 'seconds' in config.ttl ? { ttl: `${config.ttl.seconds}s` } : { ttlField: settingOf(config.ttl.field) }),
     };
     this.migrations = [{ version: 1, name: config.table, cql: createTableCql(config) }];
@@ -498,6 +534,28 @@ export class SinkJob implements Job<SinkRow> {
 
   decode(record: SourceRecord): Decoded<SinkRow> {
     return this.codec.decode(record);
+  }
+
+  /**
+   * This sink with the columns of the job's stored settings, when its columns are derived and the
+   * registry's latest schema now gives others (a newer version added fields): `verify --job` judges
+   * with the columns the workers run with, which derived theirs when they started. Otherwise itself.
+   */
+  withStoredColumns(stored: Readonly<Record<string, unknown>>): SinkJob {
+    const columns = stored['columns'];
+    if (!this.config.derived || typeof columns !== 'string' || columns === this.settings['columns']) return this;
+    let list: unknown[][];
+    try {
+      list = JSON.parse(columns) as unknown[][];
+    } catch {
+      return this;
+    }
+    // Derived columns read the value's fields, never required, never unset: anything else is no derived set.
+    if (!Array.isArray(list) || !list.every((c) => Array.isArray(c) && c.length === 5 && typeof c[0] === 'string' && typeof c[1] === 'string' && typeof c[2] === 'string' && !/^(key|header):|^\$/.test(c[2]) && c[3] === false)) return this;
+    const raw = JSON.parse(this.config.source) as Record<string, unknown>;
+    const spec = Object.fromEntries(list.map(([name, type, field, , dflt]) => [name, { type, ...(field === name ? {} : { field: valueFieldSpec(field as string) }), ...(dflt === null || dflt === undefined ? {} : { default: dflt }) }]));
+    const config = sinkConfig({ ...raw, columns: spec }, `sink ${this.config.name} (the columns stored with the job)`, true);
+    return new SinkJob(Object.freeze({ ...config, derived: true }), this.registry);
   }
 
   /**
@@ -540,6 +598,10 @@ export class SinkJob implements Job<SinkRow> {
       this.filteredCount =
         (context.metrics.getSingleMetric(filtered) as Counter | undefined) ??
         new Counter({ name: filtered, help: "Records the sink's where: left out (no row; the checkpoint passes them; counted again when a batch is written again)", registers: [context.metrics] });
+      const unknown = 'exactlyonce_sink_unknown_fields_total';
+      this.unknownCount =
+        (context.metrics.getSingleMetric(unknown) as Counter<'field'> | undefined) ??
+        new Counter({ name: unknown, help: "Fields of stored records that no column stores: a newer schema version's, with columns derived from an older one (onUnknown: ignore; run schema apply --job and restart; counted again when a batch is written again)", labelNames: ['field'], registers: [context.metrics] });
       const expired = 'exactlyonce_sink_expired_total';
       this.expiredCount =
         (context.metrics.getSingleMetric(expired) as Counter | undefined) ??
@@ -582,6 +644,7 @@ export class SinkJob implements Job<SinkRow> {
     const records = this.config.where === undefined ? all : all.filter((r) => r.value.kind !== 'skip');
     if (records.length < all.length) this.filteredCount?.inc(all.length - records.length);
     this.unmatched.batch(partition, records.map((r) => r.value), records.length);
+    if (this.unknownCount !== undefined) for (const r of records) if (r.value.kind === 'row' && r.value.unknown !== undefined) for (const f of r.value.unknown) this.unknownCount.inc({ field: f });
     if (records.length === 0) return;
     if (this.config.mode === 'log') return this.writeLog(partition, records);
     return this.writeUpsert(records, signal);

@@ -1,0 +1,87 @@
+// onUnknown against the real Schema Registry (issue 37 item 7): a sink whose columns were derived from
+// v1 meets records of v2, which adds an optional field: with ignore (the default) the known columns are
+// stored and exactlyonce_sink_unknown_fields_total{field} counts the field; verify --job judges with
+// the columns stored with the job (the worker's) and exits 0 with exact totals, before and after
+// `schema apply --job` adds the field's column.
+import assert from 'node:assert/strict';
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { test } from 'node:test';
+import { avroType, encodeAvro } from '../../src/formats/avro.js';
+import { withWireHeader } from '../../src/formats/wire.js';
+import { Producer } from '../../src/kafka/producer.js';
+import { SchemaRegistry } from '../../src/registry/schema-registry.js';
+import { canonical } from '../../src/sink/cql-types.js';
+import { BROKERS, CASSANDRA, cassandraSession, ensureRegistry, freshTopic, REGISTRY_ENV, runCli, startCli, testConfig, waitFor } from '../helpers.js';
+import { freePort } from '../pipeline.js';
+
+test('onUnknown: ignore: v2 records stored with the v1 columns, the new field counted; verify --job exact; schema apply adds the column', async (t) => {
+  await ensureRegistry();
+  const config = testConfig();
+  await freshTopic(t, config, 1);
+  const session = await cassandraSession(t, config);
+  const registry = new SchemaRegistry(config.schemaRegistry);
+  const subject = `${config.topic}-value`;
+  const v1 = { type: 'record', name: 'Click', fields: [{ name: 'id', type: 'long' }, { name: 'page', type: 'string' }] };
+  const v2 = { ...v1, fields: [...v1.fields, { name: 'channel', type: ['null', 'string'], default: null }] };
+  const file = path.join(mkdtempSync(path.join(os.tmpdir(), 'eo-unknown-')), 'sink.json');
+  writeFileSync(file, JSON.stringify({ name: 'clicks_unknown', topic: config.topic, format: 'avro', table: 'clicks', mode: 'log' }));
+  const conn = ['--brokers', BROKERS, '--cassandra', CASSANDRA, '--keyspace', config.keyspace];
+  const produce = async (values: Buffer[]) => {
+    const p = new Producer(config);
+    try {
+      await p.connect();
+      await p.send(config.topic, values.map((value) => ({ key: null, value, partition: 0 })));
+    } finally {
+      await p.close();
+    }
+  };
+  const rows = async () => (await session.execute(`SELECT * FROM ${config.keyspace}.clicks WHERE partition = 0`)).rows.map((r) => canonical({ ...r }) as Record<string, unknown>).reverse();
+  const verify = async () => {
+    const v = await runCli(['verify', ...conn, '--job', file, '--no-record', '--json'], REGISTRY_ENV);
+    assert.equal(v.code, 0, v.stdout + v.stderr);
+    return (JSON.parse(v.stdout) as { totals: Record<string, number> }).totals;
+  };
+
+  const id1 = await registry.register(subject, 'AVRO', JSON.stringify(v1));
+  const a1 = await runCli(['schema', 'apply', ...conn, '--job', file], REGISTRY_ENV);
+  assert.equal(a1.code, 0, a1.stdout + a1.stderr);
+  const port = await freePort();
+  startCli(t, ['sink', ...conn, '--config', file, '--max-batch', '50', '--metrics-port', String(port)], REGISTRY_ENV);
+  const t1 = avroType(JSON.stringify(v1));
+  await produce([1, 2, 3].map((i) => withWireHeader(id1, encodeAvro(t1, { id: BigInt(i), page: `/p${i}` }))));
+  await waitFor(async () => ((await rows()).length === 3 ? true : undefined), { timeoutMs: 180_000, message: 'three v1 rows' });
+
+  const id2 = await registry.register(subject, 'AVRO', JSON.stringify(v2));
+  const t2 = avroType(JSON.stringify(v2));
+  await produce([withWireHeader(id2, encodeAvro(t2, { id: 4n, page: '/p4', channel: 'app' })), withWireHeader(id2, encodeAvro(t2, { id: 5n, page: '/p5', channel: null }))]);
+  await waitFor(async () => ((await rows()).length === 5 ? true : undefined), { timeoutMs: 120_000, message: 'the v2 records stored too' });
+  assert.deepEqual(
+    (await rows()).map((r) => [r['offset'], r['id'], r['page'], 'channel' in r]),
+    [['0', '1', '/p1', false], ['1', '2', '/p2', false], ['2', '3', '/p3', false], ['3', '4', '/p4', false], ['4', '5', '/p5', false]],
+  );
+  // Both v2 records carry the field (one null): each is counted, never dropped silently.
+  await waitFor(
+    async () => {
+      const text = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
+      const m = /^exactlyonce_sink_unknown_fields_total\{field="channel"\} (\S+)$/m.exec(text);
+      return m !== null && Number(m[1]) >= 2 ? true : undefined;
+    },
+    { timeoutMs: 30_000, message: 'the unknown field counted' },
+  );
+  const q = await session.execute(`SELECT reason FROM ${config.keyspace}.job_quarantine`);
+  assert.equal(q.rowLength, 0);
+
+  const exact = { records: 5, stored: 5, quarantined: 0, missing: 0, extra: 0, mismatched: 0 };
+  const pick = (x: Record<string, number>) => Object.fromEntries(Object.keys(exact).map((k) => [k, x[k]]));
+  // The registry's latest (v2) would derive a column the worker has not: verify judges with the stored ones.
+  assert.deepEqual(pick(await verify()), exact);
+
+  const a2 = await runCli(['schema', 'apply', ...conn, '--job', file], REGISTRY_ENV);
+  assert.equal(a2.code, 0, a2.stdout + a2.stderr);
+  assert.match(a2.stdout, /ADD channel text/);
+  const cols = await session.execute('SELECT column_name, type FROM system_schema.columns WHERE keyspace_name = ? AND table_name = ?', [config.keyspace, 'clicks'], { prepare: true });
+  assert.equal(cols.rows.find((r) => r['column_name'] === 'channel')?.['type'], 'text');
+  assert.deepEqual(pick(await verify()), exact);
+});
