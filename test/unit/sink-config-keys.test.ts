@@ -2,15 +2,9 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { sinkConfig, sinkConfigKeysHelp } from '../../src/sink/sink-config.js';
 import { didYouMean, editDistance } from '../../src/suggest.js';
+import { configProblem } from './sink-fakes.js';
 
-const problem = (raw: unknown) => {
-  try {
-    sinkConfig(raw, 'orders.yaml');
-  } catch (e) {
-    return (e as Error).message;
-  }
-  assert.fail('expected EO_CONFIG_INVALID');
-};
+const problem = (raw: unknown) => configProblem(raw, 'orders.yaml');
 const base = { topic: 'shop.orders', table: 'orders', mode: 'log', columns: { total: 'decimal' } };
 
 test('an unknown key names the key meant: tabel, requried, tpye', () => {

@@ -5,15 +5,9 @@ import type { SourceRecord } from '../../src/kafka/record.js';
 import { canonical } from '../../src/sink/cql-types.js';
 import { sinkConfig } from '../../src/sink/sink-config.js';
 import { SinkCodec, SinkJob, UNSET } from '../../src/sink/sink-job.js';
+import { configProblem } from './sink-fakes.js';
 
-const problem = (raw: unknown) => {
-  try {
-    sinkConfig(raw, 's.yaml');
-  } catch (e) {
-    return (e as Error).message;
-  }
-  assert.fail('expected EO_CONFIG_INVALID');
-};
+const problem = (raw: unknown) => configProblem(raw);
 const rec = (value: string, key: string | null = null): SourceRecord => ({ topic: 't', partition: 0, offset: 9n, key: key === null ? null : Buffer.from(key), value: Buffer.from(value), timestampMs: 0 });
 
 test('onNull: the default follows the column (default with a default, else null); contradictions are refused naming the key', () => {

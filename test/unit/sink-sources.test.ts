@@ -7,15 +7,9 @@ import { canonical } from '../../src/sink/cql-types.js';
 import { parseColumnSource } from '../../src/sink/column-source.js';
 import { sinkConfig } from '../../src/sink/sink-config.js';
 import { SinkCodec, SinkJob } from '../../src/sink/sink-job.js';
+import { configProblem } from './sink-fakes.js';
 
-const problem = (raw: unknown) => {
-  try {
-    sinkConfig(raw, 's.yaml');
-  } catch (e) {
-    return (e as Error).message;
-  }
-  assert.fail('expected EO_CONFIG_INVALID');
-};
+const problem = (raw: unknown) => configProblem(raw);
 const base = { topic: 't', table: 'tb', mode: 'log' };
 
 const rec = (o: { value?: string | null; key?: string | null; headers?: Array<[string, string | Buffer]>; offset?: bigint; partition?: number; ts?: number }): SourceRecord => ({

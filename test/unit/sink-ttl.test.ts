@@ -5,15 +5,9 @@ import { test } from 'node:test';
 import type { SourceRecord } from '../../src/kafka/record.js';
 import { sinkConfig } from '../../src/sink/sink-config.js';
 import { SinkCodec, SinkJob, ttlLeft } from '../../src/sink/sink-job.js';
+import { configProblem } from './sink-fakes.js';
 
-const problem = (raw: unknown) => {
-  try {
-    sinkConfig(raw, 's.yaml');
-  } catch (e) {
-    return (e as Error).message;
-  }
-  assert.fail('expected EO_CONFIG_INVALID');
-};
+const problem = (raw: unknown) => configProblem(raw);
 const base = { topic: 't', table: 'tb', mode: 'log', columns: { n: 'int' } };
 const T = 1_767_225_600_000;
 const rec = (value: string, headers?: Array<[string, string]>): SourceRecord => ({
