@@ -151,7 +151,7 @@ export class LostWrites {
     const since = this.horizon;
     for (const task of this.deps?.tasks()?.tasks.values() ?? []) {
       const from = task.replayFrom(since);
-      if (from !== null) void this.replay(task, from);
+      if (from !== null) task.holdFor(this.replay(task, from));
     }
   }
 

@@ -66,6 +66,8 @@ export class PartitionTask {
    * (performance.now()) and its first offset. A node that goes down may have forgotten them (replayFrom).
    */
   private readonly recent: Array<{ at: number; from: bigint }> = [];
+  /** Whether a node's crash took back what this task wrote is being decided (holdFor); until then no batch writes. */
+  private deciding: Promise<void> | undefined;
   /** When the last batch returned (performance.now()): the partition waits for the client from then on. */
   private idleSince: number | null = null;
 
@@ -214,6 +216,8 @@ export class PartitionTask {
         return r;
       });
     };
+    // A replay being decided (holdFor) may move the partition back: nothing is written on top until it is.
+    if (this.deciding !== undefined) await this.deciding;
     try {
       await Promise.all([
         // After a Cassandra outage, the stored checkpoint is checked before the job writes: a job may
@@ -454,6 +458,21 @@ export class PartitionTask {
     const stored = await this.ctx.checkpoints.readOne(this.partition);
     if (isLost(stored, this.epoch ?? 0, acked)) throw new LostWritesFound(stored, acked);
     this.verified = generation;
+  }
+
+  /**
+   * A node went down, and whether this task's partition is read again from an earlier offset is being
+   * decided (src/engine/lost-writes.ts replay: it waits for Cassandra to answer). Its batches write
+   * nothing until then: a decision that came after the batches written meanwhile would move the
+   * partition back over them — all written again for nothing, and a worker stopped just after it (its
+   * partitions drained) would leave them to be read again by the next owner.
+   */
+  holdFor(decision: Promise<void>): void {
+    const d = decision.catch(() => undefined);
+    this.deciding = d;
+    void d.then(() => {
+      if (this.deciding === d) this.deciding = undefined;
+    });
   }
 
   /**
