@@ -50,10 +50,11 @@
  * that window began, or is down (resume), and keeps it as acknowledged by itself, so that a node going
  * down after the hand-over replays its predecessor's rows as well as its own (PartitionTask.inherit).
  *
- * What remains (docs/guarantees.md, "Durability of an acknowledged write"): a loss no worker that owns the partition can see — the worker
- * that wrote the lost checkpoint is gone and no owner planned from it yet (the next owner then reads
- * the lower checkpoint and writes from there: nothing is missed) — and clocks: a node's start and a
- * checkpoint's time are compared across machines, within the window's margin over the sync period.
+ * What remains (docs/guarantees.md, "Durability of an acknowledged write"): a loss no worker that owns
+ * the partition can see — the worker that wrote the lost checkpoint is gone and no owner planned from
+ * it yet (the next owner then reads the lower checkpoint and writes from there: nothing is missed) —
+ * and clocks: a node's start and a checkpoint's time are compared across machines, within the
+ * window's margin over the sync period.
  */
 import type { Logger } from '../log.js';
 import type { AssignmentPlanner } from './assignment-planner.js';
@@ -74,7 +75,7 @@ function epochs(stored: StoredCheckpoint | null, epoch: number): [string, string
 export interface RingState {
   /** The nodes the driver holds down now. */
   down: readonly string[];
-  /** When the node started last of all started (epoch ms, rounded up; null: unknown). */
+  /** When the last node to start started (epoch ms, rounded up; null: unknown). */
   lastStart: number | null;
 }
 
