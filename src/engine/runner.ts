@@ -171,7 +171,7 @@ export class Runner {
     const partitions = counts[0]!;
     this.session = await this.retrying('Cassandra', () => connect(config, { keyspace: config.keyspace }), options.startupTimeoutMs);
     const session = this.session;
-    await this.retrying('Cassandra', () => requireSchema(session, config.keyspace), options.startupTimeoutMs);
+    await this.retrying('Cassandra', () => requireSchema(session, config.keyspace, this.job.legacyTables === true ? 'checkpoints' : 'job_checkpoints'), options.startupTimeoutMs);
     // A node the driver lost every connection to may have crashed and forgotten acknowledged writes,
     // even when none of ours failed (none was in flight): what was acknowledged within the window before
     // is read again (src/engine/lost-writes.ts).
