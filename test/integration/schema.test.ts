@@ -25,7 +25,7 @@ test('schema apply creates the original tables verbatim, and a second apply is a
   assert.equal(
     first.stdout,
     `keyspace ${config.keyspace}: created\n  applied 001_original_tables\n  applied 002_engine_tables\n  applied 003_alert_index\n` +
-      '  applied 004_workers\n  applied 005_audit_runs\n  applied 006_job\n  applied 007_checkpoint_epoch\n  applied 010_job_tables\n  applied 020_alert_counts\n  applied 030_events_bucketed\n  applied 040_audit_proof\n  applied 045_job_input_partitions\n  applied 050_table_owner\n',
+      '  applied 004_workers\n  applied 005_audit_runs\n  applied 006_job\n  applied 007_checkpoint_epoch\n  applied 010_job_tables\n  applied 020_alert_counts\n  applied 030_events_bucketed\n  applied 040_audit_proof\n  applied 045_job_input_partitions\n  applied 050_table_owner\n  applied 060_checkpoint_replay\n',
   );
   // The bucketed layout's table: one Cassandra partition per (Kafka partition, bucket of offsets).
   assert.deepEqual(await columns(session, config.keyspace, 'events_bucketed'), {
@@ -53,11 +53,13 @@ test('schema apply creates the original tables verbatim, and a second apply is a
     source: ['partition_key', 0, 'text', 'none'],
     ts: ['clustering', 0, 'timestamp', 'asc'],
   });
-  // 007: each checkpoint carries its reset epoch (src/engine/checkpoint-store.ts).
+  // 007: each checkpoint carries its reset epoch; 060: where its writer would read again after a node
+  // crash (src/engine/checkpoint-store.ts).
   assert.deepEqual(await columns(session, config.keyspace, 'checkpoints'), {
     epoch: ['regular', -1, 'int', 'none'],
     next_offset: ['regular', -1, 'bigint', 'none'],
     partition: ['clustering', 0, 'int', 'asc'],
+    replay: ['regular', -1, 'frozen<tuple<bigint, timestamp>>', 'none'],
     topic: ['partition_key', 0, 'text', 'none'],
   });
   const ks = await session.execute('SELECT replication FROM system_schema.keyspaces WHERE keyspace_name = ?', [config.keyspace]);
@@ -66,7 +68,7 @@ test('schema apply creates the original tables verbatim, and a second apply is a
   await session.execute(`INSERT INTO ${config.keyspace}.alerts (source, ts, event_count) VALUES ('s', 0, 10)`);
   const second = await runCli(args);
   assert.equal(second.code, 0, second.stderr);
-  assert.equal(second.stdout, `keyspace ${config.keyspace}: exists\n  up to date (13 migrations already applied)\n`);
+  assert.equal(second.stdout, `keyspace ${config.keyspace}: exists\n  up to date (14 migrations already applied)\n`);
   assert.equal((await session.execute(`SELECT * FROM ${config.keyspace}.alerts`)).rowLength, 1, 'a plain apply keeps data');
 
   const reset = await runCli([...args, '--reset']);
@@ -74,7 +76,7 @@ test('schema apply creates the original tables verbatim, and a second apply is a
   assert.match(reset.stdout, /truncated .*alerts/);
   assert.equal((await session.execute(`SELECT * FROM ${config.keyspace}.alerts`)).rowLength, 0, '--reset truncates');
   const versions = await session.execute(`SELECT version FROM ${config.keyspace}.schema_migrations`);
-  assert.deepEqual(versions.rows.map((r) => r['version'] as number).sort((a, b) => a - b), [1, 2, 3, 4, 5, 6, 7, 10, 20, 30, 40, 45, 50]);
+  assert.deepEqual(versions.rows.map((r) => r['version'] as number).sort((a, b) => a - b), [1, 2, 3, 4, 5, 6, 7, 10, 20, 30, 40, 45, 50, 60]);
 });
 
 test('cql runs one statement and prints rows as a table', async (t) => {
