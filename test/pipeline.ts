@@ -5,7 +5,6 @@
  */
 import assert from 'node:assert/strict';
 import { once } from 'node:events';
-import { createServer, type AddressInfo } from 'node:net';
 import type { TestContext } from 'node:test';
 import { DEFAULT_ALERT_RULE } from '../src/app/alert-rule.js';
 import { Auditor } from '../src/app/audit/auditor.js';
@@ -16,9 +15,11 @@ import { CheckpointWatch, isDrained } from '../src/harness/drain.js';
 import { sleep } from '../src/harness/sleep.js';
 import { KafkaAdmin } from '../src/kafka/admin.js';
 import { killServer, stackCommitlogPeriodMs, stackCommitlogSync, startServer, type StackOptions } from '../src/stack/index.js';
+import { freePort } from '../src/stack/process.js';
 import { localStack, runCli, startCli, waitFor } from './helpers.js';
 
-export { connectionArgs, sleep };
+/** freePort(): a free port the OS picks on 127.0.0.1 (for a worker's --metrics-port). */
+export { connectionArgs, freePort, sleep };
 
 /** Starts a worker process (`exactlyonce run`) with a short session timeout, so tests rebalance fast. */
 export function startWorker(t: TestContext, config: ConnectionConfig, extra: string[] = []) {
@@ -32,15 +33,6 @@ export type Worker = ReturnType<typeof startWorker>;
  * worker's partitions move after 3 s instead of 6 (the local broker allows down to 1 s).
  */
 export const FAST_FAILOVER = ['--session-timeout-ms', '3000'];
-
-/** A free TCP port on 127.0.0.1 (for a worker's --metrics-port). */
-export async function freePort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve, reject) => server.once('error', reject).listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as AddressInfo;
-  await new Promise((resolve) => server.close(resolve));
-  return port;
-}
 
 /** Starts a worker that also serves /metrics, /healthz and /readyz (`--metrics-port`) on a free port. */
 export async function startServedWorker(t: TestContext, config: ConnectionConfig, extra: string[] = []): Promise<Worker & { port: number }> {

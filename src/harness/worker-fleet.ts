@@ -6,11 +6,13 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { closeSync, openSync, readFileSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { authHeaders } from '../engine/http-access.js';
 import { ExactlyOnceError } from '../errors.js';
 import { cliPath, terminate } from './cli-process.js';
 import { sleep } from './sleep.js';
+
+/** The one port finder (src/stack/process.ts), where the demo and the bench pick their workers' ports. */
+export { freePort } from '../stack/process.js';
 
 /** `paused`: SIGSTOPped; `waking`: SIGCONTed, left alone for a while so that it can find its partitions gone. */
 export type WorkerState = 'running' | 'paused' | 'waking' | 'killed' | 'stopping' | 'exited';
@@ -208,18 +210,4 @@ export class WorkerFleet {
     if (kill) this.killAll();
     await Promise.all(all.map((w) => (kill ? w.exited : this.stop(w))));
   }
-}
-
-/** The first port at or above `from` that is free on 127.0.0.1 and not in `taken`. */
-export async function freePort(from: number, taken: ReadonlySet<number> = new Set()): Promise<number> {
-  for (let port = from; port < 65535; port++) {
-    if (taken.has(port)) continue;
-    const free = await new Promise<boolean>((resolve) => {
-      const s = createServer();
-      s.once('error', () => resolve(false));
-      s.listen(port, '127.0.0.1', () => s.close(() => resolve(true)));
-    });
-    if (free) return port;
-  }
-  throw new ExactlyOnceError('EO_PORT_IN_USE', `no free port at or above ${from}`);
 }

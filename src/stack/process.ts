@@ -8,6 +8,7 @@ import { mkdir, open, readFile, rm, writeFile } from 'node:fs/promises';
 import net from 'node:net';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { ExactlyOnceError } from '../errors.js';
 
 export interface RunResult {
   code: number | null;
@@ -119,6 +120,25 @@ export function isPortFree(port: number, host = '127.0.0.1'): Promise<boolean> {
     server.once('error', () => resolve(false));
     server.listen({ port, host, exclusive: true }, () => server.close(() => resolve(true)));
   });
+}
+
+/**
+ * A free TCP port on 127.0.0.1, the one port finder of the project: with `from`, the first port at or
+ * above it that isPortFree and is not in `taken` (EO_PORT_IN_USE when there is none); without it, one
+ * the OS picks (an ephemeral port, e.g. a test worker's --metrics-port).
+ */
+export async function freePort(from?: number, taken: ReadonlySet<number> = new Set()): Promise<number> {
+  if (from === undefined) {
+    const server = net.createServer();
+    await new Promise<void>((resolve, reject) => server.once('error', reject).listen(0, '127.0.0.1', resolve));
+    const { port } = server.address() as net.AddressInfo;
+    await new Promise((resolve) => server.close(resolve));
+    return port;
+  }
+  for (let port = from; port < 65535; port++) {
+    if (!taken.has(port) && (await isPortFree(port))) return port;
+  }
+  throw new ExactlyOnceError('EO_PORT_IN_USE', `no free port at or above ${from}`);
 }
 
 /** True if something accepts TCP connections on 127.0.0.1:`port` within `timeoutMs`. */
