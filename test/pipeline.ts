@@ -11,7 +11,7 @@ import { Auditor } from '../src/app/audit/auditor.js';
 import type { Client } from '../src/cassandra/session.js';
 import type { ConnectionConfig } from '../src/config.js';
 import { connectionArgs } from '../src/harness/cli-process.js';
-import { CheckpointWatch, isDrained } from '../src/harness/drain.js';
+import { CheckpointWatch, waitDrained as pollDrained } from '../src/harness/drain.js';
 import { sleep } from '../src/harness/sleep.js';
 import { KafkaAdmin } from '../src/kafka/admin.js';
 import { killServer, stackCommitlogPeriodMs, stackCommitlogSync, startServer, type StackOptions } from '../src/stack/index.js';
@@ -192,21 +192,26 @@ export async function checkpoints(session: Client, config: ConnectionConfig): Pr
   return new Map(r.rows.map((row) => [row['partition'] as number, BigInt(row['next_offset'].toString())]));
 }
 
-/** Waits until every partition's checkpoint is at the end of what can be read (isDrained); returns those ends. */
+/**
+ * Waits until every partition's checkpoint is at the end of what can be read as of the call (the
+ * log ends are read once, then the checkpoints polled every 500 ms through src/harness/drain.ts's
+ * waitDrained); returns those ends. Throws at the deadline, with the checkpoints then.
+ */
 export async function waitDrained(session: Client, config: ConnectionConfig, timeoutMs = 300_000): Promise<Map<number, bigint>> {
   const admin = new KafkaAdmin(config);
   try {
     const marks = await admin.watermarks(config.topic);
-    await waitFor(
-      async () => {
-        const cps = await checkpoints(session, config);
-        return isDrained(marks, cps);
-      },
-      { timeoutMs, intervalMs: 500, message: `checkpoints reach the log ends ${marks.map((w) => `${w.partition}:${w.stable}`).join(' ')}` },
-    ).catch(async (e: Error) => {
+    let last: unknown;
+    const read = () =>
+      checkpoints(session, config).catch((e: unknown) => {
+        last = e;
+        throw e;
+      });
+    if ((await pollDrained(async () => marks, read, { timeoutMs, intervalMs: 500 })) === undefined) {
       const cps = await checkpoints(session, config).catch(() => new Map());
-      throw new Error(`${e.message}; checkpoints now ${[...cps].map(([p, o]) => `${p}:${o}`).join(' ')}`);
-    });
+      const message = `checkpoints reach the log ends ${marks.map((w) => `${w.partition}:${w.stable}`).join(' ')}`;
+      throw new Error(`timed out after ${timeoutMs} ms: ${message}${last ? ` (last error: ${String(last)})` : ''}; checkpoints now ${[...cps].map(([p, o]) => `${p}:${o}`).join(' ')}`);
+    }
     return new Map(marks.map((w) => [w.partition, w.stable]));
   } finally {
     await admin.close();
