@@ -14,6 +14,7 @@
  * modules are those of cassandra-driver 4.10, which package.json pins.
  */
 import { createRequire } from 'node:module';
+import { columnWriter, type ColumnType, type ColumnWriter, type ValueEncoder } from './encode.js';
 import type { Client } from './session.js';
 
 const require = createRequire(import.meta.url);
@@ -43,6 +44,11 @@ interface FrameWriterT {
 export interface PreparedInfo {
   queryId: Buffer;
   meta: { columns: unknown[]; partitionKeys?: number[]; keyspace?: string };
+}
+
+/** A prepared statement with a writer for each of its parameters, in order. */
+export interface Bound extends PreparedInfo {
+  writers: readonly ColumnWriter[];
 }
 type BatchRequestT = { queries: unknown; options: ExecutionOptions; timestamp: unknown; type: number; length: number };
 
@@ -94,16 +100,75 @@ export class BatchRows {
     this.buf = bigger;
   }
 
-  /** Begins a row: its values follow, exactly `valuesPerRow` of them. */
+  /** Begins a row of the batch's statement: its values follow, exactly `valuesPerRow` of them. */
   row(): void {
-    const id = this.queryId;
+    this.rowOf(this.queryId, this.valuesPerRow);
+  }
+
+  /**
+   * Begins a row of another prepared statement (a batch may mix them: an upsert's insert and delete of
+   * one key); exactly `values` values follow.
+   */
+  rowOf(id: Buffer, values: number): void {
     this.room(5 + id.length);
     let at = this.at;
     this.buf[at++] = 1;
     at = this.buf.writeUInt16BE(id.length, at);
     at += id.copy(this.buf, at);
-    this.at = this.buf.writeUInt16BE(this.valuesPerRow, at);
+    this.at = this.buf.writeUInt16BE(values, at);
     this.count++;
+  }
+
+  /** A null value (length −1): the cell is deleted, as the driver binds null. */
+  null(): void {
+    this.room(4);
+    this.at = this.buf.writeInt32BE(-1, this.at);
+  }
+
+  /** An unset value (length −2): the cell is left as it is (no tombstone), as the driver binds `types.unset`. */
+  unset(): void {
+    this.room(4);
+    this.at = this.buf.writeInt32BE(-2, this.at);
+  }
+
+  /** A `text`, `varchar` or `ascii` value, its UTF-8 written in place. */
+  text(s: string): void {
+    this.room(4 + 3 * s.length);
+    const n = this.buf.write(s, this.at + 4, 'utf8');
+    this.buf.writeInt32BE(n, this.at);
+    this.at += 4 + n;
+  }
+
+  /** A `double` value. */
+  double(v: number): void {
+    this.room(12);
+    this.at = this.buf.writeDoubleBE(v, this.buf.writeInt32BE(8, this.at));
+  }
+
+  /** A `float` value. */
+  float(v: number): void {
+    this.room(8);
+    this.at = this.buf.writeFloatBE(v, this.buf.writeInt32BE(4, this.at));
+  }
+
+  /** A `boolean` value. */
+  boolean(v: boolean): void {
+    this.room(5);
+    const at = this.buf.writeInt32BE(1, this.at);
+    this.buf[at] = v ? 1 : 0;
+    this.at = at + 1;
+  }
+
+  /** A `smallint` value. */
+  int16(v: number): void {
+    this.room(6);
+    this.at = this.buf.writeInt16BE(v, this.buf.writeInt32BE(2, this.at));
+  }
+
+  /** A `tinyint` value. */
+  int8(v: number): void {
+    this.room(5);
+    this.at = this.buf.writeInt8(v, this.buf.writeInt32BE(1, this.at));
   }
 
   /** A `bigint` (int64) value. */
@@ -120,6 +185,14 @@ export class BatchRows {
     const high = Math.floor(v / 4294967296);
     this.buf.writeInt32BE(high, at);
     this.at = this.buf.writeUInt32BE(v - high * 4294967296, at + 4);
+  }
+
+  /** A `bigint` (int64) value from its two 32-bit halves (the driver's Long). */
+  int64Bits(high: number, low: number): void {
+    this.room(12);
+    const at = this.buf.writeInt32BE(8, this.at);
+    this.buf.writeInt32BE(high, at);
+    this.at = this.buf.writeInt32BE(low, at + 4);
   }
 
   /** An `int` value. */
@@ -197,6 +270,21 @@ export class PreparedBatch {
     const o = driver.DefaultExecutionOptions.create(this.options, this.client);
     const keyspace = (this.client as unknown as { keyspace?: string }).keyspace;
     return driver.PrepareHandler.getPrepared(this.client, o.getLoadBalancingPolicy(), this.query, keyspace);
+  }
+
+  private writers: { id: Buffer; list: ColumnWriter[] } | undefined;
+
+  /**
+   * The statement prepared, with a writer for each of its parameters by the type the server gave it
+   * (src/cassandra/encode.ts columnWriter): what a job needs to write rows of any table.
+   */
+  async bound(): Promise<Bound> {
+    const info = await this.prepared();
+    if (this.writers === undefined || !this.writers.id.equals(info.queryId)) {
+      const encoder = (this.client as unknown as { _getEncoder(): ValueEncoder })._getEncoder();
+      this.writers = { id: info.queryId, list: (info.meta.columns as Array<{ type: ColumnType }>).map((c) => columnWriter(c.type, encoder)) };
+    }
+    return { ...info, writers: this.writers.list };
   }
 
   /**

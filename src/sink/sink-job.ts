@@ -43,6 +43,8 @@ import type { Expectation, JobAudit } from '../engine/job-audit.js';
 import type { Decoded, DecodedRecord, Job, JobContext, JobMigration, SourceRecord } from '../engine/job.js';
 import { ExactlyOnceError } from '../errors.js';
 import { BATCH_BYTES, cutBatches, ROWS_PER_BATCH } from '../cassandra/batches.js';
+import { int32 } from '../cassandra/encode.js';
+import { BatchRows, PreparedBatch } from '../cassandra/prepared-batch.js';
 import { canonical, convert, cqlColumnType, cqlTypeName } from './cql-types.js';
 import { canonicalKeyText } from './key-encoding.js';
 import { headerBytes, headerValue, metaValue, sourceSetting as settingOf, type ColumnSource, type MetaField } from './column-source.js';
@@ -90,7 +92,7 @@ function ttlSeconds(v: unknown, spec: string): { ok: true; seconds: number } | {
 /** A cell not written (onNull: unset): the driver's unset value, bound as no value at all (no tombstone). */
 export const UNSET: unknown = types.unset;
 
-/** Upsert statements in flight at once per batch. */
+/** Upsert keys (one batch each) in flight at once per batch. */
 const UPSERT_CONCURRENCY = 64;
 /** Write times at or above this are not offsets (2^44 µs is 1970-07-24: every wall clock is past it). */
 export const WALL_CLOCK_FLOOR = 1n << 44n;
@@ -460,6 +462,10 @@ export class SinkJob implements Job<SinkRow> {
   private readonly consistency: number;
   private session: Client | undefined;
   private keyspace = '';
+  /** The row writes, prepared in open(): log mode's insert; upsert's insert and delete. */
+  private statements: { insert: PreparedBatch; del?: PreparedBatch } | undefined;
+  /** Upsert: where each key column's value is among the insert's parameters (to route a key's batch). */
+  private readonly keyIndexes: readonly number[];
   private readonly unmatched: UnmatchedReporter;
   /** exactlyonce_sink_unmatched_columns_total{column}: batches in which a column's field matched no record. */
   private unmatchedCount: Counter<'column'> | undefined;
@@ -476,6 +482,7 @@ export class SinkJob implements Job<SinkRow> {
     private readonly registry?: SchemaRegistryConfig,
   ) {
     this.codec = new SinkCodec(config, registry);
+    this.keyIndexes = config.key.map((k) => config.columns.findIndex((c) => c.name === k));
     this.consistency = { LOCAL_QUORUM: consistencies.localQuorum, QUORUM: consistencies.quorum, EACH_QUORUM: consistencies.eachQuorum }[config.consistency ?? 'LOCAL_QUORUM'];
     const log = createLogger('sink');
     this.unmatched = new UnmatchedReporter(
@@ -621,6 +628,18 @@ export class SinkJob implements Job<SinkRow> {
       );
     }
     if (config.mode === 'upsert') await this.checkNoWallClockWrites();
+    const table = `${context.keyspace}.${config.table}`;
+    const names = config.columns.map((c) => c.name).join(', ');
+    const marks = config.columns.map(() => '?').join(', ');
+    const ttl = config.ttl !== undefined;
+    const statement = (cql: string) => new PreparedBatch(context.session, cql, this.consistency);
+    this.statements =
+      config.mode === 'log'
+        ? { insert: statement(`INSERT INTO ${table} (partition, offset, ${names}) VALUES (?, ?, ${marks})${ttl ? ' USING TTL ?' : ''}`) }
+        : {
+            insert: statement(`INSERT INTO ${table} (${names}) VALUES (${marks}) USING TIMESTAMP ?${ttl ? ' AND TTL ?' : ''}`),
+            del: statement(`DELETE FROM ${table} USING TIMESTAMP ? WHERE ${config.key.map((k) => `${k} = ?`).join(' AND ')}`),
+          };
   }
 
   /** Rule 2 (see above), on a sample: a cell written at wall-clock time would win over every later record. */
@@ -654,7 +673,6 @@ export class SinkJob implements Job<SinkRow> {
   private async writeLog(partition: number, all: readonly DecodedRecord<SinkRow>[]): Promise<void> {
     const { config } = this;
     const ttl = config.ttl !== undefined;
-    const query = `INSERT INTO ${this.keyspace}.${config.table} (partition, offset, ${config.columns.map((c) => c.name).join(', ')}) VALUES (?, ?, ${config.columns.map(() => '?').join(', ')})${ttl ? ' USING TTL ?' : ''}`;
     // A TTL: each row expires at its record's time + TTL whenever it is (re)written; one past it is not written.
     const now = Date.now();
     const left = new Map<DecodedRecord<SinkRow>, number>();
@@ -666,52 +684,94 @@ export class SinkJob implements Job<SinkRow> {
           return t > 0;
         });
     if (records.length < all.length) this.expiredCount?.inc(all.length - records.length);
+    const insert = this.statements!.insert;
+    const b = await insert.bound();
+    const w = b.writers;
+    const n = config.columns.length;
+    const routing = [int32(partition)];
     // Unlogged batches of one Cassandra partition each (applied atomically), cut by rows and by bytes.
     // A row's size is its values' as bound (a record's may be far smaller: a decimal 1e1000 spells out
     // 1000 digits), and each row is below MAX_ROW_BYTES, so a batch stays below the 16 MiB a mutation
     // may take with Cassandra's default commit log (src/sink/store-limits.ts).
     const batches = cutBatches(records, ROWS_PER_BATCH, BATCH_BYTES, ({ value }) => (value as { bytes: number }).bytes + 32);
     await Promise.all(
-      batches.map((batch) =>
-        this.session!.batch(
-          batch.map((r) => ({ query, params: [partition, toLong(r.record.offset), ...(r.value as { values: unknown[] }).values, ...(ttl ? [left.get(r)!] : [])] })),
-          { prepare: true, logged: false, consistency: this.consistency },
-        ),
-      ),
+      batches.map((batch) => {
+        const rows = new BatchRows(b.queryId, w.length, 64, batch.length);
+        for (const r of batch) {
+          const values = (r.value as { values: unknown[] }).values;
+          rows.row();
+          rows.int32(partition);
+          const offset = r.record.offset;
+          if (typeof offset === 'bigint') rows.int64(offset);
+          else rows.int64FromNumber(offset);
+          for (let i = 0; i < n; i++) w[2 + i]!(rows, values[i]);
+          if (ttl) rows.int32(left.get(r)!);
+        }
+        return insert.send(b, rows, routing);
+      }),
     );
   }
 
   /**
    * Upsert mode: per key only the batch's last record is written (an older one would lose to it anyway),
-   * `USING TIMESTAMP <offset>` so that the highest offset wins whatever order writes land in.
+   * `USING TIMESTAMP <offset>` so that the highest offset wins whatever order writes land in. A key is a
+   * Cassandra partition: its writes go as one unlogged batch (one mutation), written by the same row
+   * encoding as log mode's.
    */
   private async writeUpsert(records: readonly DecodedRecord<SinkRow>[], signal: AbortSignal): Promise<void> {
     const { config } = this;
-    const last = new Map<string, DecodedRecord<SinkRow>>();
-    for (const r of records) last.set(JSON.stringify(canonical(r.value.key)), r);
     // With unset cells a key's row is the merge of its records: each is written (at its own offset,
     // so the cells each record set win in offset order whatever order the writes land in).
-    const writes = config.columns.some((c) => c.onNull === 'unset') ? [...records] : [...last.values()];
+    const all = config.columns.some((c) => c.onNull === 'unset');
+    const byKey = new Map<string, DecodedRecord<SinkRow>[]>();
+    for (const r of records) {
+      const k = JSON.stringify(canonical(r.value.key));
+      const list = byKey.get(k);
+      if (list === undefined) byKey.set(k, [r]);
+      else if (all) list.push(r);
+      else list[0] = r;
+    }
     const ttl = config.ttl !== undefined;
-    const insert = `INSERT INTO ${this.keyspace}.${config.table} (${config.columns.map((c) => c.name).join(', ')}) VALUES (${config.columns.map(() => '?').join(', ')}) USING TIMESTAMP ?${ttl ? ' AND TTL ?' : ''}`;
-    const del = `DELETE FROM ${this.keyspace}.${config.table} USING TIMESTAMP ? WHERE ${config.key.map((k) => `${k} = ?`).join(' AND ')}`;
     // A TTL: the row expires at its record's time + TTL whenever it is (re)written. A record already past
     // it deletes the key at its offset instead: the row its record stands for has expired, and an older
     // record's row (with a later expiry) must not show through.
     const now = Date.now();
-    const lefts = new Map(writes.map((w) => [w, ttl && w.value.kind === 'row' ? ttlLeft(w.value.expiresAtMs!, now) : 1]));
-    const left = (w: DecodedRecord<SinkRow>) => lefts.get(w)!;
-    const expired = writes.filter((w) => left(w) <= 0).length;
-    if (expired > 0) this.expiredCount?.inc(expired);
-    for (let i = 0; i < writes.length; i += UPSERT_CONCURRENCY) {
+    const left = (w: DecodedRecord<SinkRow>) => (ttl && w.value.kind === 'row' ? ttlLeft(w.value.expiresAtMs!, now) : 1);
+    const { insert, del } = this.statements!;
+    const [ins, dl] = await Promise.all([insert.bound(), del!.bound()]);
+    const n = config.columns.length;
+    const keyAt = this.keyIndexes;
+    let expired = 0;
+    const groups = [...byKey.values()];
+    for (let i = 0; i < groups.length; i += UPSERT_CONCURRENCY) {
       signal.throwIfAborted();
       await Promise.all(
-        writes.slice(i, i + UPSERT_CONCURRENCY).map((w) =>
-          w.value.kind === 'row' && left(w) > 0
-            ? this.session!.execute(insert, [...w.value.values, toLong(w.record.offset), ...(ttl ? [left(w)] : [])], { prepare: true, consistency: this.consistency })
-            : this.session!.execute(del, [toLong(w.record.offset), ...w.value.key], { prepare: true, consistency: this.consistency }),
-        ),
+        groups.slice(i, i + UPSERT_CONCURRENCY).map((group) => {
+          const rows = new BatchRows(ins.queryId, ins.writers.length, 64, group.length);
+          for (const w of group) {
+            const offset = toLong(w.record.offset);
+            const t = left(w);
+            if (w.value.kind === 'row' && t > 0) {
+              const values = w.value.values;
+              rows.row();
+              for (let c = 0; c < n; c++) ins.writers[c]!(rows, values[c]);
+              ins.writers[n]!(rows, offset);
+              if (ttl) rows.int32(t);
+            } else {
+              if (t <= 0) expired++;
+              rows.rowOf(dl.queryId, dl.writers.length);
+              dl.writers[0]!(rows, offset);
+              const key = w.value.key;
+              for (let c = 0; c < key.length; c++) dl.writers[1 + c]!(rows, key[c]);
+            }
+          }
+          const routing: unknown[] = new Array(n).fill(null);
+          const key = group[0]!.value.key;
+          for (let c = 0; c < keyAt.length; c++) routing[keyAt[c]!] = key[c];
+          return insert.send(ins, rows, routing);
+        }),
       );
     }
+    if (expired > 0) this.expiredCount?.inc(expired);
   }
 }

@@ -7,7 +7,7 @@ import cassandra from 'cassandra-driver';
 import { insertRows, insertStatement } from '../../src/app/event-job.js';
 import { decodeEvent, encodeEvent } from '../../src/app/event.js';
 import { bucketOf, ORIGINAL_LAYOUT, parseLayout } from '../../src/app/events-layout.js';
-import { int32, utf8, ValueCache } from '../../src/cassandra/encode.js';
+import { columnWriter, int32, utf8, ValueCache, type ValueEncoder } from '../../src/cassandra/encode.js';
 import { BatchRows, EncodedBatchRequest, type PreparedInfo } from '../../src/cassandra/prepared-batch.js';
 import { toLong } from '../../src/cassandra/session.js';
 
@@ -129,4 +129,74 @@ test('insertRows stops after the row that brings the batch to its byte bound, an
   const rest = new BatchRows(queryId, n, 8, 1);
   assert.equal(insertRows(rest, 4, records, 2, 4, undefined, one.at + 1), 4);
   assert.deepEqual(Buffer.concat([bounded.buf.subarray(0, bounded.at), rest.buf.subarray(0, rest.at)]), all.buf.subarray(0, all.at));
+});
+
+test('columnWriter: every column type the sink maps, null and unset give the driver encoding of the value', () => {
+  const dataTypes = cassandra.types.dataTypes as unknown as { getByName(name: string): { code: number; info?: unknown } };
+  // The sessions' encoding options (src/cassandra/session.ts): a set<T> is a JavaScript Set.
+  const sessionEncoder = new Encoder(4, { encoding: { set: Set } });
+  const samples: Array<[string, unknown[]]> = [
+    ['text', ['', 'a', 'Routeur Düsseldorf ✓', 'Réseau 😀', 'x'.repeat(5000)]],
+    ['ascii', ['plain']],
+    ['int', [0, -1, 2 ** 31 - 1, -(2 ** 31), '7']],
+    ['smallint', [0, -32768, 32767]],
+    ['tinyint', [0, -128, 127]],
+    ['bigint', [0n, -1n, 2n ** 63n - 1n, -(2n ** 63n)].map(toLong).concat([cassandra.types.Long.fromString('-42')])],
+    ['counter', [toLong(5n)]],
+    ['timestamp', [new Date(0), new Date(1_700_000_000_123), new Date(-8.64e15), new Date(8.64e15), toLong(12345n)]],
+    ['double', [0, -0, 1.5, -1e308, Number.MIN_VALUE]],
+    ['float', [0, 1.5, -3.25]],
+    ['boolean', [true, false]],
+    ['uuid', [cassandra.types.Uuid.fromString('0b7e2a4c-2f34-4f6f-8f57-3d2f1c9a6b10')]],
+    ['timeuuid', [cassandra.types.TimeUuid.fromString('e3b0c442-98fc-11ef-8000-000000000001')]],
+    ['blob', [Buffer.from([0, 1, 255]), Buffer.alloc(0)]],
+    ['decimal', [cassandra.types.BigDecimal.fromString('-123.4500'), cassandra.types.BigDecimal.fromString('1e1000')]],
+    ['varint', [cassandra.types.Integer.fromString('123456789012345678901234567890')]],
+    ['inet', [cassandra.types.InetAddress.fromString('10.0.0.1'), cassandra.types.InetAddress.fromString('::1')]],
+    ['date', [new cassandra.types.LocalDate(2024, 6, 1)]],
+    ['time', [cassandra.types.LocalTime.fromString('12:34:56.789')]],
+    ['list<text>', [['a', 'b'], []]],
+    ['set<int>', [new Set([1, 2, 3])]],
+    ['map<text, int>', [{ a: 1, b: 2 }]],
+  ];
+  for (const [name, values] of samples) {
+    const type = dataTypes.getByName(name);
+    const write = columnWriter(type, sessionEncoder as unknown as ValueEncoder);
+    for (const v of [...values, null, undefined, cassandra.types.unset]) {
+      const rows = new BatchRows(Buffer.alloc(4), 1, 1, 1);
+      rows.row();
+      write(rows, v);
+      const expected = sessionEncoder.encode(v === undefined ? null : v, type as never) as unknown;
+      const got = rows.buf.subarray(1 + 2 + 4 + 2, rows.at);
+      const len = got.readInt32BE(0);
+      if (expected === null) assert.equal(len, -1, `${name} null`);
+      else if (expected === cassandra.types.unset) assert.equal(len, -2, `${name} unset`);
+      else assert.deepEqual(got.subarray(4), expected, `${name} ${String(v)}`);
+      assert.equal(got.length, 4 + Math.max(0, len), `${name}: nothing after the value`);
+    }
+  }
+});
+
+test('a batch of rows of two statements (an upsert and a delete of one key) is the driver BatchRequest of the same items', () => {
+  const insert = { query: 'INSERT INTO ks.t (k, v) VALUES (?, ?) USING TIMESTAMP ?', queryId: Buffer.from('aaaaaaaaaaaaaaaa'), meta: { columns: [{ type: { code: 0x0d } }, { type: { code: 0x09 } }, { type: { code: 0x02 } }] } };
+  const del = { query: 'DELETE FROM ks.t USING TIMESTAMP ? WHERE k = ?', queryId: Buffer.from('bbbbbbbbbb'), meta: { columns: [{ type: { code: 0x02 } }, { type: { code: 0x0d } }] } };
+  const w = (m: { columns: Array<{ type: { code: number } }> }) => m.columns.map((c) => columnWriter(c.type, driver as unknown as ValueEncoder));
+  const [wi, wd] = [w(insert.meta), w(del.meta)];
+  const rows = new BatchRows(insert.queryId, 3, 8, 1);
+  rows.row();
+  wi[0]!(rows, 'key');
+  wi[1]!(rows, cassandra.types.unset);
+  wi[2]!(rows, toLong(7n));
+  rows.rowOf(del.queryId, 2);
+  wd[0]!(rows, toLong(9n));
+  wd[1]!(rows, 'key');
+  const items = [
+    { ...insert, params: [enc('key', 'text'), cassandra.types.unset, enc(toLong(7n), 'bigint')] },
+    { ...del, params: [enc(toLong(9n), 'bigint'), enc('key', 'text')] },
+  ];
+  const client = new cassandra.Client({ contactPoints: ['127.0.0.1'], localDataCenter: 'datacenter1' });
+  const options = DefaultExecutionOptions.create({ prepare: true, logged: false, consistency: cassandra.types.consistencies.localQuorum }, client);
+  const expected = new BatchRequest(items, options).write(driver, 3);
+  const actual = new EncodedBatchRequest({ ...insert }, options, rows).write(driver, 3);
+  assert.deepEqual(actual, expected);
 });
