@@ -178,6 +178,18 @@ export class LogReader {
   }
 }
 
+/**
+ * The record at `offset` of a partition, as a read_committed consumer receives it, or undefined when
+ * there is none there (a transaction marker, an aborted record, one removed by compaction). Throws
+ * IncompleteRead when the broker does not answer for `idleTimeoutMs`. What `quarantine add` and
+ * `redrive` read one record with; `reader` is a LogReader (or a test's stand-in for its `read`).
+ */
+export async function readOne(reader: Pick<LogReader, 'read'>, topic: string, partition: number, offset: bigint, idleTimeoutMs = 30_000): Promise<SourceRecord | undefined> {
+  let record: SourceRecord | undefined;
+  for await (const chunk of reader.read(topic, partition, offset, offset + 1n, 1, idleTimeoutMs)) record = chunk.records[0];
+  return record?.offset === offset ? record : undefined;
+}
+
 export interface ReadTopicOptions {
   /** Exclusive end offset per partition; default: the log end now. */
   until?: Map<number, bigint>;

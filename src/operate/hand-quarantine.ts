@@ -13,7 +13,7 @@ import { CheckpointStore, stopIsCurrent, type StoredCheckpoint } from '../engine
 import type { SourceRecord } from '../engine/job.js';
 import { HAND_QUARANTINE_REASON, Quarantine } from '../engine/quarantine.js';
 import { ExactlyOnceError } from '../errors.js';
-import { LogReader } from '../kafka/log-reader.js';
+import { LogReader, readOne } from '../kafka/log-reader.js';
 import { readTopic } from './checkpoints.js';
 import type { JobTarget } from './job-target.js';
 
@@ -40,13 +40,8 @@ export async function quarantineByHand(config: ConnectionConfig, session: Client
     throw new ExactlyOnceError('EO_CONFIG_INVALID', `--offset: offset ${offset} of partition ${partition} is quarantined already (${reason}): the job's decoder refused it, not the store`);
   }
   const reader = await LogReader.open(config, 'exactlyonce-quarantine');
-  let record: SourceRecord | undefined;
-  try {
-    for await (const chunk of reader.read(target.topic, partition, offset, offset + 1n, 1, 30_000)) record = chunk.records[0];
-  } finally {
-    await reader.close();
-  }
-  if (record === undefined || record.offset !== offset) {
+  const record = await readOne(reader, target.topic, partition, offset).finally(() => reader.close());
+  if (record === undefined) {
     throw new ExactlyOnceError('EO_CONFIG_INVALID', `--offset: partition ${partition} of ${target.topic} has no record a consumer reads at offset ${offset} (a transaction marker or an aborted record?)`);
   }
   await quarantine.write([{ record, reason: HAND_QUARANTINE_REASON, detail: `quarantined by hand${detail === '' ? '' : `: ${detail}`}` }]);

@@ -28,7 +28,7 @@ import type { DecodedRecord, Job, SourceRecord } from '../engine/job.js';
 import { retry } from '../engine/retry.js';
 import { ExactlyOnceError } from '../errors.js';
 import { KafkaAdmin, type Watermarks } from '../kafka/admin.js';
-import { LogReader } from '../kafka/log-reader.js';
+import { LogReader, readOne } from '../kafka/log-reader.js';
 import { Producer } from '../kafka/producer.js';
 import type { JobTarget } from './job-target.js';
 
@@ -230,9 +230,8 @@ export async function rebuild(topic: string, p: number, row: QRow, logStart: big
   };
   const cut = `its raw bytes were cut at ${row.raw?.length ?? 0} of ${row.rawLength} (--max-quarantine-bytes)`;
   if (row.offset < logStart) return lost(`${cut}, and the log no longer holds it (log start ${logStart})`);
-  let record: SourceRecord | undefined;
-  for await (const chunk of (await reader()).read(topic, p, row.offset, row.offset + 1n, 1, 30_000)) record = chunk.records[0];
-  if (record === undefined || record.offset !== row.offset) return lost(`${cut}, and the log has no record at that offset now`);
+  const record = await readOne(await reader(), topic, p, row.offset);
+  if (record === undefined) return lost(`${cut}, and the log has no record at that offset now`);
   if (sha256(record.value) !== row.rawSha256) return lost(`${cut}, and the record the log holds there is another one (its SHA-256 differs: was the topic re-created?)`);
   report.reread++;
   return record;
