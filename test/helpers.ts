@@ -1,13 +1,17 @@
 /** Shared by the tests: fresh topics and keyspaces with cleanup, waitFor with a deadline, the CLI. */
+import assert from 'node:assert/strict';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { mkdirSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { TestContext } from 'node:test';
 import { applySchema } from '../src/cassandra/migrate.js';
 import { connect, type Client } from '../src/cassandra/session.js';
 import { loadConnectionConfig, type ConnectionConfig } from '../src/config.js';
-import { cliPath } from '../src/harness/cli-process.js';
+import { cliPath, connectionArgs } from '../src/harness/cli-process.js';
+import { isDrained } from '../src/harness/drain.js';
 import { sleep } from '../src/harness/sleep.js';
 import { KafkaAdmin } from '../src/kafka/admin.js';
 
@@ -183,4 +187,52 @@ export async function localStack() {
   const { defaultStackOptions } = await import('../src/stack/index.js');
   const dir = process.env['EXACTLYONCE_STACK_DIR'];
   return defaultStackOptions({ ...(dir === undefined ? {} : { dir }), kafkaPort: KAFKA_PORT, cassandraPort: CASSANDRA_PORT });
+}
+
+/**
+ * A sink job's config file, in a temporary folder of the test's own (removed when the test ends):
+ * `name` (its extension says YAML or JSON) holding `content`, or `content`'s lines and a final newline.
+ */
+export function sinkConfigFile(t: TestContext, name: string, content: string | readonly string[]): string {
+  const dir = mkdtempSync(path.join(os.tmpdir(), 'eo-sink-'));
+  t.after(() => rmSync(dir, { recursive: true, force: true }));
+  const file = path.join(dir, name);
+  writeFileSync(file, typeof content === 'string' ? content : [...content, ''].join('\n'));
+  return file;
+}
+
+/**
+ * The start of a sink job test: `schema apply --job <file>` (which must succeed), then a worker,
+ * `run --job <file> …extra --session-timeout-ms 6000`. Returns the job's arguments (the connection and
+ * --job, for verify, checkpoints and another worker) and the worker.
+ */
+export async function startSinkJob(t: TestContext, config: ConnectionConfig, file: string, extra: readonly string[] = []): Promise<{ args: string[]; worker: ReturnType<typeof startCli> }> {
+  const args = [...connectionArgs(config), '--job', file];
+  const apply = await runCli(['schema', 'apply', ...args]);
+  assert.equal(apply.code, 0, apply.stderr);
+  const worker = startCli(t, ['run', ...args, ...extra, '--session-timeout-ms', '6000']);
+  return { args, worker };
+}
+
+/**
+ * Waits until every partition's job checkpoint (job_checkpoints) is at the log end as of the call
+ * (isDrained). With `worker`, a poll finds the worker ended (out of heap, say) and fails, so that the
+ * deadline's message says why (its last output) rather than only that the checkpoints fell short.
+ */
+export async function waitSinkDrained(
+  session: Client,
+  config: ConnectionConfig,
+  admin: KafkaAdmin,
+  o: { timeoutMs?: number; intervalMs?: number; message?: string; worker?: ReturnType<typeof startCli> } = {},
+): Promise<void> {
+  const marks = await admin.watermarks(config.topic);
+  const { worker } = o;
+  await waitFor(
+    async () => {
+      if (worker !== undefined && (worker.exitCode !== null || worker.signalCode !== null)) return Promise.reject(new Error(`the worker ended: ${worker.output().slice(-300)}`));
+      const r = await session.execute(`SELECT partition, next_offset FROM ${config.keyspace}.job_checkpoints`);
+      return isDrained(marks, new Map(r.rows.map((row) => [row['partition'] as number, BigInt(String(row['next_offset']))]))) ? true : undefined;
+    },
+    { timeoutMs: o.timeoutMs ?? 120_000, ...(o.intervalMs === undefined ? {} : { intervalMs: o.intervalMs }), message: o.message ?? 'the sink reaches the log end' },
+  );
 }

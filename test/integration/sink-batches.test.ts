@@ -4,15 +4,10 @@
 // rows (1,000 rows of them would be one mutation of ~30 MiB; one may take half a commit log segment).
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import os from 'node:os';
-import path from 'node:path';
 import { test } from 'node:test';
 import { BATCH_BYTES, ROWS_PER_BATCH } from '../../src/cassandra/batches.js';
-import { isDrained } from '../../src/harness/drain.js';
-import { connectionArgs } from '../../src/harness/cli-process.js';
 import { Producer } from '../../src/kafka/producer.js';
-import { freshKeyspace, freshTopic, runCli, startCli, testConfig, waitFor } from '../helpers.js';
+import { freshKeyspace, freshTopic, runCli, sinkConfigFile, startSinkJob, testConfig, waitSinkDrained } from '../helpers.js';
 
 const sha = (s: string) => createHash('sha256').update(s).digest('hex');
 
@@ -20,11 +15,9 @@ test('a log-mode sink stores records of 30 KB each whole: its batches are cut by
   const config = testConfig();
   const session = await freshKeyspace(t, config);
   const admin = await freshTopic(t, config, 1);
-  const dir = mkdtempSync(path.join(os.tmpdir(), 'eo-sink-batches-'));
-  t.after(() => rmSync(dir, { recursive: true, force: true }));
-  const sinkFile = path.join(dir, 'pages.json');
-  writeFileSync(
-    sinkFile,
+  const sinkFile = sinkConfigFile(
+    t,
+    'pages.json',
     JSON.stringify({
       name: 'pages',
       topic: config.topic,
@@ -45,20 +38,9 @@ test('a log-mode sink stores records of 30 KB each whole: its batches are cut by
     await producer.send(config.topic, Array.from({ length: 100 }, (_, k) => ({ key: null, value: JSON.stringify({ n: i + k, body: body(i + k) }), partition: 0 })));
   }
 
-  const args = [...connectionArgs(config), '--job', sinkFile];
-  const apply = await runCli(['schema', 'apply', ...args]);
-  assert.equal(apply.code, 0, apply.stderr);
-  const worker = startCli(t, ['run', ...args, '--max-batch', '2000', '--session-timeout-ms', '6000']);
-  const marks = await admin.watermarks(config.topic);
-  await waitFor(
-    async () => {
-      // A worker that died (out of heap, as one did before batches were bounded by bytes) fails at once, saying why.
-      if (worker.exitCode !== null || worker.signalCode !== null) return Promise.reject(new Error(`the worker ended: ${worker.output().slice(-300)}`));
-      const r = await session.execute(`SELECT partition, next_offset FROM ${config.keyspace}.job_checkpoints`);
-      return isDrained(marks, new Map(r.rows.map((row) => [row['partition'] as number, BigInt(String(row['next_offset']))]))) ? true : undefined;
-    },
-    { timeoutMs: 240_000, intervalMs: 500, message: 'the sink reaches the log end' },
-  );
+  const { args, worker } = await startSinkJob(t, config, sinkFile, ['--max-batch', '2000']);
+  // A worker that died (out of heap, as one did before batches were bounded by bytes) is named, saying why.
+  await waitSinkDrained(session, config, admin, { timeoutMs: 240_000, intervalMs: 500, worker });
   assert.equal(worker.exitCode, null, worker.output().slice(-600));
   assert.doesNotMatch(worker.output(), /EO_[A-Z_]+/, 'no coded error: nothing stopped, nothing refused');
 

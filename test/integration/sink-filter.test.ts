@@ -2,40 +2,28 @@
 // exactlyonce_sink_filtered_total counts them, and verify --job proves each filtered offset was the
 // rule's: a row (or a quarantine row) for a filtered offset is a violation.
 import assert from 'node:assert/strict';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import os from 'node:os';
-import path from 'node:path';
 import { test } from 'node:test';
-import { connectionArgs } from '../../src/harness/cli-process.js';
-import { isDrained } from '../../src/harness/drain.js';
 import { Producer } from '../../src/kafka/producer.js';
-import { freshKeyspace, freshTopic, runCli, startCli, testConfig, waitFor } from '../helpers.js';
+import { freshKeyspace, freshTopic, runCli, sinkConfigFile, startSinkJob, testConfig, waitFor, waitSinkDrained } from '../helpers.js';
 import { freePort } from '../pipeline.js';
 
 test('a log sink with where: stores only the records it holds for; filtered ones are counted, checkpointed past and proved by verify --job', async (t) => {
   const config = testConfig();
   const session = await freshKeyspace(t, config);
   const admin = await freshTopic(t, config, 2);
-  const dir = mkdtempSync(path.join(os.tmpdir(), 'eo-sink-filter-'));
-  t.after(() => rmSync(dir, { recursive: true, force: true }));
-  const file = path.join(dir, 'orders.yaml');
-  writeFileSync(
-    file,
-    [
-      'name: paid_orders',
-      `topic: ${config.topic}`,
-      'table: paid_orders',
-      'mode: log',
-      'where:',
-      '  all:',
-      '    - { field: value.status, in: [paid, shipped] }',
-      '    - { not: { field: header.test, equals: "true" } }',
-      'columns:',
-      '  n: { type: int, required: true }',
-      '  status: text',
-      '',
-    ].join('\n'),
-  );
+  const file = sinkConfigFile(t, 'orders.yaml', [
+    'name: paid_orders',
+    `topic: ${config.topic}`,
+    'table: paid_orders',
+    'mode: log',
+    'where:',
+    '  all:',
+    '    - { field: value.status, in: [paid, shipped] }',
+    '    - { not: { field: header.test, equals: "true" } }',
+    'columns:',
+    '  n: { type: int, required: true }',
+    '  status: text',
+  ]);
   const producer = new Producer(config);
   t.after(() => producer.close());
   const N = 40;
@@ -52,19 +40,9 @@ test('a log sink with where: stores only the records it holds for; filtered ones
       ...(test_(i) ? { headers: { test: 'true' } } : {}),
     })),
   );
-  const args = [...connectionArgs(config), '--job', file];
-  const apply = await runCli(['schema', 'apply', ...args]);
-  assert.equal(apply.code, 0, apply.stderr);
   const port = await freePort();
-  startCli(t, ['run', ...args, '--metrics-port', String(port), '--session-timeout-ms', '6000']);
-  const marks = await admin.watermarks(config.topic);
-  await waitFor(
-    async () => {
-      const r = await session.execute(`SELECT partition, next_offset FROM ${config.keyspace}.job_checkpoints`);
-      return isDrained(marks, new Map(r.rows.map((row) => [row['partition'] as number, BigInt(String(row['next_offset']))]))) ? true : undefined;
-    },
-    { timeoutMs: 120_000, message: 'the checkpoints pass every record, the filtered ones too' },
-  );
+  const { args } = await startSinkJob(t, config, file, ['--metrics-port', String(port)]);
+  await waitSinkDrained(session, config, admin, { message: 'the checkpoints pass every record, the filtered ones too' });
   const rows = await session.execute(`SELECT n, status FROM ${config.keyspace}.paid_orders`);
   assert.deepEqual(rows.rows.map((r) => r['n'] as number).sort((a, b) => a - b), kept);
   const q = await session.execute(`SELECT reason FROM ${config.keyspace}.job_quarantine`);

@@ -3,53 +3,27 @@
 // across batches; a delete clears it; verify --job models the merge, and a cell changed behind the
 // sink's back is still a violation.
 import assert from 'node:assert/strict';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import os from 'node:os';
-import path from 'node:path';
 import { test } from 'node:test';
-import type { Client } from '../../src/cassandra/session.js';
-import type { ConnectionConfig } from '../../src/config.js';
-import { connectionArgs } from '../../src/harness/cli-process.js';
-import { isDrained } from '../../src/harness/drain.js';
-import type { KafkaAdmin } from '../../src/kafka/admin.js';
 import { Producer } from '../../src/kafka/producer.js';
-import { freshKeyspace, freshTopic, runCli, startCli, testConfig, waitFor } from '../helpers.js';
-
-async function drained(session: Client, config: ConnectionConfig, admin: KafkaAdmin): Promise<void> {
-  const marks = await admin.watermarks(config.topic);
-  await waitFor(
-    async () => {
-      const r = await session.execute(`SELECT partition, next_offset FROM ${config.keyspace}.job_checkpoints`);
-      return isDrained(marks, new Map(r.rows.map((row) => [row['partition'] as number, BigInt(String(row['next_offset']))]))) ? true : undefined;
-    },
-    { timeoutMs: 120_000, message: 'the sink reaches the log end' },
-  );
-}
+import { freshKeyspace, freshTopic, runCli, sinkConfigFile, startSinkJob, testConfig, waitSinkDrained } from '../helpers.js';
 
 test('upsert with onNull unset, null and default: the row merges the key\'s records in offset order (across batches, reset by a delete); verify --job exact, a forged cell caught', async (t) => {
   const config = testConfig();
   const session = await freshKeyspace(t, config);
   const admin = await freshTopic(t, config, 2);
-  const dir = mkdtempSync(path.join(os.tmpdir(), 'eo-sink-onnull-'));
-  t.after(() => rmSync(dir, { recursive: true, force: true }));
-  const file = path.join(dir, 'profiles.yaml');
-  writeFileSync(
-    file,
-    [
-      'name: profiles',
-      `topic: ${config.topic}`,
-      'table: profiles',
-      'mode: upsert',
-      'key: [id]',
-      'columns:',
-      '  id: bigint',
-      '  email: { type: text, onNull: unset }',
-      '  city: { type: text, onNull: unset }',
-      '  note: { type: text, onNull: "null" }',
-      '  tier: { type: text, default: basic, onNull: default }',
-      '',
-    ].join('\n'),
-  );
+  const file = sinkConfigFile(t, 'profiles.yaml', [
+    'name: profiles',
+    `topic: ${config.topic}`,
+    'table: profiles',
+    'mode: upsert',
+    'key: [id]',
+    'columns:',
+    '  id: bigint',
+    '  email: { type: text, onNull: unset }',
+    '  city: { type: text, onNull: unset }',
+    '  note: { type: text, onNull: "null" }',
+    '  tier: { type: text, default: basic, onNull: default }',
+  ]);
   const producer = new Producer(config);
   t.after(() => producer.close());
   const send = (records: Array<[number, Record<string, unknown> | null]>) =>
@@ -62,11 +36,8 @@ test('upsert with onNull unset, null and default: the row merges the key\'s reco
     [2, null],
     [3, { email: 'c@x' }],
   ]);
-  const args = [...connectionArgs(config), '--job', file];
-  const apply = await runCli(['schema', 'apply', ...args]);
-  assert.equal(apply.code, 0, apply.stderr);
-  startCli(t, ['run', ...args, '--session-timeout-ms', '6000']);
-  await drained(session, config, admin);
+  const { args } = await startSinkJob(t, config, file);
+  await waitSinkDrained(session, config, admin);
   // Batch two, after the first is stored: key 1 gets a city only; key 2 comes back with a city only
   // (its email was deleted with it); key 3 gets a note.
   await send([
@@ -74,7 +45,7 @@ test('upsert with onNull unset, null and default: the row merges the key\'s reco
     [2, { city: 'Milan' }],
     [3, { note: 'n3' }],
   ]);
-  await drained(session, config, admin);
+  await waitSinkDrained(session, config, admin);
   const rows = await session.execute(`SELECT id, email, city, note, tier FROM ${config.keyspace}.profiles`);
   const byId = Object.fromEntries(rows.rows.map((r) => [String(r['id']), [r['email'], r['city'], r['note'], r['tier']]]));
   assert.deepEqual(byId, {

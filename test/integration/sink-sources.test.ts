@@ -2,41 +2,29 @@
 // by a sink worker and proved by verify --job, which reads the same headers back from the log; a
 // header that does not decode is quarantined (bad_header) and the records after it flow.
 import assert from 'node:assert/strict';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import os from 'node:os';
-import path from 'node:path';
 import { test } from 'node:test';
-import { connectionArgs } from '../../src/harness/cli-process.js';
-import { isDrained } from '../../src/harness/drain.js';
 import { Producer } from '../../src/kafka/producer.js';
-import { freshKeyspace, freshTopic, runCli, startCli, testConfig, waitFor } from '../helpers.js';
+import { freshKeyspace, freshTopic, runCli, sinkConfigFile, startSinkJob, testConfig, waitSinkDrained } from '../helpers.js';
 
 test('a log sink stores columns from the key, headers, $topic, $partition, $offset and $timestamp; verify --job proves them; a bad header is quarantined', async (t) => {
   const config = testConfig();
   const session = await freshKeyspace(t, config);
   const admin = await freshTopic(t, config, 2);
-  const dir = mkdtempSync(path.join(os.tmpdir(), 'eo-sink-sources-'));
-  t.after(() => rmSync(dir, { recursive: true, force: true }));
-  const sinkFile = path.join(dir, 'events.yaml');
-  writeFileSync(
-    sinkFile,
-    [
-      'name: events',
-      `topic: ${config.topic}`,
-      'table: events_sink',
-      'mode: log',
-      'columns:',
-      '  n: { type: int, field: value.n }',
-      '  shop: { type: text, field: key.shop }',
-      '  trace: { type: text, field: header.trace }',
-      '  attempt: { type: int, field: header.attempt }',
-      '  src_topic: { type: text, field: $topic }',
-      '  src_partition: { type: int, field: $partition }',
-      '  src_offset: { type: bigint, field: $offset }',
-      '  at: { type: timestamp, field: $timestamp }',
-      '',
-    ].join('\n'),
-  );
+  const sinkFile = sinkConfigFile(t, 'events.yaml', [
+    'name: events',
+    `topic: ${config.topic}`,
+    'table: events_sink',
+    'mode: log',
+    'columns:',
+    '  n: { type: int, field: value.n }',
+    '  shop: { type: text, field: key.shop }',
+    '  trace: { type: text, field: header.trace }',
+    '  attempt: { type: int, field: header.attempt }',
+    '  src_topic: { type: text, field: $topic }',
+    '  src_partition: { type: int, field: $partition }',
+    '  src_offset: { type: bigint, field: $offset }',
+    '  at: { type: timestamp, field: $timestamp }',
+  ]);
   const producer = new Producer(config);
   t.after(() => producer.close());
   const N = 30;
@@ -52,18 +40,8 @@ test('a log sink stores columns from the key, headers, $topic, $partition, $offs
       headers: { trace: `t-${i}`, attempt: i === BAD ? 'three' : String(i % 4) },
     })),
   );
-  const args = [...connectionArgs(config), '--job', sinkFile];
-  const apply = await runCli(['schema', 'apply', ...args]);
-  assert.equal(apply.code, 0, apply.stderr);
-  startCli(t, ['run', ...args, '--session-timeout-ms', '6000']);
-  const marks = await admin.watermarks(config.topic);
-  await waitFor(
-    async () => {
-      const r = await session.execute(`SELECT partition, next_offset FROM ${config.keyspace}.job_checkpoints`);
-      return isDrained(marks, new Map(r.rows.map((row) => [row['partition'] as number, BigInt(String(row['next_offset']))]))) ? true : undefined;
-    },
-    { timeoutMs: 120_000, message: 'the sink reaches the log end' },
-  );
+  const { args } = await startSinkJob(t, config, sinkFile);
+  await waitSinkDrained(session, config, admin);
   const rows = await session.execute(`SELECT partition, offset, n, shop, trace, attempt, src_topic, src_partition, src_offset, at FROM ${config.keyspace}.events_sink`);
   assert.equal(rows.rowLength, N - 1, 'every record but the bad header');
   for (const r of rows.rows) {

@@ -4,42 +4,15 @@
 // are written again with the TTL left, not a fresh one. Per-record TTLs (ttlField) that are negative or
 // not numbers are quarantined (bad_ttl), and an upsert key whose last record expired has no row.
 import assert from 'node:assert/strict';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import os from 'node:os';
-import path from 'node:path';
-import { test, type TestContext } from 'node:test';
-import type { Client } from '../../src/cassandra/session.js';
-import type { ConnectionConfig } from '../../src/config.js';
-import { connectionArgs } from '../../src/harness/cli-process.js';
-import { isDrained } from '../../src/harness/drain.js';
-import type { KafkaAdmin } from '../../src/kafka/admin.js';
+import { test } from 'node:test';
 import { Producer } from '../../src/kafka/producer.js';
-import { freshKeyspace, freshTopic, runCli, startCli, testConfig, waitFor } from '../helpers.js';
+import { freshKeyspace, freshTopic, runCli, sinkConfigFile, startCli, startSinkJob, testConfig, waitFor, waitSinkDrained } from '../helpers.js';
 import { freePort } from '../pipeline.js';
 
 async function metric(port: number, name: string): Promise<number> {
   const text = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
   const m = new RegExp(`^${name} (\\S+)$`, 'm').exec(text);
   return m === null ? 0 : Number(m[1]);
-}
-
-async function drained(session: Client, config: ConnectionConfig, admin: KafkaAdmin): Promise<void> {
-  const marks = await admin.watermarks(config.topic);
-  await waitFor(
-    async () => {
-      const r = await session.execute(`SELECT partition, next_offset FROM ${config.keyspace}.job_checkpoints`);
-      return isDrained(marks, new Map(r.rows.map((row) => [row['partition'] as number, BigInt(String(row['next_offset']))]))) ? true : undefined;
-    },
-    { timeoutMs: 120_000, message: 'the sink reaches the log end' },
-  );
-}
-
-function sinkFile(t: TestContext, lines: string[]): string {
-  const dir = mkdtempSync(path.join(os.tmpdir(), 'eo-sink-ttl-'));
-  t.after(() => rmSync(dir, { recursive: true, force: true }));
-  const file = path.join(dir, 'sink.yaml');
-  writeFileSync(file, [...lines, ''].join('\n'));
-  return file;
 }
 
 type Skipped = { partitions: Array<{ skipped?: Record<string, number> }>; totals: { records: number; stored: number; quarantined: number; missing: number; mismatched: number; extra: number } };
@@ -49,7 +22,7 @@ test('log sink with ttl: 1h: rows expire at record time + 1 h; expired records a
   const config = testConfig();
   const session = await freshKeyspace(t, config);
   const admin = await freshTopic(t, config, 2);
-  const file = sinkFile(t, ['name: readings', `topic: ${config.topic}`, 'table: readings', 'mode: log', 'ttl: 1h', 'columns:', '  n: int']);
+  const file = sinkConfigFile(t, 'sink.yaml', ['name: readings', `topic: ${config.topic}`, 'table: readings', 'mode: log', 'ttl: 1h', 'columns:', '  n: int']);
   const producer = new Producer(config);
   t.after(() => producer.close());
   const now = Date.now();
@@ -58,12 +31,9 @@ test('log sink with ttl: 1h: rows expire at record time + 1 h; expired records a
   // Live: 50 min old (about 10 min left); expired: 2 h old.
   const ts = (n: number) => (n < LIVE ? now - 50 * 60_000 + n * 1000 : now - 2 * 3600_000);
   await producer.send(config.topic, Array.from({ length: LIVE + EXPIRED }, (_, n) => ({ key: null, value: JSON.stringify({ n }), partition: n % 2, timestampMs: ts(n) })));
-  const args = [...connectionArgs(config), '--job', file];
-  const apply = await runCli(['schema', 'apply', ...args]);
-  assert.equal(apply.code, 0, apply.stderr);
   const port = await freePort();
-  const worker = startCli(t, ['run', ...args, '--metrics-port', String(port), '--session-timeout-ms', '6000']);
-  await drained(session, config, admin);
+  const { args, worker } = await startSinkJob(t, config, file, ['--metrics-port', String(port)]);
+  await waitSinkDrained(session, config, admin);
   assert.equal(await waitFor(async () => ((await metric(port, 'exactlyonce_sink_expired_total')) === EXPIRED ? true : undefined), { timeoutMs: 30_000, message: 'expired counted' }), true);
 
   /** Every row's n, TTL and write time, and the TTL each may have at most now (record time + 1 h − now, rounded up). */
@@ -102,7 +72,7 @@ test('log sink with ttl: 1h: rows expire at record time + 1 h; expired records a
     assert.ok(r.ttl > 0 && r.ttl <= r.most, `replayed row ${r.n}: TTL ${r.ttl} s, at most ${r.most} s left (a fresh TTL would be 3600)`);
     assert.ok(r.ttl < first.find((f) => f.n === r.n)!.ttl, `replayed row ${r.n}: its TTL shrank (${r.ttl} s)`);
   }
-  await drained(session, config, admin);
+  await waitSinkDrained(session, config, admin);
   const after = await runCli(['verify', ...args, '--no-record', '--json']);
   assert.equal(after.code, 0, after.stdout + after.stderr);
   assert.equal(skipped(JSON.parse(after.stdout) as Skipped, 'expired'), EXPIRED);
@@ -112,7 +82,7 @@ test('upsert sink with ttlField from a header: bad TTLs are quarantined (bad_ttl
   const config = testConfig();
   const session = await freshKeyspace(t, config);
   const admin = await freshTopic(t, config, 2);
-  const file = sinkFile(t, ['name: sessions', `topic: ${config.topic}`, 'table: sessions', 'mode: upsert', 'key: [id]', 'ttlField: header.ttl', 'columns:', '  id: bigint', '  v: text']);
+  const file = sinkConfigFile(t, 'sink.yaml', ['name: sessions', `topic: ${config.topic}`, 'table: sessions', 'mode: upsert', 'key: [id]', 'ttlField: header.ttl', 'columns:', '  id: bigint', '  v: text']);
   const producer = new Producer(config);
   t.after(() => producer.close());
   const now = Date.now();
@@ -126,11 +96,8 @@ test('upsert sink with ttlField from a header: bad TTLs are quarantined (bad_ttl
     r(4, 'd', '-5'), // bad_ttl: no row
     r(5, 'e', '3600'), // after the bad ones: flows
   ]);
-  const args = [...connectionArgs(config), '--job', file];
-  const apply = await runCli(['schema', 'apply', ...args]);
-  assert.equal(apply.code, 0, apply.stderr);
-  startCli(t, ['run', ...args, '--session-timeout-ms', '6000']);
-  await drained(session, config, admin);
+  const { args } = await startSinkJob(t, config, file);
+  await waitSinkDrained(session, config, admin);
   const rows = await session.execute(`SELECT id, v, TTL(v) AS ttl FROM ${config.keyspace}.sessions`);
   assert.deepEqual(rows.rows.map((x) => [String(x['id']), x['v']]).sort(), [['1', 'a'], ['3', 'c'], ['5', 'e']]);
   for (const x of rows.rows) assert.ok((x['ttl'] as number) > 3500 && (x['ttl'] as number) <= 3601, `TTL ${String(x['ttl'])}`);

@@ -3,14 +3,9 @@
 // exactlyonce_sink_unmatched_columns_total{column} and a rate-limited warning, and `verify --job` says
 // so under its report — never in silence.
 import assert from 'node:assert/strict';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import os from 'node:os';
-import path from 'node:path';
 import { test } from 'node:test';
-import { connectionArgs } from '../../src/harness/cli-process.js';
-import { isDrained } from '../../src/harness/drain.js';
 import { Producer } from '../../src/kafka/producer.js';
-import { freshKeyspace, freshTopic, runCli, startCli, testConfig, waitFor } from '../helpers.js';
+import { freshKeyspace, freshTopic, runCli, sinkConfigFile, startSinkJob, testConfig, waitFor, waitSinkDrained } from '../helpers.js';
 import { freePort } from '../pipeline.js';
 
 /** The sum of a metric's series on a worker's /metrics, by its label set (`column="source"`). */
@@ -25,11 +20,9 @@ test('a column whose field path matches no record of a batch is counted per batc
   const config = testConfig();
   const session = await freshKeyspace(t, config);
   const admin = await freshTopic(t, config, 2);
-  const dir = mkdtempSync(path.join(os.tmpdir(), 'eo-sink-unmatched-'));
-  t.after(() => rmSync(dir, { recursive: true, force: true }));
-  const sinkFile = path.join(dir, 'readings.json');
-  writeFileSync(
-    sinkFile,
+  const sinkFile = sinkConfigFile(
+    t,
+    'readings.json',
     JSON.stringify({
       name: 'readings',
       topic: config.topic,
@@ -46,19 +39,9 @@ test('a column whose field path matches no record of a batch is counted per batc
     config.topic,
     Array.from({ length: N }, (_, i) => ({ key: null, value: JSON.stringify({ n: i, source: 'sensor', ...((i >> 1) % 2 === 0 ? { note: `n${i}` } : {}) }), partition: i % 2 })),
   );
-  const args = [...connectionArgs(config), '--job', sinkFile];
-  const apply = await runCli(['schema', 'apply', ...args]);
-  assert.equal(apply.code, 0, apply.stderr);
   const port = await freePort();
-  const worker = startCli(t, ['run', ...args, '--metrics-port', String(port), '--session-timeout-ms', '6000']);
-  const marks = await admin.watermarks(config.topic);
-  await waitFor(
-    async () => {
-      const r = await session.execute(`SELECT partition, next_offset FROM ${config.keyspace}.job_checkpoints`);
-      return isDrained(marks, new Map(r.rows.map((row) => [row['partition'] as number, BigInt(String(row['next_offset']))]))) ? true : undefined;
-    },
-    { timeoutMs: 120_000, message: 'the sink reaches the log end' },
-  );
+  const { args, worker } = await startSinkJob(t, config, sinkFile, ['--metrics-port', String(port)]);
+  await waitSinkDrained(session, config, admin);
   // Every batch matched nothing for `source`: one count per batch stored, none for `note`.
   const counted = await waitFor(
     async () => {
