@@ -201,15 +201,21 @@ export function sinkConfigFile(t: TestContext, name: string, content: string | r
   return file;
 }
 
+/** `schema apply --job <file>`, which must succeed; returns the job's arguments (the connection and --job). */
+export async function applySinkSchema(config: ConnectionConfig, file: string): Promise<string[]> {
+  const args = [...connectionArgs(config), '--job', file];
+  const apply = await runCli(['schema', 'apply', ...args]);
+  assert.equal(apply.code, 0, apply.stderr);
+  return args;
+}
+
 /**
  * The start of a sink job test: `schema apply --job <file>` (which must succeed), then a worker,
  * `run --job <file> …extra --session-timeout-ms 6000`. Returns the job's arguments (the connection and
  * --job, for verify, checkpoints and another worker) and the worker.
  */
 export async function startSinkJob(t: TestContext, config: ConnectionConfig, file: string, extra: readonly string[] = []): Promise<{ args: string[]; worker: ReturnType<typeof startCli> }> {
-  const args = [...connectionArgs(config), '--job', file];
-  const apply = await runCli(['schema', 'apply', ...args]);
-  assert.equal(apply.code, 0, apply.stderr);
+  const args = await applySinkSchema(config, file);
   const worker = startCli(t, ['run', ...args, ...extra, '--session-timeout-ms', '6000']);
   return { args, worker };
 }

@@ -1,26 +1,17 @@
 // Issue 37 item 8 against the stack: a sink's consistency: EACH_QUORUM (and QUORUM) runs and verifies
 // exactly; a level below a quorum is refused before anything runs, naming the key and why.
 import assert from 'node:assert/strict';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import os from 'node:os';
-import path from 'node:path';
 import { test } from 'node:test';
 import { connectionArgs } from '../../src/harness/cli-process.js';
 import { isDrained } from '../../src/harness/drain.js';
 import { Producer } from '../../src/kafka/producer.js';
-import { freshKeyspace, freshTopic, runCli, startCli, testConfig, waitFor } from '../helpers.js';
+import { freshKeyspace, freshTopic, runCli, sinkConfigFile, startSinkJob, testConfig, waitFor } from '../helpers.js';
 
 test('consistency: EACH_QUORUM (upsert) and QUORUM (log) sinks store and verify exactly; ONE is refused with the key and why', async (t) => {
   const config = testConfig();
   const session = await freshKeyspace(t, config);
   const admin = await freshTopic(t, config, 2);
-  const dir = mkdtempSync(path.join(os.tmpdir(), 'eo-sink-consistency-'));
-  t.after(() => rmSync(dir, { recursive: true, force: true }));
-  const write = (name: string, lines: string[]) => {
-    const file = path.join(dir, `${name}.yaml`);
-    writeFileSync(file, [`name: ${name}`, `topic: ${config.topic}`, `table: ${name}`, ...lines, ''].join('\n'));
-    return file;
-  };
+  const write = (name: string, lines: string[]) => sinkConfigFile(t, `${name}.yaml`, [`name: ${name}`, `topic: ${config.topic}`, `table: ${name}`, ...lines]);
   const upsert = write('latest', ['mode: upsert', 'key: [id]', 'consistency: EACH_QUORUM', 'columns:', '  id: bigint', '  n: int']);
   const log = write('history', ['mode: log', 'consistency: QUORUM', 'columns:', '  id: bigint', '  n: int']);
   const weak = write('weak', ['mode: log', 'consistency: ONE', 'columns:', '  n: int']);
@@ -37,10 +28,7 @@ test('consistency: EACH_QUORUM (upsert) and QUORUM (log) sinks store and verify 
   const marks = await admin.watermarks(config.topic);
   for (const [i, file] of [upsert, log].entries()) {
     // Two jobs on one topic: a consumer group each.
-    const args = [...connectionArgs({ ...config, group: `${config.group}-${i}` }), '--job', file];
-    const apply = await runCli(['schema', 'apply', ...args]);
-    assert.equal(apply.code, 0, apply.stderr);
-    startCli(t, ['run', ...args, '--session-timeout-ms', '6000']);
+    await startSinkJob(t, { ...config, group: `${config.group}-${i}` }, file);
   }
   await waitFor(
     async () => {

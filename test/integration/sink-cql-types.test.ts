@@ -3,16 +3,13 @@
 // mode (key by key) and in log mode (offset by offset). Before the types were added, the config was
 // refused (`columns.s.type: expected a CQL type`).
 import assert from 'node:assert/strict';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import os from 'node:os';
-import path from 'node:path';
 import { test, type TestContext } from 'node:test';
 import type { AuditReport } from '../../src/app/audit/report.js';
 import { CheckpointStore } from '../../src/engine/checkpoint-store.js';
 import { connectionArgs } from '../../src/harness/cli-process.js';
 import { Producer } from '../../src/kafka/producer.js';
 import { canonical } from '../../src/sink/cql-types.js';
-import { freshKeyspace, freshTopic, runCli, startCli, suffix, testConfig, waitFor } from '../helpers.js';
+import { applySinkSchema, freshKeyspace, freshTopic, runCli, sinkConfigFile, startCli, suffix, testConfig, waitFor } from '../helpers.js';
 
 const COLUMNS = {
   s: 'smallint',
@@ -44,15 +41,11 @@ async function roundTrip(t: TestContext, mode: 'upsert' | 'log') {
   const config = testConfig();
   const session = await freshKeyspace(t, config);
   await freshTopic(t, config, 1);
-  const dir = mkdtempSync(path.join(os.tmpdir(), 'eo-cql-types-'));
-  t.after(() => rmSync(dir, { recursive: true, force: true }));
   const name = `types_${suffix()}`;
-  const sink = path.join(dir, 'types.yaml');
   const columns = Object.entries({ k: 'text', ...COLUMNS }).map(([c, type]) => `  ${c}: '${type}'`).join('\n');
-  writeFileSync(sink, `name: ${name}\ntopic: ${config.topic}\ntable: typed\nmode: ${mode}\n${mode === 'upsert' ? 'key: [k]\n' : ''}columns:\n${columns}\n`);
+  const sink = sinkConfigFile(t, 'types.yaml', `name: ${name}\ntopic: ${config.topic}\ntable: typed\nmode: ${mode}\n${mode === 'upsert' ? 'key: [k]\n' : ''}columns:\n${columns}\n`);
   const args = connectionArgs(config);
-  const apply = await runCli(['schema', 'apply', ...args, '--job', sink]);
-  assert.equal(apply.code, 0, apply.stderr);
+  await applySinkSchema(config, sink);
   const producer = new Producer(config);
   await producer.connect();
   t.after(() => producer.close());

@@ -2,15 +2,12 @@
 // key spelled two ways on two partitions ("007" and "7" for bigint 7) are each quarantined with their
 // reason and offset; the records after them are stored, and `verify --job` passes.
 import assert from 'node:assert/strict';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import os from 'node:os';
-import path from 'node:path';
 import { test, type TestContext } from 'node:test';
 import type { AuditReport } from '../../src/app/audit/report.js';
 import { CheckpointStore } from '../../src/engine/checkpoint-store.js';
 import { connectionArgs } from '../../src/harness/cli-process.js';
 import { Producer } from '../../src/kafka/producer.js';
-import { freshKeyspace, freshTopic, runCli, startCli, suffix, testConfig, waitFor } from '../helpers.js';
+import { applySinkSchema, freshKeyspace, freshTopic, runCli, sinkConfigFile, startCli, suffix, testConfig, waitFor } from '../helpers.js';
 
 type Sent = { key: string; value: string; partition: number };
 
@@ -18,14 +15,10 @@ async function runSink(t: TestContext, type: string, records: Sent[], partitions
   const config = testConfig();
   const session = await freshKeyspace(t, config);
   await freshTopic(t, config, partitions);
-  const dir = mkdtempSync(path.join(os.tmpdir(), 'eo-store-limits-'));
-  t.after(() => rmSync(dir, { recursive: true, force: true }));
   const name = `kv_${suffix()}`;
-  const sink = path.join(dir, 'kv.json');
-  writeFileSync(sink, JSON.stringify({ name, topic: config.topic, table: 'kv', mode: 'upsert', key: ['k'], columns: { k: { type, required: true }, v: 'text' } }));
+  const sink = sinkConfigFile(t, 'kv.json', JSON.stringify({ name, topic: config.topic, table: 'kv', mode: 'upsert', key: ['k'], columns: { k: { type, required: true }, v: 'text' } }));
   const args = connectionArgs(config);
-  const apply = await runCli(['schema', 'apply', ...args, '--job', sink]);
-  assert.equal(apply.code, 0, apply.stderr);
+  await applySinkSchema(config, sink);
   const producer = new Producer(config);
   await producer.connect();
   t.after(() => producer.close());
