@@ -288,6 +288,21 @@ export class PreparedBatch {
   }
 
   /**
+   * The replicas of the partition `routing` names (the statement's parameters, by index), as one
+   * string ('' when unknown): partitions with the same string may share a batch whose coordinator
+   * holds them all.
+   */
+  async replicaSet(info: PreparedInfo, routing: readonly unknown[]): Promise<string> {
+    const options = driver.DefaultExecutionOptions.create(this.options, this.client);
+    await (this.client as unknown as { _setRoutingInfo(o: ExecutionOptions, params: readonly unknown[], meta: PreparedInfo['meta']): Promise<void> })._setRoutingInfo(options, routing, info.meta);
+    const key = (options as unknown as { getRoutingKey(): Buffer | undefined }).getRoutingKey();
+    const keyspace = options.getKeyspace() ?? info.meta.keyspace;
+    if (key === undefined || keyspace === undefined) return '';
+    const hosts = this.client.getReplicas(keyspace, key) as Array<{ address: string }> | null;
+    return hosts === null ? '' : hosts.map((h) => h.address).join(',');
+  }
+
+  /**
    * Sends the rows as one batch. `routing`: the values of the statement's parameters (encoded, by
    * index) that make the partition key, so the batch goes to a replica of it.
    */

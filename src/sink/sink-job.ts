@@ -92,8 +92,16 @@ function ttlSeconds(v: unknown, spec: string): { ok: true; seconds: number } | {
 /** A cell not written (onNull: unset): the driver's unset value, bound as no value at all (no tombstone). */
 export const UNSET: unknown = types.unset;
 
-/** Upsert keys (one batch each) in flight at once per batch. */
+/** Upsert batches in flight at once. */
 const UPSERT_CONCURRENCY = 64;
+/**
+ * Keys (Cassandra partitions) and bytes of rows per upsert batch: Cassandra's defaults warn about an
+ * unlogged batch over 10 partitions (unlogged_batch_across_partitions_warn_threshold) or 5 KiB
+ * (batch_size_warn_threshold) and refuse one over 50 KiB (batch_size_fail_threshold); a batch of one
+ * partition is exempt, so one key's records go in one batch up to ROWS_PER_BATCH and BATCH_BYTES.
+ */
+const UPSERT_KEYS_PER_BATCH = 10;
+const UPSERT_BATCH_BYTES = 4096;
 /** Write times at or above this are not offsets (2^44 µs is 1970-07-24: every wall clock is past it). */
 export const WALL_CLOCK_FLOOR = 1n << 44n;
 
@@ -715,8 +723,9 @@ export class SinkJob implements Job<SinkRow> {
   /**
    * Upsert mode: per key only the batch's last record is written (an older one would lose to it anyway),
    * `USING TIMESTAMP <offset>` so that the highest offset wins whatever order writes land in. A key is a
-   * Cassandra partition: its writes go as one unlogged batch (one mutation), written by the same row
-   * encoding as log mode's.
+   * Cassandra partition: its writes are one mutation, and keys on the same replicas share an unlogged
+   * batch (its partitions are applied independently: the checkpoint follows them all, and a batch
+   * written again changes nothing), encoded as log mode's rows are.
    */
   private async writeUpsert(records: readonly DecodedRecord<SinkRow>[], signal: AbortSignal): Promise<void> {
     const { config } = this;
@@ -741,36 +750,66 @@ export class SinkJob implements Job<SinkRow> {
     const [ins, dl] = await Promise.all([insert.bound(), del!.bound()]);
     const n = config.columns.length;
     const keyAt = this.keyIndexes;
+    const routingOf = (key: unknown[]) => {
+      const routing: unknown[] = new Array(n).fill(null);
+      for (let c = 0; c < keyAt.length; c++) routing[keyAt[c]!] = key[c];
+      return routing;
+    };
+    // A key's records are one Cassandra partition: one mutation when cut no further (by rows and bytes,
+    // as log mode's batches). Keys of one replica set then share a batch, at most UPSERT_KEYS_PER_BATCH
+    // keys and UPSERT_BATCH_BYTES: the coordinator holds them all, and Cassandra neither warns nor refuses.
+    const bytesOf = (r: DecodedRecord<SinkRow>) => (r.value.kind === 'row' ? r.value.bytes : 16) + 32;
+    const pieces = [...byKey.values()].flatMap((group) => cutBatches(group, ROWS_PER_BATCH, BATCH_BYTES, bytesOf));
+    const sets = await Promise.all(pieces.map((p) => insert.replicaSet(ins, routingOf(p[0]!.value.key))));
+    const bySet = new Map<string, DecodedRecord<SinkRow>[][]>();
+    for (let i = 0; i < pieces.length; i++) {
+      const list = bySet.get(sets[i]!);
+      if (list === undefined) bySet.set(sets[i]!, [pieces[i]!]);
+      else list.push(pieces[i]!);
+    }
+    const batches: DecodedRecord<SinkRow>[][][] = [];
+    for (const list of bySet.values()) {
+      let batch: DecodedRecord<SinkRow>[][] = [];
+      let bytes = 0;
+      for (const piece of list) {
+        const size = piece.reduce((a, r) => a + bytesOf(r), 0);
+        if (batch.length > 0 && (batch.length >= UPSERT_KEYS_PER_BATCH || bytes + size > UPSERT_BATCH_BYTES)) {
+          batches.push(batch);
+          batch = [];
+          bytes = 0;
+        }
+        batch.push(piece);
+        bytes += size;
+      }
+      if (batch.length > 0) batches.push(batch);
+    }
     let expired = 0;
-    const groups = [...byKey.values()];
-    for (let i = 0; i < groups.length; i += UPSERT_CONCURRENCY) {
-      signal.throwIfAborted();
-      await Promise.all(
-        groups.slice(i, i + UPSERT_CONCURRENCY).map((group) => {
-          const rows = new BatchRows(ins.queryId, ins.writers.length, 64, group.length);
-          for (const w of group) {
-            const offset = toLong(w.record.offset);
-            const t = left(w);
-            if (w.value.kind === 'row' && t > 0) {
-              const values = w.value.values;
-              rows.row();
-              for (let c = 0; c < n; c++) ins.writers[c]!(rows, values[c]);
-              ins.writers[n]!(rows, offset);
-              if (ttl) rows.int32(t);
-            } else {
-              if (t <= 0) expired++;
-              rows.rowOf(dl.queryId, dl.writers.length);
-              dl.writers[0]!(rows, offset);
-              const key = w.value.key;
-              for (let c = 0; c < key.length; c++) dl.writers[1 + c]!(rows, key[c]);
-            }
+    const sendBatch = (batch: DecodedRecord<SinkRow>[][]) => {
+      const rows = new BatchRows(ins.queryId, ins.writers.length, 64, batch.reduce((a, p) => a + p.length, 0));
+      for (const piece of batch) {
+        for (const w of piece) {
+          const offset = toLong(w.record.offset);
+          const t = left(w);
+          if (w.value.kind === 'row' && t > 0) {
+            const values = w.value.values;
+            rows.row();
+            for (let c = 0; c < n; c++) ins.writers[c]!(rows, values[c]);
+            ins.writers[n]!(rows, offset);
+            if (ttl) rows.int32(t);
+          } else {
+            if (t <= 0) expired++;
+            rows.rowOf(dl.queryId, dl.writers.length);
+            dl.writers[0]!(rows, offset);
+            const key = w.value.key;
+            for (let c = 0; c < key.length; c++) dl.writers[1 + c]!(rows, key[c]);
           }
-          const routing: unknown[] = new Array(n).fill(null);
-          const key = group[0]!.value.key;
-          for (let c = 0; c < keyAt.length; c++) routing[keyAt[c]!] = key[c];
-          return insert.send(ins, rows, routing);
-        }),
-      );
+        }
+      }
+      return insert.send(ins, rows, routingOf(batch[0]![0]!.value.key));
+    };
+    for (let i = 0; i < batches.length; i += UPSERT_CONCURRENCY) {
+      signal.throwIfAborted();
+      await Promise.all(batches.slice(i, i + UPSERT_CONCURRENCY).map(sendBatch));
     }
     if (expired > 0) this.expiredCount?.inc(expired);
   }
