@@ -295,6 +295,11 @@ async function runToEnd(cmd: string, args: string[], logFile: string): Promise<v
   if (code !== 0) throw new Error(`${path.basename(cmd)} ${args.slice(0, 2).join(' ')} exited ${code}:\n${p.tail()}`);
 }
 
+/** Best effort, once: a group that never formed (a run stopped early) is not there to delete. */
+async function deleteGroup(group: string): Promise<void> {
+  await admin.deleteGroups([group]).catch(() => undefined);
+}
+
 function freePort(): Promise<number> {
   return new Promise((resolve, reject) => {
     const s = createServer();
@@ -371,7 +376,10 @@ interface Figures {
   kafkaCpuSeconds: number | null;
   servers: { cassandra: number[]; kafka: number[] };
   pid: number;
+  /** The process and its descendants seen while it ran, by pid: what they were last seen as. */
   processes: Record<number, string>;
+  /** The 1-minute load average as the window opened: above ~0.5 here, other work ran beside it. */
+  loadavg1Before: number;
   rowsStored?: number;
 }
 
@@ -388,7 +396,8 @@ async function measure(system: 'connect' | 'eo', launch: () => ReturnType<typeof
   let first: { t: number; n: number } | undefined;
   let done = 0;
   let lastLog = t0;
-  let processes: Record<number, string> = {};
+  const processes: Record<number, string> = {};
+  const loadBefore = round(os.loadavg()[0]!, 2);
   let cpu = 0;
   let rss = { mib: 0, byPid: {} as Record<number, number> };
   for (;;) {
@@ -402,7 +411,7 @@ async function measure(system: 'connect' | 'eo', launch: () => ReturnType<typeof
     }
     const t = performance.now();
     // Read while it runs: the tree's processes and its CPU (a descendant's times vanish from view when it exits).
-    for (const p of [pid, ...descendants(pid)]) processes[p] ??= comm(p);
+    for (const p of [pid, ...descendants(pid)]) processes[p] = comm(p); // (a wrapper's pid shows what it exec'd)
     cpu = Math.max(cpu, treeCpu(pid));
     if (done > 0 && first === undefined) first = { t, n: done };
     if (done >= N) {
@@ -438,6 +447,7 @@ async function measure(system: 'connect' | 'eo', launch: () => ReturnType<typeof
     servers,
     pid,
     processes,
+    loadavg1Before: loadBefore,
   };
 }
 const round = (x: number, d: number) => Math.round(x * 10 ** d) / 10 ** d;
@@ -542,7 +552,7 @@ async function main(): Promise<void> {
           '',
         ].join('\n'),
       );
-      cleanups.push({ what: `delete group ${group}`, run: () => retried(() => admin.deleteGroups([group])) });
+      cleanups.push({ what: `delete group ${group}`, run: () => deleteGroup(group) });
       // The JVM flags of Kafka's bin/connect-standalone.sh (KAFKA_HEAP_OPTS) and kafka-run-class.sh (KAFKA_JVM_PERFORMANCE_OPTS).
       const jvm = [
         ...opt['connect-heap'].split(/\s+/).filter((s) => s !== ''),
@@ -557,7 +567,7 @@ async function main(): Promise<void> {
       );
     } else {
       const group = `exactlyonce.${JOB}.${suffix}`;
-      cleanups.push({ what: `delete group ${group}`, run: () => retried(() => admin.deleteGroups([group])) });
+      cleanups.push({ what: `delete group ${group}`, run: () => deleteGroup(group) });
       f = await measure(
         'eo',
         () => start(cli, ['run', '--job', jobFile, ...conn, '--group', group], path.join(tmp, 'eo.log')),
@@ -632,6 +642,7 @@ main()
     process.exit(0);
   })
   .catch(async (e: unknown) => {
+    if (interrupted) return; // the signal's clean-up is under way and exits
     console.error(`error: ${e instanceof Error ? e.message : String(e)}`);
     failed = true;
     await cleanup();
