@@ -260,7 +260,7 @@ export class PreparedBatch {
   constructor(
     private readonly client: Client,
     readonly query: string,
-    consistency: number,
+    readonly consistency: number,
   ) {
     this.options = { prepare: true, logged: false, consistency };
   }

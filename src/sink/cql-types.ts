@@ -25,7 +25,7 @@
  */
 import { isIP } from 'node:net';
 import { isLosslessNumber, type LosslessNumber } from 'lossless-json';
-import { types } from '../cassandra/session.js';
+import { toLong, types } from '../cassandra/session.js';
 
 export const SCALAR_TYPES = ['text', 'int', 'bigint', 'double', 'boolean', 'timestamp', 'uuid', 'decimal', 'smallint', 'tinyint', 'float', 'date', 'time', 'blob', 'inet', 'timeuuid'] as const;
 export type ScalarType = (typeof SCALAR_TYPES)[number];
@@ -210,8 +210,10 @@ function scalar(type: ScalarType, v: unknown): Converted {
     case 'bigint': {
       const digits = num ?? (typeof v === 'string' ? v : undefined);
       if (digits === undefined || !/^-?\d+$/.test(digits)) return fail(`expected a whole number (or a string of digits), got ${shown(v)}`);
+      // Up to 15 digits a double holds exactly: no BigInt needed.
+      if (digits.length <= 15) return { ok: true, value: types.Long.fromNumber(Number(digits)) };
       const b = BigInt(digits);
-      return b >= INT64_MIN && b <= INT64_MAX ? { ok: true, value: types.Long.fromString(b.toString()) } : fail(`${digits} is outside bigint's 64-bit range`);
+      return b >= INT64_MIN && b <= INT64_MAX ? { ok: true, value: toLong(b) } : fail(`${digits} is outside bigint's 64-bit range`);
     }
     case 'double': {
       if (num === undefined) return fail(`expected a number, got ${shown(v)}`);

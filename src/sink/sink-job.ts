@@ -636,13 +636,18 @@ export class SinkJob implements Job<SinkRow> {
       );
     }
     if (config.mode === 'upsert') await this.checkNoWallClockWrites();
-    const table = `${context.keyspace}.${config.table}`;
+    this.statements = this.rowStatements(context.session, context.keyspace);
+  }
+
+  /** The row writes: log mode's insert; upsert's insert and delete. */
+  private rowStatements(session: Client, keyspace: string): { insert: PreparedBatch; del?: PreparedBatch } {
+    const { config } = this;
+    const table = `${keyspace}.${config.table}`;
     const names = config.columns.map((c) => c.name).join(', ');
     const marks = config.columns.map(() => '?').join(', ');
     const ttl = config.ttl !== undefined;
-    const statement = (cql: string) => new PreparedBatch(context.session, cql, this.consistency);
-    this.statements =
-      config.mode === 'log'
+    const statement = (cql: string) => new PreparedBatch(session, cql, this.consistency);
+    return config.mode === 'log'
         ? { insert: statement(`INSERT INTO ${table} (partition, offset, ${names}) VALUES (?, ?, ${marks})${ttl ? ' USING TTL ?' : ''}`) }
         : {
             insert: statement(`INSERT INTO ${table} (${names}) VALUES (${marks}) USING TIMESTAMP ?${ttl ? ' AND TTL ?' : ''}`),

@@ -50,23 +50,36 @@ test('consistency: LOCAL_QUORUM by default, QUORUM and EACH_QUORUM taken; levels
   assert.equal(problem({ ...base, consistensy: 'QUORUM' }), 'orders.yaml: consistensy: unknown key (did you mean consistency?)');
 });
 
-test('the sink writes its rows at the configured consistency (log batches and upsert statements)', async () => {
+test('the sink writes its rows at the configured consistency (log batches, upsert batches)', async (t) => {
   const { SinkJob } = await import('../../src/sink/sink-job.js');
   const { consistencies } = await import('../../src/cassandra/session.js');
-  const seen: unknown[] = [];
-  const session = { batch: async (_q: unknown, o: { consistency: unknown }) => void seen.push(o.consistency), execute: async (_q: unknown, _p: unknown, o: { consistency: unknown }) => void seen.push(o.consistency) };
-  const record = (value: string, key: string | null) => ({ record: { topic: 't', partition: 0, offset: 1n, key: key === null ? null : Buffer.from(key), value: Buffer.from(value), timestampMs: 0 }, value: undefined as never });
+  const { PreparedBatch } = await import('../../src/cassandra/prepared-batch.js');
+  // No server: each statement is "prepared" with a writer per parameter, and what is sent is recorded.
+  const seen: Array<{ query: string; consistency: number; rows: number }> = [];
+  t.mock.method(PreparedBatch.prototype, 'bound', async function (this: InstanceType<typeof PreparedBatch>) {
+    const n = this.query.split('?').length - 1;
+    return { queryId: Buffer.from(this.query.slice(0, 6)), meta: { columns: [] }, writers: Array.from({ length: n }, () => (rows: { null(): void }) => rows.null()) };
+  });
+  t.mock.method(PreparedBatch.prototype, 'replicaSet', async () => '');
+  t.mock.method(PreparedBatch.prototype, 'send', async function (this: InstanceType<typeof PreparedBatch>, _info: unknown, rows: { count: number }) {
+    seen.push({ query: this.query, consistency: this.consistency, rows: rows.count });
+  });
+  const record = (value: string | null, key: string | null, offset: bigint) => ({ topic: 't', partition: 0, offset, key: key === null ? null : Buffer.from(key), value: value === null ? null : Buffer.from(value), timestampMs: 0 });
   for (const [mode, extra, level] of [
     ['log', {}, consistencies.quorum],
     ['upsert', { key: ['id'], columns: { id: 'bigint', total: 'decimal' } }, consistencies.eachQuorum],
   ] as const) {
     seen.length = 0;
     const job = new SinkJob(sinkConfig({ ...base, mode, ...extra, consistency: level === consistencies.quorum ? 'QUORUM' : 'EACH_QUORUM' }));
-    Object.assign(job, { session, keyspace: 'ks' });
-    const r = record('{"id": 1, "total": 2}', mode === 'upsert' ? '1' : null);
-    const d = job.decode(r.record);
-    assert.ok(d.ok);
-    await job.write(0, [{ record: r.record, value: d.value }], new AbortController().signal);
-    assert.deepEqual(seen, [level], mode);
+    Object.assign(job, { statements: (job as unknown as { rowStatements(s: unknown, k: string): unknown }).rowStatements({}, 'ks') });
+    const records = mode === 'log' ? [record('{"id": 1, "total": 2}', null, 1n)] : [record('{"id": 1, "total": 2}', '1', 1n), record(null, '2', 2n)];
+    const decoded = records.map((r) => {
+      const d = job.decode(r);
+      assert.ok(d.ok);
+      return { record: r, value: d.value };
+    });
+    await job.write(0, decoded, new AbortController().signal);
+    // One batch: log mode's one row; upsert's insert of key 1 and delete of key 2, two partitions of one replica set.
+    assert.deepEqual(seen.map((s) => [s.consistency, s.rows]), [[level, records.length]], mode);
   }
 });
