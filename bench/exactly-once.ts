@@ -8,7 +8,6 @@ import type { BenchContext } from './context.js';
 import { checkpointProgress, drainTarget, measureProcessDrain } from './drain.js';
 import { startWorker, waitAssigned, type BenchProcess } from './processes.js';
 import type { CaseResult } from './results.js';
-import { produceWorkload, type Workload } from './workload.js';
 
 /**
  * Starts `workers` workers on `topic` with a fresh keyspace and group, and times their drain of its
@@ -37,21 +36,5 @@ export async function runExactlyOnce(ctx: BenchContext, name: string, topic: str
     await Promise.all(procs.map((p) => p.stop()));
     await ctx.dropKeyspace(config.keyspace);
     await ctx.deleteTopic(config.alertsTopic);
-  }
-}
-
-/**
- * A case on a topic of its own: `w.events` events produced into it (the bench's partitions, event-time
- * rate and base time), then drained by one exactly-once worker; the topic is deleted afterwards.
- */
-export async function runOneWorkerOnFreshTopic(ctx: BenchContext, name: string, w: Pick<Workload, 'events' | 'seed' | 'healthMix'>): Promise<CaseResult> {
-  const o = ctx.options;
-  const config = ctx.caseConfig(name);
-  await ctx.freshTopic(config, o.partitions);
-  try {
-    await produceWorkload(ctx, config, { ...w, partitions: o.partitions, baseTs: Date.UTC(2024, 5, 1), eventTimeRate: o.eventTimeRate }, name);
-    return await runExactlyOnce(ctx, name, config.topic, 1);
-  } finally {
-    await ctx.deleteTopic(config.topic);
   }
 }

@@ -7,7 +7,7 @@ import { defaultRunnerOptions } from '../src/engine/runner.js';
 import { ROWS_PER_BATCH } from '../src/cassandra/batches.js';
 
 /** The groups of cases `--cases` can select; each group yields one or more result cases. */
-export const CASE_GROUPS = ['ceiling', 'client', 'baseline', 'eo1', 'eoN', 'alerts', 'latency', 'memory'] as const;
+export const CASE_GROUPS = ['ceiling', 'client', 'baseline', 'eo1', 'eoN', 'alerts', 'sink', 'latency', 'memory'] as const;
 export type CaseGroup = (typeof CASE_GROUPS)[number];
 
 export interface BenchOptions {
@@ -53,6 +53,11 @@ export interface BenchOptions {
   latencyPollMs: number;
   /** Events/s that 100 % stands for, when the 1-worker case is not run (or to override it). */
   latencyMaxRate: number | undefined;
+  /**
+   * Distinct record keys of the pre-produced events (the upsert sink's rows); rounded up to a multiple
+   * of the partitions, so that each key's records share a partition as an upsert sink requires.
+   */
+  upsertKeys: number;
   /** Events the memory case's worker starts behind. */
   behindEvents: number;
   /** Case groups to run (all by default). */
@@ -93,6 +98,7 @@ export const defaultBenchOptions: BenchOptions = {
   latencyPollMs: 20,
   latencyMaxRate: undefined,
   behindEvents: 1_000_000,
+  upsertKeys: 400_000,
   cases: new Set(CASE_GROUPS),
   outDir: 'bench/results',
   seed: 20240601,

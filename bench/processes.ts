@@ -183,12 +183,13 @@ const FIRST_METRICS_PORT = 19400;
  * A real worker: `bin/exactlyonce run` with the bench's batching flags, JSON logs at info level, and
  * /metrics on a free port (its stage histogram is part of the results: bench/stages.ts).
  */
-export async function startWorker(ctx: ProcessHost, config: ConnectionConfig, label: string): Promise<BenchProcess> {
+/** `extra`: more arguments of `run` (a job's `--job <file>`). */
+export async function startWorker(ctx: ProcessHost, config: ConnectionConfig, label: string, extra: readonly string[] = []): Promise<BenchProcess> {
   const o = ctx.options;
   const port = await freePort(FIRST_METRICS_PORT, metricsPorts);
   metricsPorts.add(port);
   const args = ['run', ...connectionArgs(config), '--max-batch', String(o.maxBatch), '--concurrency', String(o.concurrency), '--max-buffer-mb', String(o.maxBufferMb), '--layout', o.layout];
-  args.push('--metrics-port', String(port));
+  args.push('--metrics-port', String(port), ...extra);
   const env: Record<string, string> = { ...connectionEnv(config), EXACTLYONCE_LOG_FORMAT: 'json', EXACTLYONCE_LOG_LEVEL: 'info', ...nodeOptions(ctx) };
   // Node refuses --cpu-prof in NODE_OPTIONS, so a profiled worker is started as bin/exactlyonce
   // starts it (node and the CLI's main module, the build's or through tsx the sources') with the

@@ -79,6 +79,11 @@ export interface BenchResults {
     exactlyOnceNToBaseline: number | null;
     /** 1-worker exactly-once events/s with all events Critical (alerts) over without. */
     alertsToExactlyOnce: number | null;
+    /** The sink's events/s (log mode, upsert mode) over the 1-worker exactly-once case's, and its worker CPU per 1,000 events over that case's. */
+    sinkLogToExactlyOnce?: number | null;
+    sinkUpsertToExactlyOnce?: number | null;
+    sinkLogCpuToExactlyOnce?: number | null;
+    sinkUpsertCpuToExactlyOnce?: number | null;
     /** The 1-worker case's CPU per 1,000 events over the Kafka client's alone through its KafkaJS layer (the worker's path until 2acee8e). */
     workerCpuToClient?: number | null;
     /** The same over the client's lower-level consume (the worker's path since 2acee8e: src/kafka/consumer.ts). */

@@ -15,6 +15,7 @@ import { runClient } from './client.js';
 import { BenchContext, bounded } from './context.js';
 import { runExactlyOnce } from './exactly-once.js';
 import { runLatency } from './latency.js';
+import { runSink } from './sink.js';
 import { machine, versions } from './machine.js';
 import { runMemoryBehind } from './memory.js';
 import type { BenchOptions } from './options.js';
@@ -43,9 +44,9 @@ export async function runBench(base: ConnectionConfig, o: BenchOptions, hooks: R
   const cases: Record<string, CaseResult> = {};
   try {
     const facts = { versions: await versions(ctx), machine: machine() };
-    const workload: Workload = { events: o.events, partitions: o.partitions, seed: o.seed, baseTs: Date.UTC(2024, 5, 1), eventTimeRate: o.eventTimeRate, healthMix: o.healthMix };
+    const workload: Workload = { events: o.events, partitions: o.partitions, seed: o.seed, baseTs: Date.UTC(2024, 5, 1), eventTimeRate: o.eventTimeRate, healthMix: o.healthMix, keys: o.upsertKeys };
     const steps: Array<[string, () => Promise<void>]> = [];
-    const needsTopic = wants('client') || wants('baseline') || wants('eo1') || wants('eoN');
+    const needsTopic = wants('client') || wants('baseline') || wants('eo1') || wants('eoN') || wants('sink');
     const topic = ctx.caseConfig('events');
     if (needsTopic) {
       steps.push([
@@ -88,6 +89,10 @@ export async function runBench(base: ConnectionConfig, o: BenchOptions, hooks: R
       if (wants('baseline')) steps.push([`baseline: at-least-once consumer${nth}`, async () => record('baseline', await runBaseline(ctx, topic.topic, o.events))]);
       if (wants('eo1')) steps.push([`exactly-once, 1 worker${nth}`, async () => record('exactlyOnce1', await runExactlyOnce(ctx, 'exactlyOnce1', topic.topic, 1))]);
       if (wants('alerts')) steps.push([`exactly-once with alerts, 1 worker${nth}`, async () => record('exactlyOnce1Alerts', await runAlerts(ctx, alertsTopic!.topic))]);
+      if (wants('sink')) {
+        steps.push([`the sink, log mode, 1 worker${nth}`, async () => record('sinkLog', await runSink(ctx, 'sinkLog', topic.topic, 'log'))]);
+        steps.push([`the sink, upsert mode, 1 worker${nth}`, async () => record('sinkUpsert', await runSink(ctx, 'sinkUpsert', topic.topic, 'upsert'))]);
+      }
     }
     if (wants('eoN')) {
       const name = `exactlyOnce${o.workers}`;
@@ -106,7 +111,14 @@ export async function runBench(base: ConnectionConfig, o: BenchOptions, hooks: R
         ]);
       }
     }
-    if (wants('memory')) steps.push([`memory: 1 worker starting ${o.behindEvents} events behind`, async () => record('memoryBehind', await runMemoryBehind(ctx))]);
+    if (wants('memory')) {
+      steps.push([
+        `memory: 1 worker${wants('sink') ? ', then the sink,' : ''} starting ${o.behindEvents} events behind`,
+        async () => {
+          for (const [name, c] of Object.entries(await runMemoryBehind(ctx, wants('sink')))) record(name, c);
+        },
+      ]);
+    }
 
     for (const [i, [title, step]] of steps.entries()) {
       const t0 = Date.now();
@@ -140,6 +152,10 @@ export async function runBench(base: ConnectionConfig, o: BenchOptions, hooks: R
         exactlyOnceToCeiling: div(eo1, ceiling),
         exactlyOnceNToBaseline: div(eoN, baseline),
         alertsToExactlyOnce: div(cases['exactlyOnce1Alerts']?.eventsPerSec, eo1),
+        sinkLogToExactlyOnce: div(cases['sinkLog']?.eventsPerSec, eo1),
+        sinkUpsertToExactlyOnce: div(cases['sinkUpsert']?.eventsPerSec, eo1),
+        sinkLogCpuToExactlyOnce: div(cases['sinkLog']?.cpuMsPer1000Events ?? undefined, cases['exactlyOnce1']?.cpuMsPer1000Events ?? undefined),
+        sinkUpsertCpuToExactlyOnce: div(cases['sinkUpsert']?.cpuMsPer1000Events ?? undefined, cases['exactlyOnce1']?.cpuMsPer1000Events ?? undefined),
         workerCpuToClient: div(cases['exactlyOnce1']?.cpuMsPer1000Events ?? undefined, cases['clientKafkaJS']?.cpuMsPer1000Events ?? undefined),
         workerCpuToClientConsume: div(cases['exactlyOnce1']?.cpuMsPer1000Events ?? undefined, cases['clientConsume']?.cpuMsPer1000Events ?? undefined),
       },

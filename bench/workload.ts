@@ -2,7 +2,8 @@
  * The events every throughput case reads: the original generator's records (3 clients, source
  * "My Router"; the health mix is an option), seeded, with a deterministic event time, sent round-robin over the
  * partitions so that every partition gets the same share (keyed by client alone, 3 clients would fill
- * only 3 of 6 partitions). Record i lands in partition i mod P at offset ⌊i / P⌋ of a fresh topic, so
+ * only 3 of 6 partitions; the throughput cases' topic keys them by number instead, for the upsert sink).
+ * Record i lands in partition i mod P at offset ⌊i / P⌋ of a fresh topic, so
  * the ceiling can rebuild exactly the rows the consumers store without reading Kafka.
  */
 import { decodeEvent, type Event } from '../src/app/event.js';
@@ -22,6 +23,12 @@ export interface Workload {
   eventTimeRate: number;
   /** Relative weights of health 0, 1, 2 (the original generator: all Critical). */
   healthMix: readonly [number, number, number];
+  /**
+   * Record keys: record i is keyed by the number i mod K, K the smallest multiple of the partitions at
+   * or above this, so that a key's records all land on one partition (i mod P = (i mod K) mod P); the
+   * upsert sink's rows. Absent: keyed by client, as the generator keys them.
+   */
+  keys?: number;
 }
 
 /** Records per send, and sends in flight, while pre-producing. */
@@ -45,8 +52,9 @@ function generatorOptions(w: Workload): GeneratorOptions {
 /** The workload's records in send order, with their partition. */
 export function* workloadRecords(w: Workload): Generator<OutgoingRecord & { partition: number }> {
   let i = 0;
+  const keys = w.keys === undefined ? undefined : Math.ceil(w.keys / w.partitions) * w.partitions;
   for (const r of generate(generatorOptions(w))) {
-    yield { key: r.key, value: r.value, partition: i % w.partitions };
+    yield { key: keys === undefined ? r.key : String(i % keys), value: r.value, partition: i % w.partitions };
     i++;
   }
 }

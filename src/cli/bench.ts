@@ -101,6 +101,7 @@ export function benchCommand(): Command {
       .addOption(new Option('--latency-poll-ms <ms>', 'how often rows are read back (resolution of the latencies)').default(d.latencyPollMs).argParser(int('--latency-poll-ms', 1, 10000)))
       .addOption(new Option('--latency-max-rate <n>', 'events/s that 100 % stands for (default: the measured 1-worker rate)').argParser(int('--latency-max-rate', 1, 1e8)))
       .addOption(new Option('--behind-events <n>', 'events the memory case starts behind').default(d.behindEvents).argParser(int('--behind-events', 100, 1e10)))
+      .addOption(new Option('--upsert-keys <n>', "distinct record keys of the pre-produced events (the upsert sink case's rows)").default(d.upsertKeys).argParser(int('--upsert-keys', 1, 1e9)))
       .addOption(new Option('--cases <list>', `cases to run: ${CASE_GROUPS.join(',')}`).default(d.cases, 'all').argParser(caseList))
       .addOption(new Option('--seed <n>', 'seed of the generated events').default(d.seed).argParser(int('--seed', 0, 2 ** 31)))
       .addOption(new Option('--case-timeout <s>', 'give up on a case after this many seconds').default(d.caseTimeoutSeconds).argParser(int('--case-timeout', 10, 86400)))
@@ -124,7 +125,7 @@ export function benchCommand(): Command {
       const options: BenchOptions = {
         ...{ events, partitions, healthMix, alertsEvents, eventTimeRate, workers, repeat, maxBatch, concurrency, maxBufferMb, ceilingConcurrency, ceilingSweepEvents, ceilingBatchRows },
         latencyPercents: opts.latencyRates,
-        ...{ latencySeconds, latencyWarmupSeconds, latencyPollMs, latencyMaxRate, behindEvents, cases },
+        ...{ latencySeconds, latencyWarmupSeconds, latencyPollMs, latencyMaxRate, behindEvents, upsertKeys: opts.upsertKeys, cases },
         outDir: path.resolve(opts.out),
         seed,
         caseTimeoutSeconds: opts.caseTimeout,

@@ -1,0 +1,65 @@
+/**
+ * The declarative sink on the events every throughput case reads (issue 38's cases): one real
+ * `exactlyonce run --job <sink config>` worker drains the pre-produced topic into a table of the
+ * `events` shape (the same five columns), in log mode (`sinkLog`: one row per record, like the events
+ * job's rows) and in upsert mode (`sinkUpsert`: one row per record key; the workload keys its records
+ * by `upsertKeys` distinct numbers, src/bench/workload.ts). Compared with `exactlyOnce1` (the events job
+ * on the same records; none of them Critical by default, so its alerts cost nothing).
+ */
+import { rmSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import type { ConnectionConfig } from '../src/config.js';
+import { applyJobMigrations } from '../src/cassandra/migrate.js';
+import { fromLong } from '../src/cassandra/session.js';
+import { sinkConfig as parseSinkConfig } from '../src/sink/sink-config.js';
+import { SinkJob } from '../src/sink/sink-job.js';
+import type { BenchContext } from './context.js';
+import { drainTarget, measureProcessDrain } from './drain.js';
+import { startWorker, waitAssigned } from './processes.js';
+import type { CaseResult } from './results.js';
+
+export type SinkMode = 'log' | 'upsert';
+
+/** The sink config of a mode: the events' five fields as columns; upsert adds the record key as its key. */
+export function sinkConfig(mode: SinkMode, topic: string): object {
+  const columns = {
+    id: { type: 'bigint', required: true },
+    ts: { type: 'timestamp', required: true },
+    source: { type: 'text', required: true },
+    client: { type: 'text', required: true },
+    health: { type: 'int', required: true },
+  };
+  return mode === 'log'
+    ? { name: 'bench_events', topic, table: 'events_sink', mode, columns }
+    : { name: 'bench_events', topic, table: 'events_sink', mode, key: ['k'], columns: { k: { type: 'bigint', field: 'key' }, ...columns } };
+}
+
+export async function runSink(ctx: BenchContext, name: string, topic: string, mode: SinkMode): Promise<CaseResult> {
+  const config: ConnectionConfig = ctx.caseConfig(name, topic);
+  await ctx.freshKeyspace(config);
+  const file = path.join(os.tmpdir(), `${config.keyspace}.json`);
+  const raw = sinkConfig(mode, topic);
+  writeFileSync(file, JSON.stringify(raw));
+  const job = new SinkJob(parseSinkConfig(raw, 'the bench sink'));
+  await applyJobMigrations(ctx.session, config.keyspace, job.name, job.migrations);
+  const proc = await startWorker(ctx, config, `${name} worker`, ['--job', file]);
+  try {
+    ctx.status(`${name}: starting the worker…`);
+    await waitAssigned(ctx, proc);
+    return await measureProcessDrain(ctx, {
+      label: name,
+      title: `the sink, ${mode} mode, 1 worker (bin/exactlyonce run --job)`,
+      total: await drainTarget(ctx, topic),
+      progress: async () => {
+        const r = await ctx.session.execute(`SELECT next_offset FROM ${config.keyspace}.job_checkpoints WHERE job = ? AND topic = ?`, [job.name, topic], { prepare: true });
+        return r.rows.reduce((n, row) => n + Number(fromLong(row['next_offset'])), 0);
+      },
+      processes: [{ role: 'worker 1', proc }],
+    });
+  } finally {
+    await proc.stop();
+    rmSync(file, { force: true });
+    await ctx.dropKeyspace(config.keyspace);
+  }
+}
