@@ -168,6 +168,13 @@ function treePeakRssMiB(pid: number): { mib: number; byPid: Record<number, numbe
   }
   return { mib: Math.max(0, ...Object.values(byPid)), byPid };
 }
+function readCmdline(pid: number): string {
+  try {
+    return readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0').join(' ').trim();
+  } catch {
+    return '?';
+  }
+}
 function comm(pid: number): string {
   try {
     return readFileSync(`/proc/${pid}/comm`, 'utf8').trim();
@@ -380,6 +387,10 @@ interface Figures {
   processes: Record<number, string>;
   /** The 1-minute load average as the window opened: above ~0.5 here, other work ran beside it. */
   loadavg1Before: number;
+  /** The command line of the measured process (after bin/exactlyonce's exec: node's). */
+  cmdline: string;
+  /** exactlyonce: whether bin/exactlyonce ran the build (dist/) or the sources through tsx. */
+  runsFrom?: 'build' | 'sources (tsx)';
   rowsStored?: number;
 }
 
@@ -398,6 +409,7 @@ async function measure(system: 'connect' | 'eo', launch: () => ReturnType<typeof
   let lastLog = t0;
   const processes: Record<number, string> = {};
   const loadBefore = round(os.loadavg()[0]!, 2);
+  let cmdline = '';
   let cpu = 0;
   let rss = { mib: 0, byPid: {} as Record<number, number> };
   for (;;) {
@@ -416,6 +428,7 @@ async function measure(system: 'connect' | 'eo', launch: () => ReturnType<typeof
     if (done > 0 && first === undefined) first = { t, n: done };
     if (done >= N) {
       rss = treePeakRssMiB(pid);
+      cmdline = readCmdline(pid);
       cpu = Math.max(cpu, treeCpu(pid));
       break;
     }
@@ -448,6 +461,7 @@ async function measure(system: 'connect' | 'eo', launch: () => ReturnType<typeof
     pid,
     processes,
     loadavg1Before: loadBefore,
+    cmdline,
   };
 }
 const round = (x: number, d: number) => Math.round(x * 10 ** d) / 10 ** d;
@@ -573,6 +587,12 @@ async function main(): Promise<void> {
         () => start(cli, ['run', '--job', jobFile, ...conn, '--group', group], path.join(tmp, 'eo.log')),
         () => checkpointSum(ks, topic),
       );
+    }
+    if (system === 'eo') {
+      // bin/exactlyonce runs the build (dist/) only while no file under src/ or bench/ is newer than it,
+      // else the sources through tsx (slower to start, and its esbuild child's CPU counts too).
+      f.runsFrom = /dist\/src\/cli\/main\.js/.test(f.cmdline) ? 'build' : 'sources (tsx)';
+      if (f.runsFrom !== 'build') log('note: exactlyonce ran from its sources through tsx (the build is older than a file under src/ or bench/, e.g. the connector\'s target/): `make build`, then run again, to measure the build, as an installed package runs');
     }
     log(`${system}: ${N} durable in ${f.endToEndSeconds} s (${f.endToEndPerSecond}/s end to end, ${f.steadyPerSecond ?? '?'}/s steady), ${f.cpuSeconds} CPU s, peak RSS ${f.peakRssMiB} MiB`);
     results.push(f);
