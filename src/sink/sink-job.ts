@@ -38,6 +38,7 @@ import { consistencies, toLong, types, type Client } from '../cassandra/session.
 import type { SchemaRegistryConfig } from '../config.js';
 import { createDecoder, decoderLookup, isRegistryFormat, schemaCache, SchemaNotFetched, type Decoder } from '../formats/decoder.js';
 import { jsonTooDeep } from '../formats/bounds.js';
+import { parseFlatObject } from '../formats/flat-json.js';
 import type { DecodeLookup } from '../engine/job.js';
 import type { Expectation, JobAudit } from '../engine/job-audit.js';
 import type { Decoded, DecodedRecord, Job, JobContext, JobMigration, SourceRecord } from '../engine/job.js';
@@ -122,6 +123,9 @@ function isRecord(doc: unknown): doc is Record<string, unknown> {
 
 function parseObject(bytes: Buffer): Record<string, unknown> | string {
   const text = bytes.toString('utf8');
+  // A flat object (the common record) in one pass; anything else as lossless-json reads it.
+  const flat = parseFlatObject(text);
+  if (flat !== undefined) return flat;
   const deep = jsonTooDeep(text);
   if (deep !== undefined) return deep;
   let doc: unknown;
