@@ -33,7 +33,7 @@
  * that could only come from a worker paused for longer.
  */
 import { Counter } from 'prom-client';
-import { isLosslessNumber, parse } from 'lossless-json';
+import { isLosslessNumber, LosslessNumber, parse } from 'lossless-json';
 import { consistencies, toLong, types, type Client } from '../cassandra/session.js';
 import type { SchemaRegistryConfig } from '../config.js';
 import { createDecoder, decoderLookup, isRegistryFormat, schemaCache, SchemaNotFetched, type Decoder } from '../formats/decoder.js';
@@ -138,6 +138,17 @@ function parseObject(bytes: Buffer): Record<string, unknown> | string {
   return doc;
 }
 
+const WHOLE = /^-?(?:0|[1-9]\d*)$/;
+
+/** A key's values as one text, equal for equal keys (a key's columns are required: never null). */
+function keyText(key: readonly unknown[]): string {
+  if (key.length === 1) {
+    const c = canonical(key[0]);
+    return typeof c === 'string' ? c : JSON.stringify(c);
+  }
+  return JSON.stringify(canonical(key));
+}
+
 /** A column's value from its raw value (undefined: missing): converted, its default, null, or why not. */
 function columnValue(col: SinkColumn, v: unknown): { ok: true; value: unknown } | { ok: false; reason: string; detail: string } {
   if (v === undefined || v === null) {
@@ -193,7 +204,8 @@ export class SinkCodec {
       let v: unknown = text;
       if (col.type.kind === 'scalar' && col.type.name !== 'text') {
         try {
-          const j = parse(text);
+          // A whole number (the common key) as lossless-json reads it, without its parser.
+          const j = WHOLE.test(text) ? new LosslessNumber(text) : parse(text);
           if (j !== null && (typeof j !== 'object' || isLosslessNumber(j))) v = j;
         } catch {
           // not JSON: the text itself (a uuid, an ISO date)
@@ -385,7 +397,7 @@ export class SinkCodec {
     }
     if (config.mode === 'upsert') {
       const inValue = this.keyColumns.map((c) => values[config.columns.indexOf(c)]);
-      if (JSON.stringify(canonical(inValue)) !== JSON.stringify(canonical(key))) {
+      if (keyText(inValue) !== keyText(key)) {
         return bad('key_mismatch', `the record key names ${JSON.stringify(canonical(key))}, the value ${JSON.stringify(canonical(inValue))}`);
       }
     }
@@ -743,7 +755,7 @@ export class SinkJob implements Job<SinkRow> {
     const all = config.columns.some((c) => c.onNull === 'unset');
     const byKey = new Map<string, DecodedRecord<SinkRow>[]>();
     for (const r of records) {
-      const k = JSON.stringify(canonical(r.value.key));
+      const k = keyText(r.value.key);
       const list = byKey.get(k);
       if (list === undefined) byKey.set(k, [r]);
       else if (all) list.push(r);
