@@ -167,6 +167,8 @@ type KeyView = { ok: true; text: string | undefined; value: unknown } | { ok: fa
 
 export class SinkCodec {
   private readonly keyColumns: SinkColumn[];
+  /** The columns, a key's required (a key column is never null). */
+  private readonly requiredColumns: SinkColumn[];
   /** Some column reads the record key (key, key.x). */
   private readonly readsKey: boolean;
   /** Some column leaves a missing field unset (no cell). */
@@ -183,6 +185,7 @@ export class SinkCodec {
   /** `registry`: where the schemas are, for a registry format (the connection's --schema-registry-url). */
   constructor(readonly config: SinkConfig, registry?: SchemaRegistryConfig) {
     this.keyColumns = config.key.map((k) => config.columns.find((c) => c.name === k)!);
+    this.requiredColumns = config.columns.map((c) => (config.key.includes(c.name) ? { ...c, required: true } : c));
     this.readsKey = config.columns.some((c) => c.source === 'key');
     this.unsets = config.columns.some((c) => c.onNull === 'unset');
     const keyDecoded = config.mode === 'upsert' || this.readsKey;
@@ -387,11 +390,18 @@ export class SinkCodec {
     const values: unknown[] = [];
     // Columns whose field path matched nothing in this record (src/sink/unmatched-columns.ts).
     const absent: number[] = [];
-    for (const col of config.columns) {
-      const raw = this.sourceValue(col, record, doc, keyOf);
-      if (!raw.ok) return bad(raw.reason, raw.detail);
-      if (raw.value === undefined) absent.push(values.length);
-      const v = columnValue(config.key.includes(col.name) ? { ...col, required: true } : col, raw.value);
+    const cols = this.requiredColumns;
+    for (let i = 0; i < cols.length; i++) {
+      const col = cols[i]!;
+      let rawValue: unknown;
+      if (col.source === 'value') rawValue = field(doc, col.field);
+      else {
+        const raw = this.sourceValue(col, record, doc, keyOf);
+        if (!raw.ok) return bad(raw.reason, raw.detail);
+        rawValue = raw.value;
+      }
+      if (rawValue === undefined) absent.push(values.length);
+      const v = columnValue(col, rawValue);
       if (!v.ok) return bad(v.reason, v.detail);
       values.push(v.value);
     }

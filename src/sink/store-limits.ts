@@ -110,10 +110,13 @@ export function rowBytes(columns: readonly { name: string; type: CqlType }[], va
   let bytes = 0;
   let largest = 0;
   let largestAt = 0;
-  for (const [i, c] of columns.entries()) {
-    const n = valueBytes(c.type, values[i]);
+  for (let i = 0; i < columns.length; i++) {
+    const n = valueBytes(columns[i]!.type, values[i]);
     bytes += 4 + n;
-    if (n > largest) [largest, largestAt] = [n, i];
+    if (n > largest) {
+      largest = n;
+      largestAt = i;
+    }
   }
   if (bytes <= MAX_ROW_BYTES) return { bytes };
   return {

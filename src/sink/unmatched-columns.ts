@@ -12,16 +12,16 @@ export const WARN_EVERY_MS = 60_000;
 
 /** The columns (by index) that no row of the batch matched; none for a batch without rows. */
 export function unmatchedColumns(columnCount: number, rows: Iterable<SinkRow>): number[] {
+  // A column no row matched is absent from every row: count each column's absences (each row lists a column once).
   let seen = 0;
-  const matched = new Array<boolean>(columnCount).fill(false);
+  const absences = new Array<number>(columnCount).fill(0);
   for (const r of rows) {
     if (r.kind !== 'row') continue;
     seen++;
-    const absent = new Set(r.absent);
-    for (let i = 0; i < columnCount; i++) if (!absent.has(i)) matched[i] = true;
+    for (const i of r.absent) absences[i]!++;
   }
   if (seen === 0) return [];
-  return matched.flatMap((m, i) => (m ? [] : [i]));
+  return absences.flatMap((n, i) => (n === seen ? [i] : []));
 }
 
 /** Reports unmatched columns: `count` for every batch (a metric), `warn` rate-limited per column. */
