@@ -211,9 +211,9 @@ export function isReplicasUnavailable(e: unknown): boolean {
  * The nodes as `client` sees them: those the driver holds down, and when the node started last of all
  * (epoch ms, rounded up to the second). A node's gossip generation is the second it started
  * (`system_views.gossip_info`, Cassandra 4.1 and later; on an older server, or when the coordinator
- * cannot say, the start is unknown: null).
+ * cannot say, the start is unknown: null, and `onUnknownStart` is told why).
  */
-export async function ringState(client: Client): Promise<{ down: string[]; lastStart: number | null }> {
+export async function ringState(client: Client, onUnknownStart?: (cause: unknown) => void): Promise<{ down: string[]; lastStart: number | null }> {
   const down = client.hosts.values().filter((h) => !h.isUp()).map((h) => h.address);
   let lastStart: number | null = null;
   try {
@@ -222,6 +222,7 @@ export async function ringState(client: Client): Promise<{ down: string[]; lastS
     if (starts.length > 0) lastStart = (Math.max(...starts) + 1) * 1000;
   } catch (e) {
     if (isRetriableCassandraError(e)) throw e;
+    onUnknownStart?.(e);
   }
   return { down, lastStart };
 }

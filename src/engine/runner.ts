@@ -105,6 +105,16 @@ export class Runner {
   private readonly lostWrites: LostWrites;
   /** Settles with the refusal that stops this worker for good (a missing ACL, a revoked login). */
   private refused: ((e: ExactlyOnceError) => void) | undefined;
+  /** Warned that no node's start can be read (once: every replay decision would say it again). */
+  private unknownStartWarned = false;
+  private readonly unknownStartOnce = (cause: unknown): void => {
+    if (this.unknownStartWarned) return;
+    this.unknownStartWarned = true;
+    this.log.warn(
+      { err: cause instanceof Error ? cause.message : String(cause) },
+      'system_views.gossip_info cannot be read (Cassandra before 4.1, or no permission on it): a node that restarted is not seen, so rows it lost are read again only while a node is seen down (docs/guarantees.md)',
+    );
+  };
   /**
    * Resolves with the error when the brokers refuse this worker something no retry can change (the
    * client itself retries such refusals forever, logging them): the caller stops the worker and
@@ -278,7 +288,7 @@ export class Runner {
     };
     this.lostWrites.wire({
       checkpoints,
-      ring: () => ringState(session),
+      ring: () => ringState(session, this.unknownStartOnce),
       planner,
       tasks: () => this.taskManager,
       consumer,
