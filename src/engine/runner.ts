@@ -40,9 +40,9 @@ export interface RunnerOptions {
   concurrency: number;
   /**
    * Prefetch bound in KiB: memory stays bounded however far behind the worker is (default 2048). It
-   * also sizes the client's fetch requests and their receive buffers: 8 MiB gave a worker 1,000,000
-   * records behind a peak RSS of 350 MiB at 16,774 events/s, 2 MiB 232 MiB at 21,015 (bench/README.md,
-   * "Memory").
+   * also sizes the client's fetch requests and their receive buffers, so a larger bound costs more than
+   * the records it holds: for a worker far behind, 8 MiB raises the peak RSS well above 2 MiB's and
+   * reads no faster (bench/README.md, "Memory", has the figures).
    */
   maxBufferKb: number;
   /** Group session timeout in ms: how long a silent worker keeps its partitions (default 10000). */

@@ -2,7 +2,8 @@
  * Reads a topic back partition by partition, in offset order, in chunks, with strictly bounded memory:
  * the auditor's view of the broker's log, and the tests' (`readTopic`). It uses the client's low-level
  * consumer (explicit `assign`, `consume(n)` pulls) rather than the KafkaJS-style group consumer, whose
- * message cache is sized by the measured consumption rate and grew past 1.5 GB reading 1 M records.
+ * message cache is sized by the measured consumption rate and so has no useful bound: reading 1 M
+ * records it grows past 1.5 GB.
  * Here at most one chunk is in JavaScript, plus librdkafka's prefetch queue (capped below).
  *
  * Offsets are not contiguous; the reader knows it reached `until` when a record at or after it

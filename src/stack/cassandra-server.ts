@@ -213,7 +213,8 @@ auto_snapshot: false
         `-Dcassandra.triggers_dir=${triggers}`,
         `-Dlogback.configurationFile=${logback}`,
         `-Djava.io.tmpdir=${p.tmp}`,
-        // A fixed token avoids token allocation (~1 min → ~15 s); a ring's nodes have theirs in the yaml.
+        // A fixed token avoids token allocation, which takes a start from ~15 s to ~1 min; a ring's nodes
+        // have theirs in the yaml.
         // Gossip settles at once on one node, and a ring's nodes start one after another anyway.
         '-Dcassandra.skip_wait_for_gossip_to_settle=0',
         ...(node === undefined
