@@ -674,11 +674,11 @@ export class SinkJob implements Job<SinkRow> {
     const ttl = config.ttl !== undefined;
     const statement = (cql: string) => new PreparedBatch(session, cql, this.consistency);
     return config.mode === 'log'
-        ? { insert: statement(`INSERT INTO ${table} (partition, offset, ${names}) VALUES (?, ?, ${marks})${ttl ? ' USING TTL ?' : ''}`) }
-        : {
-            insert: statement(`INSERT INTO ${table} (${names}) VALUES (${marks}) USING TIMESTAMP ?${ttl ? ' AND TTL ?' : ''}`),
-            del: statement(`DELETE FROM ${table} USING TIMESTAMP ? WHERE ${config.key.map((k) => `${k} = ?`).join(' AND ')}`),
-          };
+      ? { insert: statement(`INSERT INTO ${table} (partition, offset, ${names}) VALUES (?, ?, ${marks})${ttl ? ' USING TTL ?' : ''}`) }
+      : {
+          insert: statement(`INSERT INTO ${table} (${names}) VALUES (${marks}) USING TIMESTAMP ?${ttl ? ' AND TTL ?' : ''}`),
+          del: statement(`DELETE FROM ${table} USING TIMESTAMP ? WHERE ${config.key.map((k) => `${k} = ?`).join(' AND ')}`),
+        };
   }
 
   /** Rule 2 (see above), on a sample: a cell written at wall-clock time would win over every later record. */

@@ -17,7 +17,8 @@ test('ringState: gossip_info unreadable (older server, no permission): the start
   const refused = Object.assign(new Error('User x has no SELECT permission on <table system_views.gossip_info>'), { name: 'ResponseError', code: 0x2100 });
   const r = await ringState(client(async () => Promise.reject(refused)), (e) => causes.push(e));
   assert.deepEqual(r, { down: ['10.0.0.2:9042'], lastStart: null });
-  assert.deepEqual(causes, [refused]);
+  assert.equal(causes.length, 1);
+  assert.equal(causes[0], refused);
   const timeout = Object.assign(new Error('timed out'), { name: 'OperationTimedOutError' });
   await assert.rejects(ringState(client(async () => Promise.reject(timeout)), (e) => causes.push(e)), /timed out/);
   assert.equal(causes.length, 1);
