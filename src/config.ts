@@ -1,7 +1,8 @@
 /**
  * Flags + environment → one validated, frozen configuration, the same names for every command.
- * Precedence: flag, then `EXACTLYONCE_<NAME>` environment variable, then the original system's
- * default. Every bad value is reported with the flag that carries it and the form expected.
+ * Precedence: flag, then `EXACTLYONCE_<NAME>` environment variable, then the default (the seed job's
+ * value where it has one: its topic, its consumer group). Every bad value is reported with the flag
+ * that carries it and the form expected.
  *
  * On the command line Commander applies that precedence itself (each flag is bound to its variable
  * with `Option.env()`, src/cli/common.ts) and this module only validates; `loadConnectionConfig(raw,

@@ -1,5 +1,5 @@
 /**
- * The original alert rule, on event time: per source and window, the number of events at the counted
+ * The seed job's alert rule, on event time: per source and window, the number of events at the counted
  * health level (Critical by default); a window whose count reaches the threshold (10 by default) is an
  * alert `(source, ts = window end, event_count)`. Pure: `expectedAlerts` is the recomputation the
  * auditor and the tests compare the `alerts` table with.

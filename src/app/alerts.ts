@@ -15,10 +15,10 @@
  * 2. After the batch's rows are acknowledged, every window it touched is summed over its partitions
  *    (one single-partition read). Of two workers adding to one window, whichever sums last sees both
  *    writes (each sums after its own write is acknowledged), so the final sum is exact.
- * 3. A window at or above the threshold is upserted into the original `alerts` table
- *    `USING TIMESTAMP windowEnd·1000 + count`: within a row the timestamp grows with the count, so a
- *    stale, smaller sum that lands last can never lower it (Cassandra keeps the highest timestamp).
- *    No counters, no Paxos.
+ * 3. A window at or above the threshold is upserted into the `alerts` table (the seed job's,
+ *    verbatim) `USING TIMESTAMP windowEnd·1000 + count`: within a row the timestamp grows with the
+ *    count, so a stale, smaller sum that lands last can never lower it (Cassandra keeps the highest
+ *    timestamp). No counters, no Paxos.
  * 4. The count is published to the alerts topic, keyed by source and window end; then the table row is
  *    read back and, while it is higher than what was published, that is published too. So the last
  *    message of each key always equals the table row: the publisher whose message lands last read the

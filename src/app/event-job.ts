@@ -1,7 +1,7 @@
 /**
- * The original EventStreamingApp on the engine: each valid event becomes one row of the original
- * `events` table, keyed by the Kafka partition and offset it came from, and feeds the event-time
- * alerts (src/app/alerts.ts), all before the batch's checkpoint.
+ * The seed job's EventStreamingApp (docs/design.md §2) as a job of the engine: each valid event becomes
+ * one row of the `events` table (the seed job's, verbatim), keyed by the Kafka partition and offset it
+ * came from, and feeds the event-time alerts (src/app/alerts.ts), all before the batch's checkpoint.
  *
  * Its settings — everything that changes what a record becomes: the record size limit and the alert
  * rule — are the job's, stored in the keyspace's `job` table by its first worker
@@ -29,13 +29,13 @@ export const EVENT_JOB_NAME = 'events';
 export interface EventJobSettings {
   readonly maxRecordBytes: number;
   readonly rule: AlertRule;
-  /** Where the rows go (src/app/events-layout.ts); stored only when not the original table, so jobs stored before layouts existed still match. */
+  /** Where the rows go (src/app/events-layout.ts); stored only when not the seed job's `events` table (ORIGINAL_LAYOUT), so a job row stored without one (a job older than layouts) still matches. */
   readonly layout?: EventsLayout;
 }
 
 export const DEFAULT_EVENT_JOB_SETTINGS: EventJobSettings = { maxRecordBytes: DEFAULT_MAX_RECORD_BYTES, rule: DEFAULT_ALERT_RULE, layout: ORIGINAL_LAYOUT };
 
-/** The stored setting of the layout (`run --layout`); absent: the original `events` table. */
+/** The stored setting of the layout (`run --layout`); absent: the seed job's `events` table (ORIGINAL_LAYOUT). */
 export const LAYOUT_SETTING = 'layout';
 
 /**

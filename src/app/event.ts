@@ -1,5 +1,5 @@
 /**
- * The original system's event and its JSON form:
+ * The event and its JSON form, unchanged from the seed job:
  * `{"id": <int64>, "ts": <epoch ms>, "source": <string>, "client": <string>, "health": <0|1|2>}`.
  * Decoding never throws: a record is either an Event or a reason to quarantine it. `id` is a 64-bit
  * integer kept exact (JSON.parse would round it through float64), so numbers are parsed losslessly.
@@ -54,7 +54,7 @@ export const DEFAULT_MAX_RECORD_BYTES = 64 * 1024;
  *   bytes, or an empty one), with the window end and the rule the partition key of
  *   `alert_window_counts` (the same limit for the three together), and part of the alerts topic's key
  *   `source@windowEnd`. 1 KiB is an identifier, not a payload: far above any real source name (the
- *   original's is "My Router") and far below every server limit, so a source that decodes can always
+ *   generator's is "My Router") and far below every server limit, so a source that decodes can always
  *   be written. An empty source is quarantined as `empty_source`.
  * - `client` is only a column of `events`: 4 KiB.
  * Over either limit: `field_too_long`. A string that is not well-formed Unicode (a lone surrogate,

@@ -2,9 +2,9 @@
  * Where the events job stores its rows: a setting of the job (stored with it, so every worker and
  * `verify` use the same), chosen by the first worker with `run --layout`.
  *
- * - `original` (the default): the original system's `events` table, keyed by (partition, offset). A
- *   whole Kafka partition is one Cassandra partition: with P Kafka partitions, P token ranges hold all
- *   the data whatever the cluster size, and each grows without bound.
+ * - `original` (the default): the `events` table, unchanged from the seed job, keyed by (partition,
+ *   offset). A whole Kafka partition is one Cassandra partition: with P Kafka partitions, P token
+ *   ranges hold all the data whatever the cluster size, and each grows without bound.
  * - `bucketed[:N]`: `events_bucketed`, keyed by ((partition, offset / N), offset), N offsets per bucket
  *   (default 100,000: ~10 MB at ~100 bytes a row). Data spreads over the ring, every Cassandra
  *   partition stays bounded, and a batch (never across two buckets) is still one partition's mutation.
@@ -40,7 +40,7 @@ export function bucketOf(l: Extract<EventsLayout, { kind: 'bucketed' }>, offset:
 
 /**
  * Splits records (in offset order) into runs that share one Cassandra partition: the whole list in
- * the original layout, one run per bucket in the bucketed one.
+ * the `original` layout, one run per bucket in the bucketed one.
  */
 export function sameCassandraPartition<T>(l: EventsLayout, items: readonly T[], offsetOf: (t: T) => bigint): (readonly T[])[] {
   if (l.kind === 'original' || items.length === 0) return items.length === 0 ? [] : [items]; // no copy on the hot path

@@ -1,12 +1,13 @@
 /**
- * The original TestMessageGenerator as a pure, seeded stream: for each round, one event per client,
- * keyed by client, source "My Router", health Critical, ts now. Options add more clients and sources,
- * a health mix and malformed records of every kind the codec quarantines.
+ * The seed job's TestMessageGenerator, its format and defaults kept, as a pure, seeded stream: for
+ * each round, one event per client, keyed by client, source "My Router", health Critical, ts now.
+ * Options add more clients and sources, a health mix and malformed records of every kind the codec
+ * quarantines.
  */
 import { encodeEvent, MAX_SOURCE_BYTES, type HealthCode, type QuarantineReason } from './event.js';
 import { prng } from '../prng.js';
 
-/** The original's three clients; more are named "Client Network N". */
+/** The seed generator's three clients; more are named "Client Network N". */
 export const ORIGINAL_CLIENTS = [
   'Airmiles Rewards Network',
   "Spongebob's Undersea Adventure Network",
@@ -15,13 +16,13 @@ export const ORIGINAL_CLIENTS = [
 export const ORIGINAL_SOURCE = 'My Router';
 
 export interface GeneratorOptions {
-  /** Events per client (the original's events-per-key, default 200); ignored when `count` is set. */
+  /** Events per client (the seed generator's events-per-key, default 200); ignored when `count` is set. */
   eventsPerKey: number;
   /** Total events, spread over the clients round by round. */
   count?: number | undefined;
   clients: number;
   sources: number;
-  /** Relative weights of health 0, 1, 2 (default all Critical, as the original). */
+  /** Relative weights of health 0, 1, 2 (default all Critical, as the seed generator sends). */
   healthMix: readonly [number, number, number];
   /** Fraction of records replaced by a malformed one, 0..1. */
   badRatio: number;

@@ -2,7 +2,7 @@
  * Event-time windows, aligned to the epoch: window k covers [k·slide, k·slide + size). With
  * slide = size (the default, 5 s) they tumble; with slide < size they overlap and an event counts in
  * every window that contains it (size/slide of them when slide divides size). A window is named by its
- * end, as the original stored `ts = window end`. Pure: no clock, no I/O.
+ * end: the `alerts` table, the seed job's verbatim, stores `ts = window end`. Pure: no clock, no I/O.
  */
 export interface WindowSpec {
   /** Window length in ms (default 5000). */

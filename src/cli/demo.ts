@@ -1,9 +1,9 @@
 /**
  * `exactlyonce demo`: the whole pipeline on the local stack. Brings the stack up, applies the schema,
  * creates the topics, starts two workers (each serving /metrics) and the live dashboard, runs the
- * original generator while a status line shows events/s, lag and alerts, waits until every
- * partition's checkpoint reaches the log end, prints the events stored per partition and the alerts
- * raised, and runs `verify`. Ctrl-C stops everything it started. The stack stays up unless
+ * generator with the seed job's defaults while a status line shows events/s, lag and alerts, waits
+ * until every partition's checkpoint reaches the log end, prints the events stored per partition and
+ * the alerts raised, and runs `verify`. Ctrl-C stops everything it started. The stack stays up unless
  * `--stop-stack` is given.
  */
 import type { ChildProcess } from 'node:child_process';
@@ -90,8 +90,9 @@ export function demoCommand(): Command {
         let exitCode = 0;
         let staying = false;
         try {
-          // The demo's keyspace starts empty each time, as the original's set-up truncated it: the
-          // workers then read the whole topic again, so the closing verify checks one complete run.
+          // The demo's keyspace starts empty each time (`schema apply --reset`, like the seed job's
+          // set-up): the workers then read the whole topic again, so the closing verify checks one
+          // complete run.
           await race(applySchema(session, config.keyspace, { class: 'SimpleStrategy', replicationFactor: 1 }, { reset: true }));
           const topic = await race(admin.ensureTopic({ topic: config.topic, partitions: 3, replicationFactor: 1 }));
           await race(admin.ensureTopic({ topic: config.alertsTopic, partitions: 3, replicationFactor: 1, configs: { 'cleanup.policy': 'compact' } }));

@@ -1,4 +1,4 @@
-/** `exactlyonce generate`: the original TestMessageGenerator, plus counts, rates, mixes and bad records. */
+/** `exactlyonce generate`: the seed job's TestMessageGenerator (src/app/generator.ts), plus counts, rates, mixes and bad records. */
 import { Command, Option } from '@commander-js/extra-typings';
 import { BAD_KINDS, generate, totalEvents, type GeneratorOptions } from '../app/generator.js';
 import { intOption, ratioOption } from '../config.js';
@@ -62,7 +62,7 @@ export function generateCommand(): Command {
             rate,
             chunk: CHUNK,
             inFlight: IN_FLIGHT,
-            // The original generator pauses 500 ms after every ten rounds (one event per client each).
+            // The seed job's generator pacing: a 500 ms pause after every ten rounds (one event per client each).
             pauseAfter: (i) => (pauseEveryTen && i % (o.clients * 10) === 0 ? 500 : 0),
             onAcked: (n) => progress.update(n),
           },

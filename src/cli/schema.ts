@@ -1,4 +1,4 @@
-/** `exactlyonce schema apply`: the keyspace, the original's tables verbatim, and ours. */
+/** `exactlyonce schema apply`: the keyspace, the seed job's two tables verbatim (migration 001), and ours. */
 import { Command, Option } from '@commander-js/extra-typings';
 import { applyJobMigrations, applySchema, parseReplication } from '../cassandra/migrate.js';
 import { connect } from '../cassandra/session.js';

@@ -18,7 +18,7 @@ export interface PacedProduceOptions {
   chunk: number;
   /** Sends in flight, at most. */
   inFlight: number;
-  /** A pause in ms after the i-th record (1-based), e.g. the original generator's 500 ms every ten rounds; 0 for none. */
+  /** A pause in ms after the i-th record (1-based), e.g. `generate`'s 500 ms every ten rounds (the seed job's generator pacing); 0 for none. */
   pauseAfter?: (i: number) => number;
   /** Called with the number of records acknowledged so far, after each acknowledged send. */
   onAcked?: (acked: number) => void;

@@ -4,8 +4,8 @@
  * Avro, Protobuf or JSON Schema through the Schema Registry, whose schemas the job's lookup fetches
  * before each batch is decoded); the column mapping does not care which.
  *
- * log: one row per record, keyed by (partition, offset) like the original `events` table. A replay
- * rewrites the same row with the same values.
+ * log: one row per record, keyed by (partition, offset) like the events job's `events` table (the seed
+ * job's). A replay rewrites the same row with the same values.
  *
  * upsert: one row per key; the row equals the key's record with the highest offset, however often and
  * in whatever order writes land (a replay after a crash, a paused zombie writing late). A plain upsert

@@ -44,7 +44,7 @@ export interface AuditOptions {
   readonly rule: AlertRule;
   /** Compare the alerts too (default true). */
   readonly checkAlerts?: boolean;
-  /** Where the job stores its events (default: the original `events` table). */
+  /** Where the job stores its events (default: the seed job's `events` table, ORIGINAL_LAYOUT). */
   readonly layout?: EventsLayout;
   /** The workers' record size limit: larger records must be quarantined as too_large. */
   readonly maxRecordBytes?: number;
