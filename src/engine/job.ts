@@ -77,8 +77,8 @@ export interface Job<T> {
   readonly topic?: string;
   /**
    * Keep the engine's first, unkeyed tables (`checkpoints`, `quarantine`, `partition_state`) instead of
-   * the job-keyed ones: only for the events job, which used them before jobs were keyed, so that an
-   * existing keyspace keeps its positions (src/engine/engine-tables.ts).
+   * the job-keyed ones: only for the events job, whose positions an existing keyspace may hold there
+   * (they predate the job-keyed tables), so that it keeps them (src/engine/engine-tables.ts).
    */
   readonly legacyTables?: boolean;
   /**

@@ -4,8 +4,8 @@
  * exactly what lossless-json's `parse` returns for the same text (numbers as LosslessNumber, keys in
  * order); for anything else (an escape, a nested value, a duplicate key, `__proto__`, a syntax error)
  * it returns undefined and the caller takes lossless-json's path, which then decides, so every error
- * and every unusual record is judged as before. test/unit/flat-json.test.ts compares the two on seeded
- * random texts.
+ * and every unusual record is judged exactly as lossless-json alone would judge it.
+ * test/unit/flat-json.test.ts compares the two on seeded random texts.
  */
 import { LosslessNumber } from 'lossless-json';
 

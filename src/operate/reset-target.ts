@@ -29,7 +29,7 @@ const bad = (value: string, why: string) =>
   );
 
 /**
- * Parses `--to`. A whole number is an offset, as before; a time is ISO-8601 with an explicit zone (a
+ * Parses `--to`. A whole number is always an offset; a time is ISO-8601 with an explicit zone (a
  * time without one would depend on the machine the command runs on) or a date alone (midnight UTC), or
  * `@` and epoch milliseconds (`@1733389200000`: a bare number is already an offset).
  */

@@ -90,7 +90,7 @@ export function sourceTypeProblem(src: ColumnSource, type: CqlType): string | un
   return undefined;
 }
 
-/** The settings' text of a source: a value's path as before (a.b), the others tagged so they differ from any value path. */
+/** The settings' text of a source: a value's path untagged (a.b, so settings stored when only value paths existed still match), the others tagged so they differ from any value path. */
 export function sourceSetting(src: ColumnSource): string {
   switch (src.source) {
     case 'value':

@@ -96,8 +96,9 @@ export function planChaos(o: ChaosPlanOptions): Fault[] {
     const j = Math.floor(rand() * (i + 1));
     [servers[i], servers[j]] = [servers[j]!, servers[i]!];
   }
-  // Which node a fault hits comes from a generator of its own, so that seeds planned before it
-  // existed keep their schedules.
+  // Which node a fault hits comes from a generator of its own: drawn from `rand`, it would shift every
+  // later draw, and a seed's fault times, kinds and durations would depend on the picks — a seed
+  // recorded from a plan without them would no longer plan the same faults.
   const pickRand = prng(o.seed ^ 0xc1a5);
   const [downMin, downMax] = o.serverDownMs ?? [1000, 5000];
   let kafkaKills = 0;
@@ -122,10 +123,10 @@ const RESTART_MARGIN_MS = 1000;
  * kills would leave too few running, the replacements of the earliest of them start sooner, at the
  * latest a second before the fault that needs them (at once if the kill is that close). Adds come
  * before their removes, so there are always enough workers once every replacement is back. The times
- * and the number of faults do not change. (Seed 2703006044 planned three kills with 2-2.4 s restarts
- * just before a removal, which found one worker of four running and was skipped.) A zombie's moment is
- * not known in advance (it waits for server restarts and for a worker that owns partitions); for a
- * fault that meets one frozen, the pool waits until it runs again.
+ * and the number of faults do not change. (Seed 2703006044, for one, plans three kills with 2-2.4 s
+ * restarts just before a removal, which without this would find one worker of four running and be
+ * skipped.) A zombie's moment is not known in advance (it waits for server restarts and for a worker
+ * that owns partitions); for a fault that meets one frozen, the pool waits until it runs again.
  */
 function keepWorkersForFaults(plan: Fault[], workers: number): Fault[] {
   let members = workers;
