@@ -5,7 +5,7 @@
  * path that no row of the batch matched is reported: a warning, at most once per column per
  * WARN_EVERY_MS, and a count per column for the caller's metric.
  */
-import type { SinkRow } from './sink-job.js';
+import type { SinkRow } from './sink-codec.js';
 
 /** How often one column's warning is logged at most, in ms. */
 export const WARN_EVERY_MS = 60_000;

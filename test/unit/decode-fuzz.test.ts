@@ -15,7 +15,7 @@ import { protoSchema } from '../../src/formats/protobuf.js';
 import { SchemaCache } from '../../src/formats/schema-cache.js';
 import { withWireHeader } from '../../src/formats/wire.js';
 import type { SchemaRegistry, SchemaType } from '../../src/registry/schema-registry.js';
-import { SinkCodec } from '../../src/sink/sink-job.js';
+import { SinkCodec } from '../../src/sink/sink-codec.js';
 import { sinkConfig } from '../../src/sink/sink-config.js';
 
 const SEED = process.env['FUZZ_SEED'] === undefined ? (Date.now() ^ (Math.random() * 0x7fffffff)) | 0 : Number(process.env['FUZZ_SEED']);

@@ -4,7 +4,8 @@ import { ExactlyOnceError } from '../../src/errors.js';
 import type { SourceRecord } from '../../src/kafka/record.js';
 import { canonical } from '../../src/sink/cql-types.js';
 import { sinkConfig } from '../../src/sink/sink-config.js';
-import { createTableCql, SinkCodec, SinkJob } from '../../src/sink/sink-job.js';
+import { SinkCodec } from '../../src/sink/sink-codec.js';
+import { createTableCql, SinkJob } from '../../src/sink/sink-job.js';
 
 const orders = sinkConfig({
   topic: 'shop.orders',

@@ -6,7 +6,8 @@ import type { SourceRecord } from '../../src/kafka/record.js';
 import { canonical } from '../../src/sink/cql-types.js';
 import { parseColumnSource } from '../../src/sink/column-source.js';
 import { sinkConfig } from '../../src/sink/sink-config.js';
-import { SinkCodec, SinkJob } from '../../src/sink/sink-job.js';
+import { SinkCodec } from '../../src/sink/sink-codec.js';
+import { SinkJob } from '../../src/sink/sink-job.js';
 import { configProblem } from './sink-fakes.js';
 
 const problem = (raw: unknown) => configProblem(raw);

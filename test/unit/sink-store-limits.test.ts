@@ -4,7 +4,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import type { SourceRecord } from '../../src/kafka/record.js';
 import { sinkConfig } from '../../src/sink/sink-config.js';
-import { SinkCodec } from '../../src/sink/sink-job.js';
+import { SinkCodec } from '../../src/sink/sink-codec.js';
 import { MAX_KEY_BYTES, MAX_ROW_BYTES } from '../../src/sink/store-limits.js';
 
 const rec = (key: string | Buffer | null, value: string | null, partition = 0, offset = 0n): SourceRecord => ({

@@ -3,7 +3,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { sinkConfig } from '../../src/sink/sink-config.js';
-import { SinkCodec, type SinkRow } from '../../src/sink/sink-job.js';
+import { SinkCodec, type SinkRow } from '../../src/sink/sink-codec.js';
 import { UnmatchedReporter, WARN_EVERY_MS } from '../../src/sink/unmatched-columns.js';
 
 const config = sinkConfig({ topic: 't', table: 'x', mode: 'log', columns: { url: 'text', source: { type: 'text', field: 'headers.source' }, note: 'text' } });
