@@ -27,47 +27,53 @@ const NINE = 0x39;
 
 const isDigit = (c: number) => c >= ZERO && c <= NINE;
 
+/** Whether `c` is JSON whitespace (lossless-json's set: space, tab, newline, carriage return). */
+const isSpace = (c: number) => c === SPACE || c === NL || c === TAB || c === CR;
+
+/** The end of the string whose opening quote is at `at`: the index of its closing quote, or −1 for an escape, a control character or no end. */
+function stringEnd(text: string, at: number): number {
+  for (let i = at + 1; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    if (c === QUOTE) return i;
+    if (c === BACKSLASH || c < SPACE) return -1;
+  }
+  return -1;
+}
+
 export function parseFlatObject(text: string): Record<string, unknown> | undefined {
+  // One function, one index, no closures: this is the sink's per-record hot path.
   const n = text.length;
   let i = 0;
-  const ws = () => {
-    for (let c = text.charCodeAt(i); c === SPACE || c === NL || c === TAB || c === CR; c = text.charCodeAt(++i));
-  };
-  /** A string without escapes or control characters at i (on its opening quote); undefined otherwise. */
-  const str = (): string | undefined => {
-    const start = ++i;
-    for (; i < n; i++) {
-      const c = text.charCodeAt(i);
-      if (c === QUOTE) return text.slice(start, i++);
-      if (c === BACKSLASH || c < SPACE) return undefined;
-    }
-    return undefined;
-  };
-  ws();
+  while (isSpace(text.charCodeAt(i))) i++;
   if (text.charCodeAt(i) !== OPEN) return undefined;
   i++;
-  ws();
+  while (isSpace(text.charCodeAt(i))) i++;
   const out: Record<string, unknown> = {};
   if (text.charCodeAt(i) === CLOSE) {
     i++;
   } else {
     for (;;) {
       if (text.charCodeAt(i) !== QUOTE) return undefined;
-      const key = str();
-      if (key === undefined || key === '__proto__' || Object.prototype.hasOwnProperty.call(out, key)) return undefined;
-      ws();
+      let end = stringEnd(text, i);
+      if (end < 0) return undefined;
+      const key = text.slice(i + 1, end);
+      if (key === '__proto__' || Object.prototype.hasOwnProperty.call(out, key)) return undefined;
+      i = end + 1;
+      while (isSpace(text.charCodeAt(i))) i++;
       if (text.charCodeAt(i) !== COLON) return undefined;
       i++;
-      ws();
+      while (isSpace(text.charCodeAt(i))) i++;
       const c = text.charCodeAt(i);
       let value: unknown;
       if (c === QUOTE) {
-        value = str();
-        if (value === undefined) return undefined;
+        end = stringEnd(text, i);
+        if (end < 0) return undefined;
+        value = text.slice(i + 1, end);
+        i = end + 1;
       } else if (c === MINUS || isDigit(c)) {
         // RFC 8259's number grammar, as lossless-json reads it.
         const start = i;
-        if (text.charCodeAt(i) === MINUS) i++;
+        if (c === MINUS) i++;
         if (text.charCodeAt(i) === ZERO) i++;
         else if (isDigit(text.charCodeAt(i))) while (isDigit(text.charCodeAt(++i)));
         else return undefined;
@@ -77,8 +83,8 @@ export function parseFlatObject(text: string): Record<string, unknown> | undefin
         }
         const e = text.charCodeAt(i);
         if (e === 0x65 || e === 0x45) {
-          const s = text.charCodeAt(++i);
-          if (s === MINUS || s === PLUS) i++;
+          const sign = text.charCodeAt(++i);
+          if (sign === MINUS || sign === PLUS) i++;
           if (!isDigit(text.charCodeAt(i))) return undefined;
           while (isDigit(text.charCodeAt(++i)));
         }
@@ -96,14 +102,14 @@ export function parseFlatObject(text: string): Record<string, unknown> | undefin
         return undefined;
       }
       out[key] = value;
-      ws();
+      while (isSpace(text.charCodeAt(i))) i++;
       const next = text.charCodeAt(i);
       i++;
       if (next === CLOSE) break;
       if (next !== COMMA) return undefined;
-      ws();
+      while (isSpace(text.charCodeAt(i))) i++;
     }
   }
-  ws();
+  while (isSpace(text.charCodeAt(i))) i++;
   return i === n ? out : undefined;
 }
