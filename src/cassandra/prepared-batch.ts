@@ -293,6 +293,8 @@ export class PreparedBatch {
    * holds them all.
    */
   async replicaSet(info: PreparedInfo, routing: readonly unknown[]): Promise<string> {
+    // One node holds every partition: no key to hash.
+    if (this.client.hosts.length <= 1) return '';
     const options = driver.DefaultExecutionOptions.create(this.options, this.client);
     await (this.client as unknown as { _setRoutingInfo(o: ExecutionOptions, params: readonly unknown[], meta: PreparedInfo['meta']): Promise<void> })._setRoutingInfo(options, routing, info.meta);
     const key = (options as unknown as { getRoutingKey(): Buffer | undefined }).getRoutingKey();
