@@ -412,22 +412,8 @@ export class SinkJob implements Job<SinkRow> {
       if (list === undefined) bySet.set(sets[i]!, [pieces[i]!]);
       else list.push(pieces[i]!);
     }
-    const batches: DecodedRecord<SinkRow>[][][] = [];
-    for (const list of bySet.values()) {
-      let batch: DecodedRecord<SinkRow>[][] = [];
-      let bytes = 0;
-      for (const piece of list) {
-        const size = piece.reduce((a, r) => a + bytesOf(r), 0);
-        if (batch.length > 0 && (batch.length >= UPSERT_KEYS_PER_BATCH || bytes + size > UPSERT_BATCH_BYTES)) {
-          batches.push(batch);
-          batch = [];
-          bytes = 0;
-        }
-        batch.push(piece);
-        bytes += size;
-      }
-      if (batch.length > 0) batches.push(batch);
-    }
+    const pieceBytes = (piece: readonly DecodedRecord<SinkRow>[]) => piece.reduce((a, r) => a + bytesOf(r), 0);
+    const batches = [...bySet.values()].flatMap((list) => cutBatches(list, UPSERT_KEYS_PER_BATCH, UPSERT_BATCH_BYTES, pieceBytes));
     let expired = 0;
     const sendBatch = (batch: DecodedRecord<SinkRow>[][]) => {
       const rows = new BatchRows(ins.queryId, ins.writers.length, 64, batch.reduce((a, p) => a + p.length, 0));
