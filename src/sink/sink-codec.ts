@@ -17,6 +17,7 @@ import { canonical, convert, cqlTypeName } from './cql-types.js';
 import { canonicalKeyText } from './key-encoding.js';
 import { headerBytes, headerValue, metaValue, type ColumnSource, type MetaField } from './column-source.js';
 import { holds } from './filter.js';
+import { change, unwrapSchema } from './debezium.js';
 import { deriveColumns } from './derive-columns.js';
 import { MAX_TTL_SECONDS, type SinkColumn, type SinkConfig } from './sink-config.js';
 import { refusedKey, rowBytes } from './store-limits.js';
@@ -174,6 +175,21 @@ export class SinkCodec {
     return { ok: true, key };
   }
 
+  /** Debezium's record key: the key's fields as a JSON object (under `payload` with schemas), or a registry record. */
+  private debeziumKey(bytes: Buffer): { ok: true; key: unknown[] } | { ok: false; detail: string } {
+    if (this.keys !== undefined) return this.decodedKey(bytes, this.keys);
+    const doc = parseObject(bytes);
+    const fields = typeof doc === 'string' ? undefined : unwrapSchema(doc);
+    if (!isRecord(fields)) return { ok: false, detail: `a Debezium record key is a JSON object of ${this.keyColumns.map((c) => c.field.join('.')).join(', ')}${typeof doc === 'string' ? ` (${doc})` : ''}` };
+    const key: unknown[] = [];
+    for (const col of this.keyColumns) {
+      const v = columnValue({ ...col, required: true }, field(fields, col.field));
+      if (!v.ok) return { ok: false, detail: `record key: ${v.detail}` };
+      key.push(v.value);
+    }
+    return { ok: true, key };
+  }
+
   /** A registry-encoded key: a record's key fields (by each key column's field path), or one scalar for one key column. */
   private decodedKey(bytes: Buffer, decoder: Decoder): { ok: true; key: unknown[] } | { ok: false; detail: string } {
     const d = decoder.decode(bytes);
@@ -305,14 +321,15 @@ export class SinkCodec {
       // Rule 1 (see above): the record key places the record on its partition; without one, records of a
       // key may be spread over partitions and the highest offset would mean nothing.
       if (record.key === null) return bad('missing_key', `mode upsert needs the Kafka record key (${config.key.join(', ')}) so that one key's records share a partition`);
-      const k = this.kafkaKey(record.key);
+      const k = config.envelope === 'debezium' ? this.debeziumKey(record.key) : this.kafkaKey(record.key);
       if (!k.ok) return bad('bad_key', k.detail);
       key = k.key;
       // A key Cassandra would refuse stops nothing: the record is quarantined (src/sink/store-limits.ts).
       const refused = refusedKey(this.keyColumns, key);
       if (refused !== undefined) return bad(refused.reason, refused.detail);
-      // One key, one spelling, so one partition (src/sink/key-encoding.ts).
-      if (this.keys === undefined) {
+      // One key, one spelling, so one partition (src/sink/key-encoding.ts). Debezium's converter spells
+      // a key one way (the key's fields in the table's order), so its keys are taken as it writes them.
+      if (this.keys === undefined && config.envelope === undefined) {
         const want = canonicalKeyText(this.keyColumns, key);
         if (!record.key.equals(Buffer.from(want, 'utf8'))) {
           return bad('non_canonical_key', `the record key ${JSON.stringify(record.key.toString('utf8').slice(0, 80))} names the key ${JSON.stringify(want.slice(0, 80))}, whose one accepted spelling is that (another spelling may place the key's records on another partition)`);
@@ -324,7 +341,14 @@ export class SinkCodec {
     }
     const v = this.valueDoc(record.value!);
     if (!v.ok) return bad(v.reason, v.detail);
-    const doc = v.doc;
+    let doc = v.doc;
+    if (config.envelope === 'debezium') {
+      const c = change(doc);
+      if (!c.ok) return bad(c.reason, c.detail);
+      if (c.op === 'd' && config.mode === 'upsert') return { ok: true, value: { kind: 'delete', key } };
+      if (c.row === null) return bad('bad_envelope', 'op d without before: a log-mode row needs the deleted row (Postgres: REPLICA IDENTITY FULL, or an upsert sink)');
+      doc = c.row;
+    }
     let keyView: KeyView | undefined;
     const keyOf = () => (keyView ??= this.keyView(record.key));
     if (config.where !== undefined && !holds(config.where, (f) => this.predicateValue(f, record, doc, keyOf))) return { ok: true, value: { kind: 'skip', key } };

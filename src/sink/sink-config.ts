@@ -13,6 +13,7 @@
  *   # ttlField: header.ttl      # or each record's TTL in seconds, from any column source
  *   where: { field: value.status, in: [paid, shipped] }  # only these records (src/sink/filter.ts)
  *   consistency: QUORUM         # the row writes': LOCAL_QUORUM (default), QUORUM or EACH_QUORUM
+ *   envelope: debezium          # the values are Debezium change events (src/sink/debezium.ts)
  *   columns:
  *     order_id: { type: bigint, field: id }   # field: the JSON field (a.b for nested; default: the column's name)
  *     status: text                            # shorthand for { type: text }
@@ -171,6 +172,12 @@ const sinkSchema = z
       .describe(
         "columns derived from the registry (columns left out): what a record written with a newer schema version does with a field the columns (derived at start) lack: ignore (default: the known columns are stored, exactlyonce_sink_unknown_fields_total{field} counts the field) or quarantine (reason unknown_field). verify --job judges each record the same way. Run schema apply --job to add the new fields' columns",
       ),
+    envelope: z
+      .enum(['debezium'], { message: 'expected debezium' })
+      .optional()
+      .describe(
+        "debezium: the values are Debezium change events ({ before, after, source, op, ts_ms }, or that under { schema, payload }); the columns read the row (after; before for a delete in log mode), op d deletes the key in upsert mode, and the record key is Debezium's: the key's fields as a JSON object (or a registry record). A change without op, or without the row it needs, is quarantined (bad_envelope); op t and m are quarantined too (unsupported_op)",
+      ),
     columns: z
       .record(identifier, columnSchema)
       .refine((c) => Object.keys(c).length > 0, { message: 'expected at least one column' })
@@ -260,6 +267,8 @@ export interface SinkConfig {
   readonly ttl?: { readonly seconds: number } | { readonly field: ColumnSource };
   /** Derived columns: a field of a record's schema that no column stores is ignored (counted) or quarantined (unknown_field). */
   readonly onUnknown: 'ignore' | 'quarantine';
+  /** The values are Debezium change events: the row is their `after` (or `before`), op d a delete. */
+  readonly envelope?: 'debezium';
   /** The validated file as given, for the job's stored settings. */
   readonly source: string;
 }
@@ -351,6 +360,7 @@ export function sinkConfig(raw: unknown, where = 'sink config', derived = false)
     else if (src.source === 'meta') problems.push(`ttlField: ${src.spec} is no number of seconds; name a field of the value, the key or a header`);
     else ttl = { field: src };
   }
+  if (c.envelope !== undefined && derived) problems.push('envelope: debezium needs its columns listed (columns derived from the registered schema would be the envelope\'s: before, after, source, op)');
   if (c.onUnknown !== undefined && !derived) problems.push('onUnknown: only for columns derived from the registered schema (leave columns out); listed columns store what they name, and the other fields are not read');
   const filter = c.where === undefined ? undefined : parsePredicate(c.where, 'where', problems);
   if (problems.length > 0) throw invalid(where, problems);
@@ -368,6 +378,7 @@ export function sinkConfig(raw: unknown, where = 'sink config', derived = false)
     onUnknown: c.onUnknown ?? 'ignore',
     ...(ttl === undefined ? {} : { ttl }),
     ...(filter === undefined ? {} : { where: filter }),
+    ...(c.envelope === undefined ? {} : { envelope: c.envelope }),
     source: JSON.stringify(c),
   });
 }

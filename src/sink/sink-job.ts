@@ -154,6 +154,7 @@ export class SinkJob implements Job<SinkRow> {
       ...(config.where === undefined ? {} : { where: JSON.stringify(predicateSetting(config.where)) }),
       ...(config.onUnknown === 'quarantine' ? { onUnknown: 'quarantine' } : {}),
       ...(config.ttl === undefined ? {} : 'seconds' in config.ttl ? { ttl: `${config.ttl.seconds}s` } : { ttlField: settingOf(config.ttl.field) }),
+      ...(config.envelope === undefined ? {} : { envelope: config.envelope }),
     };
     this.migrations = [{ version: 1, name: config.table, cql: createTableCql(config) }];
     this.tables = [config.table];
@@ -219,8 +220,9 @@ export class SinkJob implements Job<SinkRow> {
    * verified, not sampled.
    */
   private samples(config: SinkConfig, registry: SchemaRegistryConfig | undefined): Pick<JobAudit, 'sample' | 'prepareSample'> {
-    // The samples are values (and keys) only: columns read from headers, metadata or the key are not sampled.
-    if (config.columns.some((c) => c.source !== 'value')) return {};
+    // The samples are values (and keys) only: columns read from headers, metadata or the key are not
+    // sampled, nor change events.
+    if (config.columns.some((c) => c.source !== 'value') || config.envelope !== undefined) return {};
     if (config.format === 'json' && (config.mode === 'log' || config.keyFormat === 'json')) return { sample: (o) => sampleRecords(config, o) };
     const avroKey = config.mode === 'upsert' && config.keyFormat === 'avro' && config.key.length === 1;
     if (config.format !== 'avro' || registry === undefined || (config.mode === 'upsert' && config.keyFormat !== 'json' && !avroKey)) return {};
