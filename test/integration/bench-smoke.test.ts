@@ -43,7 +43,7 @@ test('bench runs every case on a few thousand events and writes its results', as
   const runs = (['periodic', 'batch'] as const).map((mode) => [mode, JSON.parse(readFileSync(path.join(out, `latest-${mode}.json`), 'utf8')) as BenchResults] as const);
   for (const [mode, results] of runs) {
     assert.equal(results.commitlog, mode);
-    const expected = ['ceiling', 'clientKafkaJS', 'clientConsume', 'baseline', 'exactlyOnce1', 'exactlyOnce2', 'exactlyOnce1Alerts', 'latency25', 'latency50', 'latency75', 'memoryBehind'];
+    const expected = ['ceiling', 'clientKafkaJS', 'clientConsume', 'baseline', 'exactlyOnce1', 'exactlyOnce2', 'exactlyOnce1Alerts', 'latency25', 'latency50', 'latency75', 'memoryBehind', 'sinkLog', 'sinkUpsert', 'sinkMemoryBehind'];
     assert.deepEqual(Object.keys(results.cases).sort(), [...expected].sort());
     for (const name of expected) {
       const c = results.cases[name]!;
@@ -54,7 +54,13 @@ test('bench runs every case on a few thousand events and writes its results', as
       const l = results.cases[name]!.latency!;
       assert.ok(l.samples > 0 && Number.isFinite(l.p50Ms) && l.p50Ms <= l.p95Ms && l.p95Ms <= l.p99Ms, `${name}: ${JSON.stringify(l)}`);
     }
-    for (const name of ['exactlyOnce1', 'exactlyOnce2', 'memoryBehind']) {
+    // The sink drained the same topics: every record of the pre-produced events, and of the memory case's.
+    for (const name of ['sinkLog', 'sinkUpsert']) assert.equal(results.cases[name]!.events, 3000, `${name} drained the events`);
+    assert.equal(results.cases['sinkMemoryBehind']!.events, 5000);
+    for (const ratio of ['sinkLogToExactlyOnce', 'sinkUpsertToExactlyOnce', 'sinkLogCpuToExactlyOnce', 'sinkUpsertCpuToExactlyOnce'] as const) {
+      assert.ok(Number.isFinite(results.ratios[ratio]), `${ratio} = ${results.ratios[ratio]}`);
+    }
+    for (const name of ['exactlyOnce1', 'exactlyOnce2', 'memoryBehind', 'sinkLog', 'sinkMemoryBehind']) {
       for (const p of results.cases[name]!.processes) assert.ok(p.peakRssMiB !== null && p.peakRssMiB > 0, `${name} ${p.role} peak RSS`);
     }
     // Where the batches' time went, read from the workers' /metrics: every stage of a batch was timed.
