@@ -13,7 +13,8 @@
  *   unknown_schema      the registry answers that it has no schema with that id (asked again with
  *                       backoff first: src/formats/schema-cache.ts)
  *   wrong_schema_type   the id names a schema of another format (a Protobuf schema on an Avro sink)
- *   bad_schema          the schema is registered but cannot be used (does not compile, references)
+ *   bad_schema          the schema is registered but cannot be used (does not compile, references, a JSON Schema pattern
+ *                       with nested repetition that could backtrack for ever: src/formats/json-schema.ts)
  *   bad_payload         the payload does not match its schema (truncated, wrong bytes, fails validation),
  *                       or claims more than it holds (an array of 2^31 items in 11 bytes)
  *   too_large           beyond what one record may make a decoder allocate or compute (nested past

@@ -10,6 +10,7 @@ import { Ajv, type ValidateFunction } from 'ajv';
 import { Ajv2019 } from 'ajv/dist/2019.js';
 import { Ajv2020 } from 'ajv/dist/2020.js';
 import { parse } from 'lossless-json';
+import safeRegex from 'safe-regex2';
 import { DecodeBoundError, jsonTooDeep } from './bounds.js';
 
 export interface JsonSchema {
@@ -40,8 +41,37 @@ function uniqueItems(schema: unknown, data: unknown): boolean {
   return new Set(data.map(canonical)).size === data.length;
 }
 
+/**
+ * The `pattern` and `patternProperties` regular expressions of a schema that can take exponential time
+ * on a crafted string (nested repetition, `^(a+)+$`: safe-regex2's star height above 1). JavaScript's
+ * regular expressions backtrack, and one record against such a pattern would hold the worker's only
+ * thread for good, so a schema with one is not used: its records are quarantined as bad_schema, each
+ * with this reason, and the rest flow.
+ */
+export function unsafePatterns(schema: unknown): string[] {
+  const out: string[] = [];
+  const walk = (v: unknown): void => {
+    if (Array.isArray(v)) {
+      for (const x of v) walk(x);
+      return;
+    }
+    if (v === null || typeof v !== 'object') return;
+    for (const [k, x] of Object.entries(v as Record<string, unknown>)) {
+      if (k === 'pattern' && typeof x === 'string' && !safeRegex(x, { limit: Number.MAX_SAFE_INTEGER })) out.push(x);
+      if (k === 'patternProperties' && x !== null && typeof x === 'object') for (const p of Object.keys(x)) if (!safeRegex(p, { limit: Number.MAX_SAFE_INTEGER })) out.push(p);
+      walk(x);
+    }
+  };
+  walk(schema);
+  return out;
+}
+
 export function jsonSchema(text: string): JsonSchema {
   const schema = JSON.parse(text) as Record<string, unknown>;
+  const unsafe = unsafePatterns(schema);
+  if (unsafe.length > 0) {
+    throw new Error(`its pattern ${JSON.stringify(unsafe[0]!.slice(0, 80))} repeats a repetition, which can take exponential time on a crafted value; register the schema without nested quantifiers (e.g. ^a+$ for ^(a+)+$)`);
+  }
   const draft = String(schema['$schema'] ?? '');
   const ajv = /2020-12/.test(draft) ? new Ajv2020(OPTIONS) : /2019-09/.test(draft) ? new Ajv2019(OPTIONS) : new Ajv(OPTIONS);
   ajv.removeKeyword('uniqueItems');

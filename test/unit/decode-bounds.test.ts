@@ -135,3 +135,22 @@ test('JSON Schema: uniqueItems over a 64 KiB record of 16,000 small arrays is de
   });
   assert.ok(js.decode(record([1, '1', [1], { '1': 1 }, null, true])).ok);
 });
+
+test('JSON Schema: a pattern with nested repetition (ReDoS) is never run: its records are bad_schema at once; safe patterns and patternProperties still validate', async () => {
+  const evil = await decoderOf('json-schema', 'JSON', JSON.stringify({ type: 'object', properties: { name: { type: 'string', pattern: '^(a+)+$' } } }));
+  const started = performance.now();
+  // 40 a's and a b: ^(a+)+$ backtracks through 2^40 splits before it fails.
+  const d = evil.decode(withWireHeader(7, Buffer.from(JSON.stringify({ name: `${'a'.repeat(40)}b` }))));
+  assert.ok(performance.now() - started < 1000);
+  assert.deepEqual(d, {
+    ok: false,
+    reason: 'bad_schema',
+    detail: 'schema id 7 (JSON) cannot be used: it does not compile: its pattern "^(a+)+$" repeats a repetition, which can take exponential time on a crafted value; register the schema without nested quantifiers (e.g. ^a+$ for ^(a+)+$)',
+  });
+  const nested = await decoderOf('json-schema', 'JSON', JSON.stringify({ type: 'object', patternProperties: { '^(x+)*$': { type: 'string' } } }));
+  assert.equal((nested.decode(withWireHeader(7, Buffer.from('{}'))) as { reason?: string }).reason, 'bad_schema');
+  const safe = await decoderOf('json-schema', 'JSON', JSON.stringify({ type: 'object', properties: { name: { type: 'string', pattern: '^[a-z]+[0-9]{0,3}$' } }, patternProperties: { '^x_[a-z]+$': { type: 'integer' } } }));
+  assert.ok(safe.decode(withWireHeader(7, Buffer.from('{"name":"abc12","x_q":1}'))).ok);
+  assert.deepEqual(safe.decode(withWireHeader(7, Buffer.from('{"name":"ABC"}'))), { ok: false, reason: 'bad_payload', detail: 'the payload does not match schema id 7 (JSON): /name must match pattern "^[a-z]+[0-9]{0,3}$"' });
+  assert.equal((safe.decode(withWireHeader(7, Buffer.from('{"x_q":"s"}'))) as { reason?: string }).reason, 'bad_payload');
+});
