@@ -166,10 +166,15 @@ export class SinkCodec {
     }
     const doc = parseObject(bytes);
     if (typeof doc === 'string') return { ok: false, detail: `the record key must be a JSON object of ${this.keyColumns.map((c) => c.field.join('.')).join(', ')} (${doc})` };
+    return this.keyFields(doc, 'record key');
+  }
+
+  /** The key columns' values from a record key's fields (each column's field path), or why not (`where` begins the detail). */
+  private keyFields(fields: Record<string, unknown>, where: string): { ok: true; key: unknown[] } | { ok: false; detail: string } {
     const key: unknown[] = [];
     for (const col of this.keyColumns) {
-      const v = columnValue({ ...col, required: true }, field(doc, col.field));
-      if (!v.ok) return { ok: false, detail: `record key: ${v.detail}` };
+      const v = columnValue({ ...col, required: true }, field(fields, col.field));
+      if (!v.ok) return { ok: false, detail: `${where}: ${v.detail}` };
       key.push(v.value);
     }
     return { ok: true, key };
@@ -181,13 +186,7 @@ export class SinkCodec {
     const doc = parseObject(bytes);
     const fields = typeof doc === 'string' ? undefined : unwrapSchema(doc);
     if (!isRecord(fields)) return { ok: false, detail: `a Debezium record key is a JSON object of ${this.keyColumns.map((c) => c.field.join('.')).join(', ')}${typeof doc === 'string' ? ` (${doc})` : ''}` };
-    const key: unknown[] = [];
-    for (const col of this.keyColumns) {
-      const v = columnValue({ ...col, required: true }, field(fields, col.field));
-      if (!v.ok) return { ok: false, detail: `record key: ${v.detail}` };
-      key.push(v.value);
-    }
-    return { ok: true, key };
+    return this.keyFields(fields, 'record key');
   }
 
   /** A registry-encoded key: a record's key fields (by each key column's field path), or one scalar for one key column. */
@@ -200,13 +199,7 @@ export class SinkCodec {
       const c = convert(col.type, d.value);
       return c.ok ? { ok: true, key: [c.value] } : { ok: false, detail: `the record key (schema id ${d.schemaId}) is not a ${cqlTypeName(col.type)} for ${col.name}: ${c.problem}` };
     }
-    const key: unknown[] = [];
-    for (const col of this.keyColumns) {
-      const v = columnValue({ ...col, required: true }, field(d.value, col.field));
-      if (!v.ok) return { ok: false, detail: `record key (schema id ${d.schemaId}): ${v.detail}` };
-      key.push(v.value);
-    }
-    return { ok: true, key };
+    return this.keyFields(d.value, `record key (schema id ${d.schemaId})`);
   }
 
   /** The record key as the columns' `key` and `key.x` read it (JSON: its text and, when it parses, its JSON). */
