@@ -7,7 +7,7 @@ import { applySchema } from '../src/cassandra/migrate.js';
 import { loadConnectionConfig } from '../src/config.js';
 import { KafkaAdmin } from '../src/kafka/admin.js';
 import { Producer } from '../src/kafka/producer.js';
-import { encodeEvent } from '../src/app/event.js';
+import { encodeEvent } from '../src/jobs/events/event.js';
 import { sleep } from '../src/harness/sleep.js';
 const s = Math.random().toString(16).slice(2, 8);
 const config = loadConnectionConfig({ brokers: '127.0.0.1:9092', cassandra: '127.0.0.1', keyspace: `lat${s}`, topic: `lat-${s}`, alertsTopic: `lat-a-${s}`, group: `lat-${s}` }, {});

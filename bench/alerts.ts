@@ -1,7 +1,7 @@
 /**
  * What the alerts cost: one exactly-once worker drains the original generator's events (all Critical,
  * one source, so every event counts in its window and every batch adds to and sums the windows it touched;
- * see src/app/alerts.ts). Compare its events/s with exactlyOnce1, whose events are never Critical. Its
+ * see src/jobs/events/alerts.ts). Compare its events/s with exactlyOnce1, whose events are never Critical. Its
  * topic is produced once, before the repeated cases (like theirs); each run drains it into a fresh
  * keyspace, alternating with the 1-worker case, and the best run counts, as for that case: a single
  * run against a best of three made the ratio move between runs.

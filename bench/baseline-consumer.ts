@@ -15,8 +15,8 @@
  * Argument: one JSON object { config, maxBatch, concurrency, maxBufferKb, sessionTimeoutMs }. Prints
  * `{"t": epochMs, "stored": n}` every 100 ms on stdout; stops cleanly on SIGTERM.
  */
-import { EventJob } from '../src/app/event-job.js';
-import type { Event } from '../src/app/event.js';
+import { EventJob } from '../src/jobs/events/event-job.js';
+import type { Event } from '../src/jobs/events/event.js';
 import { connect } from '../src/cassandra/session.js';
 import type { ConnectionConfig } from '../src/config.js';
 import type { DecodedRecord } from '../src/engine/job.js';

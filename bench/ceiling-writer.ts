@@ -9,9 +9,9 @@
  * then writes all the rows into the case's keyspace at the fastest level. Argument: one JSON object
  * (CeilingArgs). Prints JSON lines: {"sweep": …} per level, {"stored": n} while writing, {"result": …}.
  */
-import { insertRouting, insertRows, insertStatement } from '../src/app/event-job.js';
-import type { Event } from '../src/app/event.js';
-import { ORIGINAL_LAYOUT } from '../src/app/events-layout.js';
+import { insertRouting, insertRows, insertStatement } from '../src/jobs/events/event-job.js';
+import type { Event } from '../src/jobs/events/event.js';
+import { ORIGINAL_LAYOUT } from '../src/jobs/events/events-layout.js';
 import { BatchRows, PreparedBatch, type PreparedInfo } from '../src/cassandra/prepared-batch.js';
 import { consistencies, connect, type Client } from '../src/cassandra/session.js';
 import type { DecodedRecord } from '../src/engine/job.js';

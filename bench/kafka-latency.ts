@@ -9,7 +9,7 @@
  *   bin/exactlyonce topic create --topic T --partitions 6
  *   node --import tsx bench/kafka-latency.ts --topic T --rate 6000 [--seconds 30] [--warmup 5]
  */
-import { encodeEvent } from '../src/app/event.js';
+import { encodeEvent } from '../src/jobs/events/event.js';
 import { loadConnectionConfig } from '../src/config.js';
 import { producePaced } from '../src/harness/paced-producer.js';
 import { GroupConsumer } from '../src/kafka/consumer.js';

@@ -6,8 +6,8 @@
  * The case ends when every sampled row was read and the worker's checkpoints reached the log end.
  */
 import { monitorEventLoopDelay, type IntervalHistogram } from 'node:perf_hooks';
-import { encodeEvent } from '../src/app/event.js';
-import { ORIGINAL_CLIENTS, ORIGINAL_SOURCE } from '../src/app/generator.js';
+import { encodeEvent } from '../src/jobs/events/event.js';
+import { ORIGINAL_CLIENTS, ORIGINAL_SOURCE } from '../src/jobs/events/generator.js';
 import { prng } from '../src/prng.js';
 import { ExactlyOnceError } from '../src/errors.js';
 import { producePaced } from '../src/harness/paced-producer.js';
@@ -17,7 +17,7 @@ import { startWorker, waitAssigned } from './processes.js';
 import { checkpointProgress, drainTarget } from './drain.js';
 import { cpuPer1000, processFacts, serverCpuPer1000, type CaseResult } from './results.js';
 import { quantile, RowWatcher } from './row-watcher.js';
-import { parseLayout } from '../src/app/events-layout.js';
+import { parseLayout } from '../src/jobs/events/events-layout.js';
 import { readWorkers, stagesBetween, workerLoopBetween, type WorkerReading } from './stages.js';
 import { parseGcPauses, pauseShare, type PauseShare } from './gc-pauses.js';
 import { tailFile } from '../src/stack/process.js';

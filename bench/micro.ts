@@ -7,10 +7,10 @@
  *
  *   node --import tsx bench/micro.ts [--records 200000]
  */
-import { decodeEvent, decodeJson, encodeEvent } from '../src/app/event.js';
+import { decodeEvent, decodeJson, encodeEvent } from '../src/jobs/events/event.js';
 import { createRequire } from 'node:module';
-import { insertRows, insertStatement } from '../src/app/event-job.js';
-import { ORIGINAL_LAYOUT } from '../src/app/events-layout.js';
+import { insertRows, insertStatement } from '../src/jobs/events/event-job.js';
+import { ORIGINAL_LAYOUT } from '../src/jobs/events/events-layout.js';
 import { BatchRows, EncodedBatchRequest } from '../src/cassandra/prepared-batch.js';
 import cassandra from 'cassandra-driver';
 import { Long, toLong } from '../src/cassandra/session.js';

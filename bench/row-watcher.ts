@@ -10,7 +10,7 @@
 import type { Client } from '../src/cassandra/session.js';
 import { toLong } from '../src/cassandra/session.js';
 import { sleep } from '../src/harness/sleep.js';
-import { bucketOf, ORIGINAL_LAYOUT, type EventsLayout } from '../src/app/events-layout.js';
+import { bucketOf, ORIGINAL_LAYOUT, type EventsLayout } from '../src/jobs/events/events-layout.js';
 
 /** Most offsets asked for per partition and poll (the oldest first: rows become readable roughly in order). */
 const MAX_IN = 100;

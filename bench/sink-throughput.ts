@@ -12,7 +12,7 @@
  */
 import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { generate } from '../src/app/generator.js';
+import { generate } from '../src/jobs/events/generator.js';
 import { applyJobMigrations, applySchema } from '../src/cassandra/migrate.js';
 import { connect } from '../src/cassandra/session.js';
 import { loadConnectionConfig, type ConnectionConfig } from '../src/config.js';
@@ -21,8 +21,8 @@ import { cliPath, connectionArgs, connectionEnv } from '../src/harness/cli-proce
 import { sleep } from '../src/harness/sleep.js';
 import { KafkaAdmin } from '../src/kafka/admin.js';
 import { Producer } from '../src/kafka/producer.js';
-import { loadResolvedSinkConfig, loadSinkConfig } from '../src/sink/sink-config.js';
-import { SinkJob } from '../src/sink/sink-job.js';
+import { loadResolvedSinkConfig, loadSinkConfig } from '../src/jobs/sink/sink-config.js';
+import { SinkJob } from '../src/jobs/sink/sink-job.js';
 import { writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';

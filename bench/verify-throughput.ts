@@ -19,7 +19,7 @@ import { randomBytes } from 'node:crypto';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import type { AuditReport } from '../src/app/audit/report.js';
+import type { AuditReport } from '../src/verify/report.js';
 import { applySchema } from '../src/cassandra/migrate.js';
 import { connect } from '../src/cassandra/session.js';
 import { loadConnectionConfig, type ConnectionConfig } from '../src/config.js';

@@ -6,8 +6,8 @@
  * Record i lands in partition i mod P at offset ⌊i / P⌋ of a fresh topic, so
  * the ceiling can rebuild exactly the rows the consumers store without reading Kafka.
  */
-import { decodeEvent, type Event } from '../src/app/event.js';
-import { generate, type GeneratorOptions } from '../src/app/generator.js';
+import { decodeEvent, type Event } from '../src/jobs/events/event.js';
+import { generate, type GeneratorOptions } from '../src/jobs/events/generator.js';
 import type { ConnectionConfig } from '../src/config.js';
 import { producePaced } from '../src/harness/paced-producer.js';
 import { Producer, type OutgoingRecord } from '../src/kafka/producer.js';

@@ -2,7 +2,7 @@
  * `make docs`: writes docs/reference.md from the code itself, so the reference cannot drift from it:
  *   - the --help of every command and sub-command of the CLI (src/cli/program.ts, walked recursively),
  *     examples and the sink's config keys included;
- *   - the sink config's keys, from the zod schema's descriptions (src/sink/sink-config.ts).
+ *   - the sink config's keys, from the zod schema's descriptions (src/jobs/sink/sink-config.ts).
  * The output is deterministic: a fixed help width, no colours, no dates, no absolute paths, and the
  * defaults a command would take from the local stack (its cluster's brokers, its registry's port) or
  * from EXACTLYONCE_* variables left out: the program is built in an empty folder with those unset.
@@ -17,7 +17,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { CommandUnknownOpts } from '@commander-js/extra-typings';
 import { buildProgram } from '../src/cli/program.js';
-import { sinkConfigKeysHelp } from '../src/sink/sink-config.js';
+import { sinkConfigKeysHelp } from '../src/jobs/sink/sink-config.js';
 
 /** Columns of every help text, whatever the terminal the generator runs in. */
 export const HELP_WIDTH = 100;
@@ -98,7 +98,7 @@ export function renderReference(): string {
     '## Sink config keys',
     '',
     'The keys of `exactlyonce sink --config <file>` (YAML, or JSON for `.json`), from the schema the',
-    'sink validates its config with (`src/sink/sink-config.ts`). See [sinks.md](sinks.md) for how to use them.',
+    'sink validates its config with (`src/jobs/sink/sink-config.ts`). See [sinks.md](sinks.md) for how to use them.',
     '',
     fence(sinkConfigKeysHelp()),
     '',

@@ -13,8 +13,8 @@ import type { ConnectionConfig } from './config.js';
 import type { Job } from './engine/job.js';
 import { ExactlyOnceError } from './errors.js';
 import type { Logger } from './log.js';
-import { loadResolvedSinkConfig } from './sink/sink-config.js';
-import { SinkJob } from './sink/sink-job.js';
+import { loadResolvedSinkConfig } from './jobs/sink/sink-config.js';
+import { SinkJob } from './jobs/sink/sink-job.js';
 
 /** What a job factory is given. */
 export interface JobFactoryContext {

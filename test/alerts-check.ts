@@ -3,8 +3,8 @@
  * both equal the alerts recomputed from the `events` table.
  */
 import assert from 'node:assert/strict';
-import { DEFAULT_ALERT_RULE, WindowCounter, type Alert, type AlertRule } from '../src/app/alert-rule.js';
-import { alertTopicKey } from '../src/app/alerts.js';
+import { DEFAULT_ALERT_RULE, WindowCounter, type Alert, type AlertRule } from '../src/jobs/events/alert-rule.js';
+import { alertTopicKey } from '../src/jobs/events/alerts.js';
 import type { Client } from '../src/cassandra/session.js';
 import type { ConnectionConfig } from '../src/config.js';
 import { readTopic } from '../src/kafka/log-reader.js';

@@ -6,8 +6,8 @@
 import assert from 'node:assert/strict';
 import { once } from 'node:events';
 import type { TestContext } from 'node:test';
-import { DEFAULT_ALERT_RULE } from '../src/app/alert-rule.js';
-import { Auditor } from '../src/app/audit/auditor.js';
+import { DEFAULT_ALERT_RULE } from '../src/jobs/events/alert-rule.js';
+import { Auditor } from '../src/verify/auditor.js';
 import type { Client } from '../src/cassandra/session.js';
 import type { ConnectionConfig } from '../src/config.js';
 import { connectionArgs } from '../src/harness/cli-process.js';
@@ -226,7 +226,7 @@ export interface Ledger {
 }
 
 /**
- * Runs the auditor (src/app/audit, what `exactlyonce verify` runs) over the whole topic and fails the
+ * Runs the auditor (src/verify, what `exactlyonce verify` runs) over the whole topic and fails the
  * test with the exact partitions/offsets that are missing, duplicated, extra or different. As strict as
  * a full read-back: every checkpoint must be at the log end (nothing left unjudged), no row may lie
  * below the log start or beyond the checkpoint. Alerts are left to test/alerts-check.ts.

@@ -169,7 +169,7 @@ export async function applyJobMigrations(
   keyspace: string,
   job: string,
   migrations: readonly JobMigrationSource[],
-  /** Recorded versions whose text may have changed since (a derived sink's CREATE, whose table src/sink/evolve.ts checks live instead). */
+  /** Recorded versions whose text may have changed since (a derived sink's CREATE, whose table src/jobs/sink/evolve.ts checks live instead). */
   options: { followsRegistry?: readonly number[] } = {},
 ): Promise<JobApplyResult> {
   const versions = migrations.map((m) => m.version);

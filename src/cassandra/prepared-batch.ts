@@ -1,7 +1,7 @@
 /**
  * An unlogged batch of prepared statements whose rows arrive already encoded, in one buffer — how every
- * job writes its rows: the events job (src/app/event-job.ts, by hand for its fixed columns), the sink
- * (src/sink/sink-job.ts, through a writer per column type: `bound()`), and the benchmark's ceiling.
+ * job writes its rows: the events job (src/jobs/events/event-job.ts, by hand for its fixed columns), the sink
+ * (src/jobs/sink/sink-job.ts, through a writer per column type: `bound()`), and the benchmark's ceiling.
  *
  * The driver's `client.batch` costs per row what the row's bytes never need: an awaited prepared-cache
  * lookup and a result object (PrepareHandler.getPreparedMultiple), then per value a 4-byte length

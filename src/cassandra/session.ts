@@ -53,7 +53,7 @@ export async function connect(config: ConnectionConfig, options: SessionOptions 
     queryOptions: { consistency: consistencies.localQuorum, prepare: true },
     pooling: { coreConnectionsPerHost: { [cassandra.types.distance.local]: 2 } },
     // A set column reads as a JS Set (the driver's default is an array, in Cassandra's order), so a
-    // sink's set<T> compares as a set with the value it bound (src/sink/cql-types.ts canonical).
+    // sink's set<T> compares as a set with the value it bound (src/jobs/sink/cql-types.ts canonical).
     encoding: { set: Set },
   });
   // Works around a driver bug (4.10): when every contact point was down (a Cassandra restart), the

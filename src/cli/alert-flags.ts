@@ -1,12 +1,12 @@
 /**
  * The flags of the job's settings (the alert rule, and the record size limit), shared by `run`,
  * `verify` and `alerts rule`. Their values are the job's: a command started without one uses the
- * value stored with the job (src/app/event-job.ts), so which flags were given matters, not only values.
+ * value stored with the job (src/jobs/events/event-job.ts), so which flags were given matters, not only values.
  */
 import { Command, Option, type CommandUnknownOpts, type OptionValues } from '@commander-js/extra-typings';
-import type { AlertRule } from '../app/alert-rule.js';
-import { DEFAULT_EVENT_JOB_SETTINGS, parseSettings, SETTING_FLAGS, storedSettings, type EventJobSettings, type SettingFlag } from '../app/event-job.js';
-import type { HealthCode } from '../app/event.js';
+import type { AlertRule } from '../jobs/events/alert-rule.js';
+import { DEFAULT_EVENT_JOB_SETTINGS, parseSettings, SETTING_FLAGS, storedSettings, type EventJobSettings, type SettingFlag } from '../jobs/events/event-job.js';
+import type { HealthCode } from '../jobs/events/event.js';
 import type { Settings } from '../engine/job-binding.js';
 import { intOption } from '../config.js';
 

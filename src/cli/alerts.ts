@@ -1,13 +1,13 @@
 /**
- * `exactlyonce alerts rule`: the one way to change the job's alert rule (src/app/rule-change.ts). A
+ * `exactlyonce alerts rule`: the one way to change the job's alert rule (src/jobs/events/rule-change.ts). A
  * worker started with other rule flags refuses to run (EO_JOB_CONFIG_MISMATCH); this command
  * recomputes the alerts from the stored events under the new rule, rewrites the table and the alerts
  * topic (tombstones for the alerts that no longer hold), and stores the rule with the job.
  */
 import { Command } from '@commander-js/extra-typings';
-import { describeRule } from '../app/alert-rule.js';
-import { EVENT_JOB_NAME, parseSettings, readJob, resolveSettings, RULE_CHANGE_MARK } from '../app/event-job.js';
-import { RuleChange, type RuleChangeReport } from '../app/rule-change.js';
+import { describeRule } from '../jobs/events/alert-rule.js';
+import { EVENT_JOB_NAME, parseSettings, readJob, resolveSettings, RULE_CHANGE_MARK } from '../jobs/events/event-job.js';
+import { RuleChange, type RuleChangeReport } from '../jobs/events/rule-change.js';
 import { connect } from '../cassandra/session.js';
 import { checkSame } from '../engine/job-binding.js';
 import { ExactlyOnceError } from '../errors.js';

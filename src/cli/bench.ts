@@ -11,7 +11,7 @@ import { runBench } from '../../bench/run.js';
 import { BenchAborted } from '../../bench/context.js';
 import { isLocalCassandra } from '../../bench/machine.js';
 import { intOption, type ConnectionConfig } from '../config.js';
-import { formatLayout, parseLayout } from '../app/events-layout.js';
+import { formatLayout, parseLayout } from '../jobs/events/events-layout.js';
 import { ExactlyOnceError } from '../errors.js';
 import { action, connection, healthMixOption, withConnection } from './common.js';
 import type { BenchResults } from '../../bench/results.js';

@@ -1,17 +1,17 @@
 /**
  * `exactlyonce chaos`: does its worst to a pipeline, then proves it with `verify`. On a fresh topic and
  * keyspace it runs the generator and W real worker processes (`exactlyonce run`) and applies a seeded
- * schedule of faults, printed first (src/app/audit/chaos-schedule.ts): SIGKILL + restart, workers
+ * schedule of faults, printed first (src/harness/chaos-schedule.ts): SIGKILL + restart, workers
  * added and removed, a worker SIGSTOPped past its session timeout and SIGCONTed (a zombie), Cassandra
  * and Kafka restarted (through the local stack), bursts of malformed records. It watches that no
  * checkpoint ever moves backwards, waits for the workers to drain, stops them, and runs the auditor.
  * Exit 0 only when no violation was found and the run was clean; the seed is printed to replay it.
  */
 import { Command, Option } from '@commander-js/extra-typings';
-import { describeFault, planChaos } from '../app/audit/chaos-schedule.js';
+import { describeFault, planChaos } from '../harness/chaos-schedule.js';
 import { intOption, ratioOption, type ConnectionConfig } from '../config.js';
 import { ExactlyOnceError } from '../errors.js';
-import { formatReport, verifyFailed } from '../format/audit-report.js';
+import { formatReport, verifyFailed } from '../verify/report-text.js';
 import { chaosConfig, chaosRate, runChaos, type ChaosOptions } from '../harness/chaos.js';
 import { ruleArgs } from '../harness/cli-process.js';
 import { defaultStackOptions, type StackOptions } from '../stack/index.js';
@@ -19,7 +19,7 @@ import { alertRuleFrom, withAlertRule } from './alert-flags.js';
 import { action, connection, withConnection } from './common.js';
 import { stackOptionsFrom } from './stack-flags.js';
 import { isCluster } from '../stack/cluster.js';
-import { formatLayout, parseLayout } from '../app/events-layout.js';
+import { formatLayout, parseLayout } from '../jobs/events/events-layout.js';
 
 function replayCommand(o: ChaosOptions): string {
   return (

@@ -1,7 +1,7 @@
 /** What the commands share: the connection flags, error printing, and flag parsers. */
 import { Command, Option, type CommandUnknownOpts, type OptionValues } from '@commander-js/extra-typings';
 import { connectionOptions, kafkaConfigFromEnv, loadConnectionConfig, type ConnectionConfig, type ConnectionKey } from '../config.js';
-import { parseHealthMix } from '../app/generator.js';
+import { parseHealthMix } from '../jobs/events/generator.js';
 import { isRetriableCassandraError, securityError } from '../cassandra/session.js';
 import { ExactlyOnceError } from '../errors.js';
 import { localCluster, readLayout } from '../stack/cluster.js';

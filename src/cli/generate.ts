@@ -1,6 +1,6 @@
-/** `exactlyonce generate`: the seed job's TestMessageGenerator (src/app/generator.ts), plus counts, rates, mixes and bad records. */
+/** `exactlyonce generate`: the seed job's TestMessageGenerator (src/jobs/events/generator.ts), plus counts, rates, mixes and bad records. */
 import { Command, Option } from '@commander-js/extra-typings';
-import { BAD_KINDS, generate, totalEvents, type GeneratorOptions } from '../app/generator.js';
+import { BAD_KINDS, generate, totalEvents, type GeneratorOptions } from '../jobs/events/generator.js';
 import { intOption, ratioOption } from '../config.js';
 import { producePaced } from '../harness/paced-producer.js';
 import { Producer } from '../kafka/producer.js';

@@ -1,8 +1,8 @@
 /** `exactlyonce run`: one worker of the consumer group — of the events job, or of any job module (`--job`). */
 import { Command, Option } from '@commander-js/extra-typings';
-import { checkNoRuleChange, EventJob, LAYOUT_SETTING, parseSettings, readJob, resolveSettings, storedSettings } from '../app/event-job.js';
-import { formatLayout, ORIGINAL_LAYOUT, parseLayout } from '../app/events-layout.js';
-import { alertMetrics } from '../app/metrics.js';
+import { checkNoRuleChange, EventJob, LAYOUT_SETTING, parseSettings, readJob, resolveSettings, storedSettings } from '../jobs/events/event-job.js';
+import { formatLayout, ORIGINAL_LAYOUT, parseLayout } from '../jobs/events/events-layout.js';
+import { alertMetrics } from '../jobs/events/metrics.js';
 import { settingFlags, settingOption, withAlertRule } from './alert-flags.js';
 import { connect } from '../cassandra/session.js';
 import { intOption, type ConnectionConfig } from '../config.js';

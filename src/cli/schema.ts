@@ -6,8 +6,8 @@ import { JobBinding, tableOwned } from '../engine/job-binding.js';
 import { loadJobModule, parseJobOptions } from '../job-loader.js';
 import { createLogger } from '../log.js';
 import { localCluster } from '../stack/cluster.js';
-import { evolveStatements } from '../sink/evolve.js';
-import { SinkJob } from '../sink/sink-job.js';
+import { evolveStatements } from '../jobs/sink/evolve.js';
+import { SinkJob } from '../jobs/sink/sink-job.js';
 import { action, connection, withConnection } from './common.js';
 
 export function schemaCommand(): Command {
@@ -46,7 +46,7 @@ export function schemaCommand(): Command {
             if (owner !== null && owner !== job.name) throw tableOwned(config.keyspace, table, owner, (await binding.read(owner))?.inputTopic, { name: job.name, inputTopic: job.topic ?? config.topic });
           }
           // A sink whose columns are derived from the registry: fields a newer schema version added get
-          // their columns (src/sink/evolve.ts); a removed or retyped field is refused, nothing altered.
+          // their columns (src/jobs/sink/evolve.ts); a removed or retyped field is refused, nothing altered.
           let followsRegistry: number[] = [];
           if (job instanceof SinkJob && job.config.derived) {
             const live = await client.execute('SELECT column_name, type FROM system_schema.columns WHERE keyspace_name = ? AND table_name = ?', [config.keyspace, job.config.table], { prepare: true });

@@ -1,9 +1,9 @@
 /** `exactlyonce sink --config <file>`: a declarative sink, any topic into any table, exactly once. */
 import { Command } from '@commander-js/extra-typings';
-import { loadResolvedSinkConfig, sinkConfigKeysHelp, type SinkConfig } from '../sink/sink-config.js';
-import { canonical, cqlTypeName } from '../sink/cql-types.js';
-import { valueFieldSpec } from '../sink/column-source.js';
-import { createTableCql, SinkJob } from '../sink/sink-job.js';
+import { loadResolvedSinkConfig, sinkConfigKeysHelp, type SinkConfig } from '../jobs/sink/sink-config.js';
+import { canonical, cqlTypeName } from '../jobs/sink/cql-types.js';
+import { valueFieldSpec } from '../jobs/sink/column-source.js';
+import { createTableCql, SinkJob } from '../jobs/sink/sink-job.js';
 import { createLogger } from '../log.js';
 import { action, connection, withConnection } from './common.js';
 import { runCliWorker, runnerOptions, withWorkerFlags, type WorkerFlags } from './run.js';

@@ -1,5 +1,5 @@
 /**
- * `exactlyonce verify`: the auditor (src/app/audit). Proves, against the broker's log, that every
+ * `exactlyonce verify`: the auditor (src/verify). Proves, against the broker's log, that every
  * offset up to the stored checkpoints is in `events` or `quarantine` exactly once with the record's
  * values, and that the alerts equal their recomputation; runs on a live or a stopped pipeline. From
  * the second run on it checks only what came after the last recorded proof (`--full`: everything).
@@ -7,16 +7,16 @@
  * EO_VERIFY_FAILED (exit 9) otherwise.
  */
 import { Command, Option } from '@commander-js/extra-typings';
-import { AuditMetrics } from '../app/audit/audit-metrics.js';
-import { auditContinuously } from '../app/audit/continuous.js';
-import type { AuditReport } from '../app/audit/report.js';
-import { verify, verifyJob, type VerifyRun } from '../app/verify.js';
+import { AuditMetrics } from '../verify/audit-metrics.js';
+import { auditContinuously } from '../verify/continuous.js';
+import type { AuditReport } from '../verify/report.js';
+import { verify, verifyJob, type VerifyRun } from '../verify/run.js';
 import { metricsAccess, metricsBindHost, serveMetrics } from '../engine/metrics-server.js';
 import { ExactlyOnceError } from '../errors.js';
 import { isSinkConfig, loadJobModule, parseJobOptions } from '../job-loader.js';
 import { createLogger } from '../log.js';
 import { durationOption, intOption } from '../config.js';
-import { formatReport, formatRound, verifyFailed } from '../format/audit-report.js';
+import { formatReport, formatRound, verifyFailed } from '../verify/report-text.js';
 import { settingFlags, settingOption, unvalidatedSettings, withAlertRule } from './alert-flags.js';
 import { action, connection, withConnection } from './common.js';
 import { Progress } from './progress.js';

@@ -1,9 +1,9 @@
 /**
  * The last `verify` run as the dashboard shows it: the JSON summary `verify` stores in `audit_runs`
- * (src/app/audit/audit-runs.ts) read into named numbers and readable violation kinds, so the page
+ * (src/verify/audit-runs.ts) read into named numbers and readable violation kinds, so the page
  * shows "records checked 12,000", not the summary's field names.
  */
-import type { ViolationKind } from '../app/audit/report.js';
+import type { ViolationKind } from '../verify/report.js';
 
 /** Each violation kind: a short name and what it means, for a person reading the page. */
 export const VIOLATION_KINDS: Record<ViolationKind, { name: string; what: string }> = {

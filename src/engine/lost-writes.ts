@@ -17,7 +17,7 @@
  *   planned checkpoint was read), a task reads its stored checkpoint back before the job writes its
  *   next batch and before it writes its next checkpoint — inside each write's retry, so even a write in
  *   flight across the outage checks first. Before the job's write too, because a job may build on what
- *   it stored before: the alert counts add a batch to the count row read back (src/app/alerts.ts), and
+ *   it stored before: the alert counts add a batch to the count row read back (src/jobs/events/alerts.ts), and
  *   a count row written at a high offset on top of a count the crash took back would win over the
  *   replay's correct ones for good. For the same reason a batch's rows wait, after an outage, for the
  *   batch before to be written again (below);

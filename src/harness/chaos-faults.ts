@@ -1,11 +1,11 @@
 /**
- * Applies the faults of a chaos schedule (src/app/audit/chaos-schedule.ts) to a worker fleet and the
+ * Applies the faults of a chaos schedule (src/harness/chaos-schedule.ts) to a worker fleet and the
  * local stack, and counts what was done. A fault that takes time (a restart, a zombie, a delayed
  * replacement) runs as an episode in the background; server restarts and zombies run one at a time,
  * in schedule order. A fault that fails is a problem of the run, not a crash of the harness.
  */
 import { statSync, readFileSync } from 'node:fs';
-import { malformedRecords, type Fault, type ServerName } from '../app/audit/chaos-schedule.js';
+import { malformedRecords, type Fault, type ServerName } from './chaos-schedule.js';
 import type { ConnectionConfig } from '../config.js';
 import type { Producer } from '../kafka/producer.js';
 import { crashRecovery, killServer, logEnd, startServer, type StackOptions } from '../stack/index.js';

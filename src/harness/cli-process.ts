@@ -4,7 +4,7 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import path from 'node:path';
-import type { AlertRule } from '../app/alert-rule.js';
+import type { AlertRule } from '../jobs/events/alert-rule.js';
 import type { ConnectionConfig } from '../config.js';
 import { packageFile } from '../package-root.js';
 

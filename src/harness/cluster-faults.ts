@@ -1,10 +1,10 @@
 /**
- * Which servers a chaos server fault hits (src/app/audit/chaos-schedule.ts). On a single-node stack,
+ * Which servers a chaos server fault hits (src/harness/chaos-schedule.ts). On a single-node stack,
  * the one Kafka or the one Cassandra. On a cluster stack (src/stack/cluster.ts): a Cassandra node
  * drawn by the fault's pick; the Kafka broker leading the partition being read, or the active KRaft
  * controller; for an outage, two of the three Cassandra nodes (so no range keeps a LOCAL_QUORUM).
  */
-import type { Fault } from '../app/audit/chaos-schedule.js';
+import type { Fault } from './chaos-schedule.js';
 import type { ConnectionConfig } from '../config.js';
 import { KafkaAdmin } from '../kafka/admin.js';
 import { activeController, isCluster } from '../stack/cluster.js';

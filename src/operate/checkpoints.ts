@@ -5,7 +5,7 @@
  * are above every one an old owner can still send (src/engine/checkpoint-store.ts), and the owner moves
  * to it within a few seconds (src/engine/reset-watcher.ts).
  */
-import { clearForRebind, rebindClears } from '../app/rebind.js';
+import { clearForRebind, rebindClears } from '../jobs/events/rebind.js';
 import { consistencies, type Client } from '../cassandra/session.js';
 import type { ConnectionConfig } from '../config.js';
 import { CheckpointStore, partitionReports, type LogBounds, type PartitionReport, type ResetPlan } from '../engine/checkpoint-store.js';
@@ -127,7 +127,7 @@ export async function resetCheckpoints(config: ConnectionConfig, session: Client
   return outcome;
 }
 
-/** What a rebind clears, in words: the events job's outputs (src/app/rebind.ts), else the job's quarantine and the tables it declares. */
+/** What a rebind clears, in words: the events job's outputs (src/jobs/events/rebind.ts), else the job's quarantine and the tables it declares. */
 function rebindTargets(config: ConnectionConfig, target: JobTarget, bound: BoundJob): string[] {
   if (target.tablesKey === undefined) return rebindClears(config.keyspace, bound);
   if (target.job === null) throw new ExactlyOnceError('EO_USAGE', `--rebind: give job ${target.name}'s module or sink config as --job (not its name): the rebind clears the tables it declares`);

@@ -5,7 +5,7 @@
  * table, src/engine/job-binding.ts), for the commands that need only its tables and its topic.
  */
 import { existsSync } from 'node:fs';
-import { EVENT_JOB_NAME } from '../app/event-job.js';
+import { EVENT_JOB_NAME } from '../jobs/events/event-job.js';
 import type { Client } from '../cassandra/session.js';
 import type { ConnectionConfig } from '../config.js';
 import { JobBinding, type BoundJob } from '../engine/job-binding.js';

@@ -2,11 +2,11 @@
  * `exactlyonce status`: one screen for an operator — every job bound in the keyspace (the `job` table,
  * src/engine/job-binding.ts), its workers (the partitions' owners), lag per partition, stopped
  * partitions with their code and the command that gets them going, quarantine counts by reason, and the
- * last verify (`audit_latest`, src/app/audit/audit-runs.ts). Reads only; safe while everything runs.
+ * last verify (`audit_latest`, src/verify/audit-runs.ts). Reads only; safe while everything runs.
  * The one gatherer of that screen: `exactlyonce status` (src/cli/status.ts) prints it, and the
  * dashboard (src/dashboard/collector.ts) shows it per job, both in the JSON form jobStatusJson makes.
  */
-import { EVENT_JOB_NAME } from '../app/event-job.js';
+import { EVENT_JOB_NAME } from '../jobs/events/event-job.js';
 import type { Client } from '../cassandra/session.js';
 import type { ConnectionConfig } from '../config.js';
 import { CheckpointStore, partitionReports, type PartitionReport } from '../engine/checkpoint-store.js';

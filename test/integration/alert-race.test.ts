@@ -2,9 +2,9 @@
 // not go down, in the table or as the last message on the alerts topic.
 import assert from 'node:assert/strict';
 import { test, type TestContext } from 'node:test';
-import { DEFAULT_ALERT_RULE, type Alert } from '../../src/app/alert-rule.js';
-import { AlertWriter } from '../../src/app/alerts.js';
-import type { Event } from '../../src/app/event.js';
+import { DEFAULT_ALERT_RULE, type Alert } from '../../src/jobs/events/alert-rule.js';
+import { AlertWriter } from '../../src/jobs/events/alerts.js';
+import type { Event } from '../../src/jobs/events/event.js';
 import type { DecodedRecord, JobContext } from '../../src/engine/job.js';
 import type { Client } from '../../src/cassandra/session.js';
 import type { ConnectionConfig } from '../../src/config.js';

@@ -6,7 +6,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { chromium, type Page } from 'playwright-core';
-import type { AuditReport } from '../../src/app/audit/report.js';
+import type { AuditReport } from '../../src/verify/report.js';
 import { parsePrometheus, select, total, type Sample } from '../../src/dashboard/prometheus.js';
 import { freshKeyspace, freshTopic, repoRoot, runCli, startCli, testConfig, waitFor } from '../helpers.js';
 import { connectionArgs, checkpoints, freePort, generate, startWorker, waitDrained, waitStarted } from '../pipeline.js';

@@ -1,12 +1,12 @@
-// `verify` continues from the last recorded proof (src/app/audit/proof-plan.ts): it checks only what
+// `verify` continues from the last recorded proof (src/verify/proof-plan.ts): it checks only what
 // came after, says so, and does not claim the rest; `--full` checks everything again; a proof made
 // under another reset epoch or other job settings is not trusted; alert windows are judged where new
 // records fall.
 import assert from 'node:assert/strict';
 import { once } from 'node:events';
 import { test, type TestContext } from 'node:test';
-import type { AuditReport, Violation } from '../../src/app/audit/report.js';
-import { encodeEvent } from '../../src/app/event.js';
+import type { AuditReport, Violation } from '../../src/verify/report.js';
+import { encodeEvent } from '../../src/jobs/events/event.js';
 import type { Client } from '../../src/cassandra/session.js';
 import type { ConnectionConfig } from '../../src/config.js';
 import { Producer } from '../../src/kafka/producer.js';

@@ -2,10 +2,10 @@
 // with the job; workers and verify use them, refuse other values, and only `alerts rule` changes the rule.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import type { Alert } from '../../src/app/alert-rule.js';
-import { alertTopicKey } from '../../src/app/alerts.js';
-import { encodeEvent, type HealthCode } from '../../src/app/event.js';
-import { RULE_CHANGE_MARK } from '../../src/app/event-job.js';
+import type { Alert } from '../../src/jobs/events/alert-rule.js';
+import { alertTopicKey } from '../../src/jobs/events/alerts.js';
+import { encodeEvent, type HealthCode } from '../../src/jobs/events/event.js';
+import { RULE_CHANGE_MARK } from '../../src/jobs/events/event-job.js';
 import type { Client } from '../../src/cassandra/session.js';
 import type { ConnectionConfig } from '../../src/config.js';
 import { JobBinding } from '../../src/engine/job-binding.js';

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { once } from 'node:events';
 import { test } from 'node:test';
-import { encodeEvent } from '../../src/app/event.js';
+import { encodeEvent } from '../../src/jobs/events/event.js';
 import { toLong } from '../../src/cassandra/session.js';
 import { Producer, type OutgoingRecord } from '../../src/kafka/producer.js';
 import { parsePrometheus, select, type Sample } from '../../src/dashboard/prometheus.js';

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { BAD_KINDS } from '../../src/app/generator.js';
+import { BAD_KINDS } from '../../src/jobs/events/generator.js';
 import { assertAlertsExact } from '../alerts-check.js';
 import { CASSANDRA, freshKeyspace, freshTopic, runCli, testConfig } from '../helpers.js';
 import { assertExactlyOnce, generate, startWorker, waitDrained } from '../pipeline.js';

@@ -4,11 +4,11 @@
 // refused (`columns.s.type: expected a CQL type`).
 import assert from 'node:assert/strict';
 import { test, type TestContext } from 'node:test';
-import type { AuditReport } from '../../src/app/audit/report.js';
+import type { AuditReport } from '../../src/verify/report.js';
 import { CheckpointStore } from '../../src/engine/checkpoint-store.js';
 import { connectionArgs } from '../../src/harness/cli-process.js';
 import { Producer } from '../../src/kafka/producer.js';
-import { canonical } from '../../src/sink/cql-types.js';
+import { canonical } from '../../src/jobs/sink/cql-types.js';
 import { applySinkSchema, freshKeyspace, freshTopic, runCli, sinkConfigFile, startCli, suffix, testConfig, waitFor } from '../helpers.js';
 
 const COLUMNS = {

@@ -1,5 +1,5 @@
 // Additive schema evolution of a sink whose columns are derived from the real Schema Registry
-// (src/sink/evolve.ts): v2 adds an optional field and `schema apply --job` adds its column; v3 changes
+// (src/jobs/sink/evolve.ts): v2 adds an optional field and `schema apply --job` adds its column; v3 changes
 // a field's type and is refused with EO_SINK_TABLE_INVALID naming the field and both types, the table
 // unchanged; a second apply with nothing new changes nothing.
 import assert from 'node:assert/strict';

@@ -12,7 +12,7 @@ import { avroType, encodeAvro } from '../../src/formats/avro.js';
 import { withWireHeader } from '../../src/formats/wire.js';
 import { Producer } from '../../src/kafka/producer.js';
 import { SchemaRegistry } from '../../src/registry/schema-registry.js';
-import { canonical } from '../../src/sink/cql-types.js';
+import { canonical } from '../../src/jobs/sink/cql-types.js';
 import { BROKERS, CASSANDRA, cassandraSession, ensureRegistry, freshTopic, REGISTRY_ENV, runCli, startCli, testConfig, waitFor } from '../helpers.js';
 import { freePort } from '../pipeline.js';
 

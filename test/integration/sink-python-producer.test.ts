@@ -8,7 +8,7 @@ import { mkdtempSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { test } from 'node:test';
-import { canonical } from '../../src/sink/cql-types.js';
+import { canonical } from '../../src/jobs/sink/cql-types.js';
 import { BROKERS, CASSANDRA, cassandraSession, ensureRegistry, freshTopic, REGISTRY_ENV, REGISTRY_URL, repoRoot, runCli, startCli, testConfig, waitFor } from '../helpers.js';
 
 function run(cmd: string, args: string[], input = ''): Promise<{ code: number | null; output: string }> {

@@ -11,7 +11,7 @@ import { avroType, encodeAvro } from '../../src/formats/avro.js';
 import { withWireHeader } from '../../src/formats/wire.js';
 import { Producer } from '../../src/kafka/producer.js';
 import { SchemaRegistry } from '../../src/registry/schema-registry.js';
-import { canonical } from '../../src/sink/cql-types.js';
+import { canonical } from '../../src/jobs/sink/cql-types.js';
 import { startServer, stopServer } from '../../src/stack/index.js';
 import { CASSANDRA, BROKERS, cassandraSession, ensureRegistry, freshTopic, localStack, REGISTRY_ENV, REGISTRY_PORT, runCli, startCli, testConfig, waitFor } from '../helpers.js';
 import type { ConnectionConfig } from '../../src/config.js';

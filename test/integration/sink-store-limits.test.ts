@@ -3,7 +3,7 @@
 // reason and offset; the records after them are stored, and `verify --job` passes.
 import assert from 'node:assert/strict';
 import { test, type TestContext } from 'node:test';
-import type { AuditReport } from '../../src/app/audit/report.js';
+import type { AuditReport } from '../../src/verify/report.js';
 import { CheckpointStore } from '../../src/engine/checkpoint-store.js';
 import { connectionArgs } from '../../src/harness/cli-process.js';
 import { Producer } from '../../src/kafka/producer.js';

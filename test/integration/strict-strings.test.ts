@@ -7,9 +7,9 @@
 import assert from 'node:assert/strict';
 import { once } from 'node:events';
 import { test, type TestContext } from 'node:test';
-import { DEFAULT_ALERT_RULE } from '../../src/app/alert-rule.js';
-import { Auditor } from '../../src/app/audit/auditor.js';
-import { MAX_CLIENT_BYTES, MAX_SOURCE_BYTES } from '../../src/app/event.js';
+import { DEFAULT_ALERT_RULE } from '../../src/jobs/events/alert-rule.js';
+import { Auditor } from '../../src/verify/auditor.js';
+import { MAX_CLIENT_BYTES, MAX_SOURCE_BYTES } from '../../src/jobs/events/event.js';
 import { BATCH_BYTES } from '../../src/cassandra/batches.js';
 import type { ConnectionConfig } from '../../src/config.js';
 import { Producer } from '../../src/kafka/producer.js';

@@ -9,7 +9,7 @@ import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { test, type TestContext } from 'node:test';
-import { generate as generateEvents } from '../../src/app/generator.js';
+import { generate as generateEvents } from '../../src/jobs/events/generator.js';
 import type { Client } from '../../src/cassandra/session.js';
 import type { ConnectionConfig } from '../../src/config.js';
 import { startDashboard } from '../../src/dashboard/dashboard.js';
@@ -156,7 +156,7 @@ test('20 transactions of 100 events, 2 of 3 committed, the last aborted: checkpo
  */
 async function abandonTransaction(config: ConnectionConfig, count: number, timeoutMs: number): Promise<void> {
   const code = `
-    import { generate } from ${JSON.stringify(`${repoRoot}src/app/generator.ts`)};
+    import { generate } from ${JSON.stringify(`${repoRoot}src/jobs/events/generator.ts`)};
     import { TransactionalProducer } from ${JSON.stringify(`${repoRoot}src/kafka/producer.ts`)};
     const config = { brokers: ${JSON.stringify(config.brokers)}, kafkaConfig: {} };
     const p = new TransactionalProducer(config, 'eo-test-abandoned-${config.topic}', { 'transaction.timeout.ms': ${timeoutMs}, 'message.timeout.ms': ${timeoutMs} });

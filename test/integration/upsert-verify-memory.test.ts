@@ -1,4 +1,4 @@
-// `verify --job` of an upsert sink streams (src/app/audit/upsert-audit.ts): with 100,000 keys, a keyed
+// `verify --job` of an upsert sink streams (src/verify/upsert-audit.ts): with 100,000 keys, a keyed
 // merge budget of 2 MiB and the JS heap capped at 64 MiB (the per-key map it replaces held every
 // key's state in memory), it proves the table, finds a lost and a changed row exactly, and an
 // incremental run looks up only the keys with new records.
@@ -8,7 +8,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { test } from 'node:test';
-import type { AuditReport } from '../../src/app/audit/report.js';
+import type { AuditReport } from '../../src/verify/report.js';
 import { CheckpointStore } from '../../src/engine/checkpoint-store.js';
 import { connectionArgs } from '../../src/harness/cli-process.js';
 import { Producer } from '../../src/kafka/producer.js';

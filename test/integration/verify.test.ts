@@ -4,8 +4,8 @@
 import assert from 'node:assert/strict';
 import { once } from 'node:events';
 import { test, type TestContext } from 'node:test';
-import type { AuditReport, Violation } from '../../src/app/audit/report.js';
-import { alertTopicKey, alertTopicValue } from '../../src/app/alerts.js';
+import type { AuditReport, Violation } from '../../src/verify/report.js';
+import { alertTopicKey, alertTopicValue } from '../../src/jobs/events/alerts.js';
 import type { Client } from '../../src/cassandra/session.js';
 import type { ConnectionConfig } from '../../src/config.js';
 import { baseProperties, kafkaJS, type KafkaJSNamespace } from '../../src/kafka/client.js';

@@ -3,9 +3,9 @@
 // that stops the partition for good.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { DEFAULT_ALERT_RULE } from '../../src/app/alert-rule.js';
-import { AlertWriter } from '../../src/app/alerts.js';
-import type { Event } from '../../src/app/event.js';
+import { DEFAULT_ALERT_RULE } from '../../src/jobs/events/alert-rule.js';
+import { AlertWriter } from '../../src/jobs/events/alerts.js';
+import type { Event } from '../../src/jobs/events/event.js';
 import { isRetriable } from '../../src/engine/retry.js';
 import { Long } from '../../src/cassandra/session.js';
 import type { JobContext } from '../../src/engine/job.js';

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { DEFAULT_ALERT_RULE, expectedAlerts, WindowCounter } from '../../src/app/alert-rule.js';
+import { DEFAULT_ALERT_RULE, expectedAlerts, WindowCounter } from '../../src/jobs/events/alert-rule.js';
 
 const ev = (source: string, ts: number, health = 2) => ({ source, ts, health });
 

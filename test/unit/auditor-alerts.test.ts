@@ -1,11 +1,11 @@
-// The auditor's alert comparison (src/app/audit/alert-diff.ts): the recomputation against the table
+// The auditor's alert comparison (src/verify/alert-diff.ts): the recomputation against the table
 // rows and the latest message per key of the alerts topic.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { AlertDiff, decodeAlertMessage, LatestPerKey, windowOfKey, type AlertViolation } from '../../src/app/audit/alert-diff.js';
-import { auditSummary } from '../../src/app/audit/audit-runs.js';
-import type { Alert } from '../../src/app/alert-rule.js';
-import { alertTopicKey, alertTopicValue } from '../../src/app/alerts.js';
+import { AlertDiff, decodeAlertMessage, LatestPerKey, windowOfKey, type AlertViolation } from '../../src/verify/alert-diff.js';
+import { auditSummary } from '../../src/verify/audit-runs.js';
+import type { Alert } from '../../src/jobs/events/alert-rule.js';
+import { alertTopicKey, alertTopicValue } from '../../src/jobs/events/alerts.js';
 
 const a = (source: string, ts: number, eventCount: number): Alert => ({ source, ts, eventCount });
 

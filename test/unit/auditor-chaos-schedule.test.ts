@@ -1,8 +1,8 @@
-// The chaos harness's fault schedule (src/app/audit/chaos-schedule.ts): a pure function of the seed.
+// The chaos harness's fault schedule (src/harness/chaos-schedule.ts): a pure function of the seed.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { describeFault, malformedRecords, planChaos, type Fault } from '../../src/app/audit/chaos-schedule.js';
-import { decodeEvent } from '../../src/app/event.js';
+import { describeFault, malformedRecords, planChaos, type Fault } from '../../src/harness/chaos-schedule.js';
+import { decodeEvent } from '../../src/jobs/events/event.js';
 
 const options = { seed: 42, durationMs: 120_000, workers: 3, kills: 10, zombies: 2, cassandraRestarts: 2, kafkaRestarts: 1, addRemove: 2, injections: 3, sessionTimeoutMs: 6000 };
 

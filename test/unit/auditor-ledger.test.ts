@@ -1,11 +1,11 @@
-// The auditor's offset ledger (src/app/audit/ledger.ts): topic records merged with events and
+// The auditor's offset ledger (src/verify/ledger.ts): topic records merged with events and
 // quarantine rows, every offset judged once, gaps explained, each violation named by partition/offset.
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
 import { test } from 'node:test';
-import { PartitionLedger, type EventRow, type QuarantineRowView } from '../../src/app/audit/ledger.js';
-import { ViolationLog } from '../../src/app/audit/report.js';
-import { decodeEvent, encodeEvent, type Event } from '../../src/app/event.js';
+import { PartitionLedger, type EventRow, type QuarantineRowView } from '../../src/verify/ledger.js';
+import { ViolationLog } from '../../src/verify/report.js';
+import { decodeEvent, encodeEvent, type Event } from '../../src/jobs/events/event.js';
 import type { SourceRecord } from '../../src/engine/job.js';
 
 const TOPIC = 't';

@@ -1,11 +1,11 @@
-// The continuous audit (src/app/audit/continuous.ts): a violation is logged the first round it is
+// The continuous audit (src/verify/continuous.ts): a violation is logged the first round it is
 // found, not again each round that finds it; a round that fails for a server is logged when failing
 // starts and when it ends, and one that no retry fixes ends the audit with its code.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { AuditMetrics } from '../../src/app/audit/audit-metrics.js';
-import { auditContinuously, ViolationNotices } from '../../src/app/audit/continuous.js';
-import { buildReport, ViolationLog, type AuditReport, type Violation } from '../../src/app/audit/report.js';
+import { AuditMetrics } from '../../src/verify/audit-metrics.js';
+import { auditContinuously, ViolationNotices } from '../../src/verify/continuous.js';
+import { buildReport, ViolationLog, type AuditReport, type Violation } from '../../src/verify/report.js';
 import { ExactlyOnceError } from '../../src/errors.js';
 
 function report(violations: Violation[]): AuditReport {

@@ -3,7 +3,7 @@
 // MAX_NESTING, a record decoding to more values than its budget, a huge decimal or integer.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { decodeEvent } from '../../src/app/event.js';
+import { decodeEvent } from '../../src/jobs/events/event.js';
 import { avroType, encodeAvro } from '../../src/formats/avro.js';
 import { MAX_EMPTY_ITEMS, MAX_NESTING } from '../../src/formats/bounds.js';
 import { createDecoder, jsonDecoder, type Decoder } from '../../src/formats/decoder.js';

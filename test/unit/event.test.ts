@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { decodeCanonical, decodeEvent, decodeJson, encodeEvent, MAX_CLIENT_BYTES, MAX_SOURCE_BYTES, type Event } from '../../src/app/event.js';
+import { decodeCanonical, decodeEvent, decodeJson, encodeEvent, MAX_CLIENT_BYTES, MAX_SOURCE_BYTES, type Event } from '../../src/jobs/events/event.js';
 
 const b = (s: string) => Buffer.from(s, 'utf8');
 const valid = { id: 1, ts: 1700000000000, source: 'My Router', client: 'c', health: 2 };

@@ -1,8 +1,8 @@
-// The events job's layouts (src/app/events-layout.ts) and how they are stored with the job.
+// The events job's layouts (src/jobs/events/events-layout.ts) and how they are stored with the job.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { EventJob, parseSettings, storedSettings, DEFAULT_EVENT_JOB_SETTINGS } from '../../src/app/event-job.js';
-import { bucketOf, formatLayout, parseLayout, sameCassandraPartition } from '../../src/app/events-layout.js';
+import { EventJob, parseSettings, storedSettings, DEFAULT_EVENT_JOB_SETTINGS } from '../../src/jobs/events/event-job.js';
+import { bucketOf, formatLayout, parseLayout, sameCassandraPartition } from '../../src/jobs/events/events-layout.js';
 
 test('--layout: original, bucketed (100,000 offsets a bucket) or bucketed:N; anything else names the flag', () => {
   assert.deepEqual(parseLayout('original'), { kind: 'original' });

@@ -1,12 +1,12 @@
-// The keyed merge's external sort (src/app/audit/external-sort.ts): lines come back in order whether
+// The keyed merge's external sort (src/verify/external-sort.ts): lines come back in order whether
 // they fit the budget or were spilled to many runs (merged more than FAN_IN at a time), and its files go.
 import assert from 'node:assert/strict';
 import { existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { test } from 'node:test';
-import { ExternalSort } from '../../src/app/audit/external-sort.js';
-import { packKey, unpack } from '../../src/app/audit/upsert-audit.js';
+import { ExternalSort } from '../../src/verify/external-sort.js';
+import { packKey, unpack } from '../../src/verify/upsert-audit.js';
 import { types } from '../../src/cassandra/session.js';
 
 async function sortAll(lines: string[], budget: number, dir: string): Promise<{ out: string[]; runs: number }> {

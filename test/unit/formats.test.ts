@@ -6,7 +6,7 @@ import { decodeJsonSchema, jsonSchema } from '../../src/formats/json-schema.js';
 import { decodeProtobuf, protoSchema } from '../../src/formats/protobuf.js';
 import { compile } from '../../src/formats/compile.js';
 import { readWireHeader, withWireHeader } from '../../src/formats/wire.js';
-import { deriveColumns } from '../../src/sink/derive-columns.js';
+import { deriveColumns } from '../../src/jobs/sink/derive-columns.js';
 
 const INT64_MIN = -(2n ** 63n);
 const INT64_MAX = 2n ** 63n - 1n;

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { decodeEvent, MAX_SOURCE_BYTES, QuarantineReasons } from '../../src/app/event.js';
-import { BAD_KINDS, clientNames, generate, ORIGINAL_CLIENTS, parseHealthMix, type GeneratorOptions } from '../../src/app/generator.js';
+import { decodeEvent, MAX_SOURCE_BYTES, QuarantineReasons } from '../../src/jobs/events/event.js';
+import { BAD_KINDS, clientNames, generate, ORIGINAL_CLIENTS, parseHealthMix, type GeneratorOptions } from '../../src/jobs/events/generator.js';
 
 const base: GeneratorOptions = { eventsPerKey: 200, clients: 3, sources: 1, healthMix: [0, 0, 1], badRatio: 0, seed: 1, now: () => 1000 };
 

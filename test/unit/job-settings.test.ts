@@ -9,7 +9,7 @@ import {
   RULE_CHANGE_MARK,
   storedSettings,
   checkNoRuleChange,
-} from '../../src/app/event-job.js';
+} from '../../src/jobs/events/event-job.js';
 import { settingFlags, settingOption, withAlertRule } from '../../src/cli/alert-flags.js';
 import { checkSame, settingDifferences } from '../../src/engine/job-binding.js';
 import { ExactlyOnceError } from '../../src/errors.js';

@@ -1,8 +1,8 @@
-// Where an audit starts (src/app/audit/proof-plan.ts): a recorded proof is continued only while the
+// Where an audit starts (src/verify/proof-plan.ts): a recorded proof is continued only while the
 // topic ID, the partition's reset epoch and the job's settings are what they were.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { configFingerprint, lineageName, planProof, proofTimestamp, type StoredProof } from '../../src/app/audit/proof-plan.js';
+import { configFingerprint, lineageName, planProof, proofTimestamp, type StoredProof } from '../../src/verify/proof-plan.js';
 
 const proof = (partition: number, o: Partial<StoredProof> = {}): StoredProof => ({
   partition,

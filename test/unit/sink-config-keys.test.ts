@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { sinkConfig, sinkConfigKeysHelp } from '../../src/sink/sink-config.js';
+import { sinkConfig, sinkConfigKeysHelp } from '../../src/jobs/sink/sink-config.js';
 import { didYouMean, editDistance } from '../../src/suggest.js';
 import { configProblem } from './sink-fakes.js';
 
@@ -51,7 +51,7 @@ test('consistency: LOCAL_QUORUM by default, QUORUM and EACH_QUORUM taken; levels
 });
 
 test('the sink writes its rows at the configured consistency (log batches, upsert batches)', async (t) => {
-  const { SinkJob } = await import('../../src/sink/sink-job.js');
+  const { SinkJob } = await import('../../src/jobs/sink/sink-job.js');
   const { consistencies } = await import('../../src/cassandra/session.js');
   const { PreparedBatch } = await import('../../src/cassandra/prepared-batch.js');
   // No server: each statement is "prepared" with a writer per parameter, and what is sent is recorded.

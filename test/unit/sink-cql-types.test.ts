@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { LosslessNumber } from 'lossless-json';
-import { canonical, convert, cqlColumnType, cqlTypeName, parseCqlType, plainDecimal, type CqlType } from '../../src/sink/cql-types.js';
+import { canonical, convert, cqlColumnType, cqlTypeName, parseCqlType, plainDecimal, type CqlType } from '../../src/jobs/sink/cql-types.js';
 
 const t = (s: string) => parseCqlType(s)!;
 const n = (s: string) => new LosslessNumber(s);

@@ -1,14 +1,14 @@
-// Additive schema evolution of a derived sink (src/sink/evolve.ts): an added field → ALTER TABLE … ADD;
+// Additive schema evolution of a derived sink (src/jobs/sink/evolve.ts): an added field → ALTER TABLE … ADD;
 // a removed field or a changed type → EO_SINK_TABLE_INVALID naming the field, the old and the new type.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { ExactlyOnceError } from '../../src/errors.js';
 import { compile } from '../../src/formats/compile.js';
-import { deriveColumns } from '../../src/sink/derive-columns.js';
-import { evolveStatements } from '../../src/sink/evolve.js';
-import { sinkConfig } from '../../src/sink/sink-config.js';
-import { cqlColumnType } from '../../src/sink/cql-types.js';
-import { valueFieldSpec } from '../../src/sink/column-source.js';
+import { deriveColumns } from '../../src/jobs/sink/derive-columns.js';
+import { evolveStatements } from '../../src/jobs/sink/evolve.js';
+import { sinkConfig } from '../../src/jobs/sink/sink-config.js';
+import { cqlColumnType } from '../../src/jobs/sink/cql-types.js';
+import { valueFieldSpec } from '../../src/jobs/sink/column-source.js';
 
 /** A log sink's config with the columns derived from an Avro schema, as resolveSinkConfig makes it. */
 function derived(fields: object[], mode: 'log' | 'upsert' = 'log') {

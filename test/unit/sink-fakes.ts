@@ -1,6 +1,6 @@
 // What the sink's unit tests share.
 import assert from 'node:assert/strict';
-import { sinkConfig } from '../../src/sink/sink-config.js';
+import { sinkConfig } from '../../src/jobs/sink/sink-config.js';
 
 /** The message a sink config is refused with (`where` names its file, as the loader does). */
 export function configProblem(raw: unknown, where = 's.yaml'): string {

@@ -2,10 +2,10 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import type { SourceRecord } from '../../src/kafka/record.js';
-import { canonical } from '../../src/sink/cql-types.js';
-import { sinkConfig } from '../../src/sink/sink-config.js';
-import { SinkCodec, UNSET } from '../../src/sink/sink-codec.js';
-import { SinkJob } from '../../src/sink/sink-job.js';
+import { canonical } from '../../src/jobs/sink/cql-types.js';
+import { sinkConfig } from '../../src/jobs/sink/sink-config.js';
+import { SinkCodec, UNSET } from '../../src/jobs/sink/sink-codec.js';
+import { SinkJob } from '../../src/jobs/sink/sink-job.js';
 import { configProblem } from './sink-fakes.js';
 
 const problem = (raw: unknown) => configProblem(raw);

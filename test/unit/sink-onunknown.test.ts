@@ -10,11 +10,11 @@ import { test, type TestContext } from 'node:test';
 import { avroType, encodeAvro } from '../../src/formats/avro.js';
 import { compile } from '../../src/formats/compile.js';
 import { withWireHeader } from '../../src/formats/wire.js';
-import { deriveColumns } from '../../src/sink/derive-columns.js';
-import { valueFieldSpec } from '../../src/sink/column-source.js';
-import { canonical } from '../../src/sink/cql-types.js';
-import { sinkConfig } from '../../src/sink/sink-config.js';
-import { SinkJob } from '../../src/sink/sink-job.js';
+import { deriveColumns } from '../../src/jobs/sink/derive-columns.js';
+import { valueFieldSpec } from '../../src/jobs/sink/column-source.js';
+import { canonical } from '../../src/jobs/sink/cql-types.js';
+import { sinkConfig } from '../../src/jobs/sink/sink-config.js';
+import { SinkJob } from '../../src/jobs/sink/sink-job.js';
 import { configError } from './config-error.js';
 
 const V1 = { type: 'record', name: 'Click', fields: [{ name: 'id', type: 'long' }, { name: 'page', type: 'string' }] };

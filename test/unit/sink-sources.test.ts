@@ -3,11 +3,11 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import type { SourceRecord } from '../../src/kafka/record.js';
-import { canonical } from '../../src/sink/cql-types.js';
-import { parseColumnSource } from '../../src/sink/column-source.js';
-import { sinkConfig } from '../../src/sink/sink-config.js';
-import { SinkCodec } from '../../src/sink/sink-codec.js';
-import { SinkJob } from '../../src/sink/sink-job.js';
+import { canonical } from '../../src/jobs/sink/cql-types.js';
+import { parseColumnSource } from '../../src/jobs/sink/column-source.js';
+import { sinkConfig } from '../../src/jobs/sink/sink-config.js';
+import { SinkCodec } from '../../src/jobs/sink/sink-codec.js';
+import { SinkJob } from '../../src/jobs/sink/sink-job.js';
 import { configProblem } from './sink-fakes.js';
 
 const problem = (raw: unknown) => configProblem(raw);
@@ -109,7 +109,7 @@ test('stored settings: a value path as before; other sources tagged (a field onc
 });
 
 test('a column without field reads the value\'s field of its name, even one named key or value; field: value is the value\'s field value; derived paths keep naming the value', async () => {
-  const { valueFieldSpec } = await import('../../src/sink/column-source.js');
+  const { valueFieldSpec } = await import('../../src/jobs/sink/column-source.js');
   const config = sinkConfig({ ...base, columns: { key: 'text', header: 'text', value: { type: 'text', field: 'value' } } });
   assert.deepEqual(config.columns.map((c) => [c.source, c.field]), [['value', ['key']], ['value', ['header']], ['value', ['value']]]);
   const e = new SinkCodec(config).expect(rec({ value: '{"key": "k", "header": "h", "value": "v"}', key: 'other' }));

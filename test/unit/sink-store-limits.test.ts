@@ -1,11 +1,11 @@
-// What Cassandra would refuse is quarantined before it is written (src/sink/store-limits.ts), and an
-// upsert key has one spelling (src/sink/key-encoding.ts): each with its exact reason.
+// What Cassandra would refuse is quarantined before it is written (src/jobs/sink/store-limits.ts), and an
+// upsert key has one spelling (src/jobs/sink/key-encoding.ts): each with its exact reason.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import type { SourceRecord } from '../../src/kafka/record.js';
-import { sinkConfig } from '../../src/sink/sink-config.js';
-import { SinkCodec } from '../../src/sink/sink-codec.js';
-import { MAX_KEY_BYTES, MAX_ROW_BYTES } from '../../src/sink/store-limits.js';
+import { sinkConfig } from '../../src/jobs/sink/sink-config.js';
+import { SinkCodec } from '../../src/jobs/sink/sink-codec.js';
+import { MAX_KEY_BYTES, MAX_ROW_BYTES } from '../../src/jobs/sink/store-limits.js';
 
 const rec = (key: string | Buffer | null, value: string | null, partition = 0, offset = 0n): SourceRecord => ({
   topic: 't',

@@ -1,10 +1,10 @@
-// A column path that matches nothing in a whole batch is reported (src/sink/unmatched-columns.ts);
+// A column path that matches nothing in a whole batch is reported (src/jobs/sink/unmatched-columns.ts);
 // one absent in some records only (an optional field) is not.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { sinkConfig } from '../../src/sink/sink-config.js';
-import { SinkCodec, type SinkRow } from '../../src/sink/sink-codec.js';
-import { UnmatchedReporter, WARN_EVERY_MS } from '../../src/sink/unmatched-columns.js';
+import { sinkConfig } from '../../src/jobs/sink/sink-config.js';
+import { SinkCodec, type SinkRow } from '../../src/jobs/sink/sink-codec.js';
+import { UnmatchedReporter, WARN_EVERY_MS } from '../../src/jobs/sink/unmatched-columns.js';
 
 const config = sinkConfig({ topic: 't', table: 'x', mode: 'log', columns: { url: 'text', source: { type: 'text', field: 'headers.source' }, note: 'text' } });
 const codec = new SinkCodec(config);

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { validateWindowSpec, windowEnds } from '../../src/app/windows.js';
+import { validateWindowSpec, windowEnds } from '../../src/jobs/events/windows.js';
 
 const tumbling = { sizeMs: 5000, slideMs: 5000 };
 

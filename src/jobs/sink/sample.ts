@@ -1,0 +1,117 @@
+/**
+ * Seeded sample records for a sink's config, for `chaos --job` and `bench --sink`: values of every
+ * column's type (bigints over the whole int64 range, written as exact JSON digits), timestamps both as
+ * epoch ms and ISO-8601, nested fields. In upsert mode a small pool of keys gets updates and deletes
+ * (tombstones), each record keyed by its key so one key stays on one partition; `badRatio` of them
+ * break a rule of the config (a wrong type, a missing required field, a key that differs from the
+ * record key).
+ */
+import { prng } from '../../prng.js';
+import type { CqlType, ScalarType } from './cql-types.js';
+import type { SinkColumn, SinkConfig } from './sink-config.js';
+
+export interface SampleRecord {
+  key: string | null;
+  value: string | null;
+}
+
+/** A JSON text (numbers exact, as digits). */
+type Json = { raw: string };
+
+function hex(rand: () => number, n: number): string {
+  return Array.from({ length: n }, () => Math.floor(rand() * 16).toString(16)).join('');
+}
+
+function scalarValue(type: ScalarType, rand: () => number): Json {
+  switch (type) {
+    case 'text':
+      return { raw: JSON.stringify(`t-${hex(rand, 6)}${rand() < 0.1 ? ' ✓ é' : ''}`) };
+    case 'int':
+      return { raw: String(Math.floor(rand() * 2 ** 32) - 2 ** 31) };
+    case 'bigint': {
+      const big = (BigInt(Math.floor(rand() * 2 ** 31)) << 32n) | BigInt(Math.floor(rand() * 2 ** 32));
+      return { raw: String(rand() < 0.5 ? -big : big) };
+    }
+    case 'double':
+      return { raw: String(Math.round((rand() - 0.5) * 1e7) / 1000) };
+    case 'boolean':
+      return { raw: rand() < 0.5 ? 'true' : 'false' };
+    case 'timestamp': {
+      const ms = 1_600_000_000_000 + Math.floor(rand() * 1e11);
+      return { raw: rand() < 0.5 ? String(ms) : JSON.stringify(new Date(ms).toISOString()) };
+    }
+    case 'uuid':
+      return { raw: JSON.stringify(`${hex(rand, 8)}-${hex(rand, 4)}-4${hex(rand, 3)}-a${hex(rand, 3)}-${hex(rand, 12)}`) };
+    case 'decimal':
+      return { raw: `${Math.floor(rand() * 1e6)}.${String(Math.floor(rand() * 100)).padStart(2, '0')}` };
+    case 'smallint':
+      return { raw: String(Math.floor(rand() * 2 ** 16) - 2 ** 15) };
+    case 'tinyint':
+      return { raw: String(Math.floor(rand() * 2 ** 8) - 2 ** 7) };
+    case 'float':
+      return { raw: String(Math.round((rand() - 0.5) * 1e5) / 100) };
+    case 'date':
+      return { raw: JSON.stringify(new Date(1_600_000_000_000 + Math.floor(rand() * 1e11)).toISOString().slice(0, 10)) };
+    case 'time':
+      return { raw: JSON.stringify(`${String(Math.floor(rand() * 24)).padStart(2, '0')}:${String(Math.floor(rand() * 60)).padStart(2, '0')}:07.${hex(rand, 3).replace(/[a-f]/g, '5')}`) };
+    case 'blob':
+      return { raw: JSON.stringify(Buffer.from(hex(rand, 8), 'hex').toString('base64')) };
+    case 'inet':
+      return { raw: JSON.stringify(`10.${Math.floor(rand() * 256)}.${Math.floor(rand() * 256)}.1`) };
+    case 'timeuuid':
+      return { raw: JSON.stringify(`${hex(rand, 8)}-${hex(rand, 4)}-1${hex(rand, 3)}-a${hex(rand, 3)}-${hex(rand, 12)}`) };
+  }
+}
+
+function value(type: CqlType, rand: () => number): Json {
+  if (type.kind === 'scalar') return scalarValue(type.name, rand);
+  const n = Math.floor(rand() * 4);
+  if (type.kind === 'list' || type.kind === 'set') return { raw: `[${Array.from({ length: n }, () => value(type.of, rand).raw).join(',')}]` };
+  return { raw: `{${Array.from({ length: n }, (_, i) => `"k${i}":${value(type.of, rand).raw}`).join(',')}}` };
+}
+
+/** A JSON object text with each column's value at its field path. */
+function render(fields: Array<[readonly string[], Json]>): string {
+  type Node = { [k: string]: Node | Json };
+  const root: Node = {};
+  for (const [path, v] of fields) {
+    let node = root;
+    for (const p of path.slice(0, -1)) node = (node[p] ??= {}) as Node;
+    node[path[path.length - 1]!] = v;
+  }
+  const out = (n: Node | Json): string => ('raw' in n && typeof n.raw === 'string' ? n.raw : `{${Object.entries(n).map(([k, x]) => `${JSON.stringify(k)}:${out(x as Node)}`).join(',')}}`);
+  return out(root);
+}
+
+export function* sampleRecords(config: SinkConfig, o: { seed: number; count: number; badRatio: number }): Generator<SampleRecord> {
+  const rand = prng(o.seed);
+  const keyCols = config.key.map((k) => config.columns.find((c) => c.name === k)!);
+  // A key in its canonical spelling (src/jobs/sink/key-encoding.ts): a timestamp key as epoch ms.
+  const keyValue = (c: SinkColumn): Json => {
+    const v = value(c.type, rand);
+    return c.type.kind === 'scalar' && c.type.name === 'timestamp' && v.raw.startsWith('"') ? { raw: String(Date.parse(JSON.parse(v.raw) as string)) } : v;
+  };
+  const keys: Json[][] = Array.from({ length: Math.max(5, Math.ceil(o.count / 8)) }, () => keyCols.map(keyValue));
+  const keyText = (k: Json[]) =>
+    keyCols.length === 1
+      ? keyCols[0]!.type.kind === 'scalar' && ['text', 'uuid', 'timestamp'].includes(keyCols[0]!.type.name) ? (JSON.parse(k[0]!.raw) as unknown as string).toString() : k[0]!.raw
+      : render(keyCols.map((c, i) => [c.field, k[i]!]));
+  for (let i = 0; i < o.count; i++) {
+    const key = config.mode === 'upsert' ? keys[Math.floor(rand() * keys.length)]! : undefined;
+    const fields: Array<[readonly string[], Json]> = config.columns
+      .filter((c: SinkColumn) => c.required || config.key.includes(c.name) || rand() < 0.8)
+      .map((c) => [c.field, key !== undefined && config.key.includes(c.name) ? key[config.key.indexOf(c.name)]! : value(c.type, rand)]);
+    const bad = rand() < o.badRatio;
+    if (bad) {
+      const kind = Math.floor(rand() * 3);
+      if (kind === 0 && fields.length > 0) fields[0] = [fields[0]![0], { raw: '{"not": "this type"}' }];
+      else if (kind === 1) fields.splice(0, fields.length);
+      else if (key !== undefined) fields.push([keyCols[0]!.field, value(keyCols[0]!.type, rand)]);
+    }
+    if (key !== undefined && !bad && rand() < 0.1) {
+      yield { key: keyText(key), value: null }; // a tombstone: deletes the key
+      continue;
+    }
+    yield { key: key === undefined ? null : keyText(key), value: render(fields) };
+  }
+}

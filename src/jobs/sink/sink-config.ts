@@ -1,0 +1,447 @@
+/**
+ * A sink's configuration file (`exactlyonce sink --config orders.yaml`, YAML or JSON), validated once:
+ * unknown keys are refused and every problem names its key (`columns.total.type: …`).
+ *
+ *   name: orders                # the job's name (default: the table's)
+ *   topic: shop.orders          # input topic
+ *   format: avro                # the values: json (default), avro, protobuf or json-schema (Schema Registry)
+ *   keyFormat: avro             # the keys, the same choices (default json: text, or a JSON object)
+ *   table: orders               # target table in the keyspace
+ *   mode: upsert                # log: one row per (partition, offset); upsert: one row per key
+ *   key: [order_id]             # upsert: the key columns (the table's primary key)
+ *   ttl: 7d                     # rows expire 7 days after their record's Kafka timestamp (s, m, h, d)
+ *   # ttlField: header.ttl      # or each record's TTL in seconds, from any column source
+ *   where: { field: value.status, in: [paid, shipped] }  # only these records (src/jobs/sink/filter.ts)
+ *   consistency: QUORUM         # the row writes': LOCAL_QUORUM (default), QUORUM or EACH_QUORUM
+ *   envelope: debezium          # the values are Debezium change events (src/jobs/sink/debezium.ts)
+ *   columns:
+ *     order_id: { type: bigint, field: id }   # field: the JSON field (a.b for nested; default: the column's name)
+ *     status: text                            # shorthand for { type: text }
+ *     total: { type: decimal, required: true }
+ *     currency: { type: text, default: EUR }  # used when the field is missing or null
+ *     email: { type: text, onNull: unset }    # a missing or null field writes no cell (see below)
+ *     shop: { type: text, field: key.shop }   # a field of the record key (key: the whole key)
+ *     trace: { type: text, field: header.trace }       # a Kafka header, decoded as the column's type
+ *     placed_at: { type: timestamp, field: $timestamp } # also $topic, $partition, $offset
+ *
+ * A column's `field` names where its value comes from, always a pure function of the record (a replay
+ * writes the same row): `a.b` or `value.a.b` (the value's field), `key` or `key.x` (the record key's),
+ * `header.<name>` (the header's bytes: text as UTF-8, numbers from their text, blob raw; one that does
+ * not decode as the column's type is quarantined as bad_header), `$topic`, `$partition`, `$offset`,
+ * `$timestamp`. `now()` and the like are refused. src/jobs/sink/column-source.ts has the details.
+ *
+ * `where` keeps the records its predicate holds for ({ field, equals | in | exists }, { not }, { all },
+ * { any }, over any column source); the others are filtered: no row and no quarantine row, the
+ * checkpoint passes them, exactlyonce_sink_filtered_total counts them, and `verify --job` recomputes
+ * the predicate, so a row for a filtered offset is a violation. A record that cannot be decoded is
+ * still quarantined; an upsert tombstone is never filtered (the delete applies).
+ *
+ * `consistency` is the row writes' level. Only quorums: the checkpoints are written and read at a
+ * quorum, and a row write acknowledged by fewer replicas (ONE, ANY, LOCAL_ONE, TWO, THREE) may not be
+ * seen by the read that trusts its checkpoint, so those are refused (ALL, SERIAL and LOCAL_SERIAL too).
+ *
+ * onNull says what a missing or null field writes: `null` (a null cell, a tombstone; the default for a
+ * column without a default), `default` (its default; the default for a column with one) or `unset` (no
+ * cell at all). In upsert mode an unset cell keeps the key's earlier value: the row is the merge of the
+ * key's records in offset order (each cell from the last record that wrote it since the key's last
+ * delete), which the sink writes record by record at each one's offset and `verify --job` recomputes;
+ * a column no record it reads wrote (all of them earlier than a recorded proof, or deleted by
+ * retention) is not judged. Deletes stay as they are: a tombstone record deletes the whole row.
+ * `unset` with a TTL in upsert mode is refused (an unset cell would keep an earlier expiry).
+ *
+ * A TTL counts from the record's Kafka timestamp, not from when the row is written: every write (a
+ * replay, a zombie's late one) is USING TTL of what is left, rounded up to the second, so a replay
+ * never extends a row's life. A record already past it is not written (upsert: it deletes its key at
+ * its offset, as the row it stands for has expired) and is counted in exactlyonce_sink_expired_total;
+ * `verify --job` counts such records, and rows whose TTL passed since, as expired, not missing. A
+ * ttlField that is missing, negative or not a whole number quarantines the record (bad_ttl).
+ *
+ * With a registry format `columns` may be left out: they are then derived from the latest schema
+ * registered for the topic's values (subject `<topic>-value`; src/jobs/sink/derive-columns.ts). A field of a
+ * newer version that no column stores is then ignored (stored without it, counted in
+ * exactlyonce_sink_unknown_fields_total{field}) or quarantined (unknown_field), by `onUnknown`;
+ * `schema apply --job` adds the new fields' columns (src/jobs/sink/evolve.ts).
+ */
+import { readFileSync } from 'node:fs';
+import { LosslessNumber } from 'lossless-json';
+import { parse as parseYaml } from 'yaml';
+import { z } from 'zod';
+import { ExactlyOnceError } from '../../errors.js';
+import { FORMATS, isRegistryFormat, schemaCache, type Format } from '../../formats/decoder.js';
+import type { SchemaRegistryConfig } from '../../config.js';
+import { convert, cqlTypeName, parseCqlType, SCALAR_TYPES, type CqlType } from './cql-types.js';
+import { retry } from '../../engine/retry.js';
+import { parseColumnSource, sourceTypeProblem, valueFieldSpec, type ColumnSource, type SourceKind } from './column-source.js';
+import { parsePredicate, type Predicate } from './filter.js';
+
+/** The longest TTL Cassandra takes: 20 years, in seconds. */
+export const MAX_TTL_SECONDS = 630_720_000;
+const UNIT_SECONDS: Readonly<Record<string, number>> = { s: 1, m: 60, h: 3600, d: 86_400 };
+
+/** The write consistency levels a sink takes (a quorum, like the checkpoints' reads and writes). */
+export const WRITE_LEVELS: readonly string[] = ['LOCAL_QUORUM', 'QUORUM', 'EACH_QUORUM'];
+export type WriteLevel = 'LOCAL_QUORUM' | 'QUORUM' | 'EACH_QUORUM';
+/** The levels refused, with why. */
+const BELOW_QUORUM = "it is acknowledged by fewer replicas than a quorum, so a checkpoint read at a quorum after it may not see the rows it covers (a replica that acknowledged them can be lost with them), and the proof would rest on rows a crash can take back";
+const WEAK_LEVELS: Readonly<Record<string, string>> = {
+  ONE: BELOW_QUORUM,
+  TWO: `a fixed count of replicas, below a quorum once the replication factor grows (2 of 5): ${BELOW_QUORUM.replace('it is acknowledged', 'a write is then acknowledged')}`,
+  THREE: `a fixed count of replicas, below a quorum once the replication factor grows (3 of 7): ${BELOW_QUORUM.replace('it is acknowledged', 'a write is then acknowledged')}`,
+  LOCAL_ONE: BELOW_QUORUM,
+  ANY: `${BELOW_QUORUM}; ANY may even be stored as a hint on a node that is no replica`,
+  ALL: 'one replica down stops every write (use QUORUM: a checkpoint read at a quorum sees what a quorum wrote)',
+  SERIAL: 'a serial level is for lightweight transactions (IF …), not for writes',
+  LOCAL_SERIAL: 'a serial level is for lightweight transactions (IF …), not for writes',
+};
+import { didYouMean } from '../../suggest.js';
+
+/** Unquoted CQL identifiers in lower case (so the generated CQL needs no quoting). */
+const identifier = z.string().regex(/^[a-z][a-z0-9_]{0,47}$/, 'expected a lower-case CQL name: a letter, then letters, digits or _ (at most 48)');
+const TYPES_HELP = `${SCALAR_TYPES.join(', ')}, varchar (text), list<T>, set<T> or map<text, T> of those (nested collections too)`;
+const cqlType = z.string().superRefine((s, ctx) => {
+  // A mistyped name (varchr, bigitn) is named with the type meant; a collection's text is shown as it is.
+  const meant = /^\w+$/.test(s.trim()) ? didYouMean(s.trim().toLowerCase(), [...SCALAR_TYPES, 'varchar']) : '';
+  if (parseCqlType(s) === undefined) ctx.addIssue({ code: 'custom', message: `expected a CQL type${meant}: ${TYPES_HELP}` });
+});
+
+const columnObject = z
+  .object({
+    type: cqlType.describe('the CQL type (required)'),
+    field: z
+      .string()
+      .min(1)
+      .optional()
+      .describe(
+        "where the column's value comes from (default: the value's field of the column's name): a.b or value.a.b (the value's field, nested), key (the whole record key, a single value) or key.x (the key's field), header.<name> (the Kafka header's bytes as the column's type: text as UTF-8, numbers from their text, blob raw; a header that does not decode is quarantined, bad_header), $topic, $partition, $offset, $timestamp (the record's Kafka timestamp: a timestamp or bigint column). Only what is a pure function of the record: now() and the like are refused",
+      ),
+    required: z.boolean().optional().describe('true: a record whose field is missing or null is quarantined (missing_field)'),
+    default: z.unknown().optional().describe('stored when the field is missing or null'),
+    onNull: z
+      .enum(['unset', 'null', 'default'], { message: 'expected one of unset, null, default' })
+      .optional()
+      .describe(
+        "what a missing or null field writes: null (a null cell; the default without a default), default (the column's default; the default with one), unset (no cell at all: no tombstone; upsert: the key's earlier value stays, and verify --job expects the merge of the key's records in offset order)",
+      ),
+  })
+  .strict();
+const columnSchema = z.union([cqlType, columnObject]);
+
+const formats = z.enum(FORMATS, { message: `expected one of ${FORMATS.join(', ')}` });
+const sinkSchema = z
+  .object({
+    name: z.string().regex(/^[A-Za-z0-9_-]{1,64}$/, 'expected 1-64 letters, digits, _ or -').optional().describe("the job's name: its checkpoints, quarantine and consumer group exactlyonce.<name> (default: the table's)"),
+    topic: z.string().regex(/^[A-Za-z0-9._-]{1,249}$/, 'expected a Kafka topic name: 1-249 characters of [A-Za-z0-9._-]').describe('the input topic (required)'),
+    table: identifier.describe('the table, in the keyspace of --keyspace (required)'),
+    format: formats.optional().describe(`the values: ${FORMATS.join(', ')} (default json; the others through a Schema Registry)`),
+    keyFormat: formats.optional().describe('the record keys, the same choices (default json: the key\'s canonical text, or a JSON object of several)'),
+    mode: z.enum(['log', 'upsert']).describe('log: one row per (partition, offset); upsert: one row per key, its record with the highest offset (required)'),
+    key: z.array(identifier).min(1).optional().describe('upsert: the key columns, e.g. [order_id]'),
+    ttl: z
+      .string()
+      .regex(/^[1-9]\d*[smhd]$/, 'expected a whole number and a unit: 90s, 15m, 12h or 7d')
+      .optional()
+      .describe(
+        'rows expire this long after their record\'s Kafka timestamp (s, m, h or d: 7d). Written USING TTL of what is left then, so a replay never extends a row\'s life; a record already past it is not written (counted in exactlyonce_sink_expired_total; verify --job counts it as expired, not missing)',
+      ),
+    ttlField: z
+      .string()
+      .min(1)
+      .optional()
+      .describe("instead of ttl: where each record's TTL in seconds is, any column source (value.ttl, header.ttl, …); a record whose TTL is missing, negative or not a whole number is quarantined (bad_ttl)"),
+    consistency: z
+      .string()
+      .superRefine((v, ctx) => {
+        const level = v.toUpperCase();
+        if (WRITE_LEVELS.includes(level)) return;
+        if (level in WEAK_LEVELS) ctx.addIssue({ code: 'custom', message: `${v} is refused: ${WEAK_LEVELS[level]}; use ${WRITE_LEVELS.join(', ')}` });
+        else ctx.addIssue({ code: 'custom', message: `expected one of ${WRITE_LEVELS.join(', ')}${didYouMean(level, WRITE_LEVELS)}` });
+      })
+      .optional()
+      .describe(
+        "the consistency of the sink's row writes: LOCAL_QUORUM (default), QUORUM or EACH_QUORUM. Levels below a quorum (ONE, ANY, LOCAL_ONE, TWO, THREE) are refused: a checkpoint read at a quorum would not be sure to see rows written so, so a replay after a crash could skip rows a lost replica held",
+      ),
+    where: z
+      .unknown()
+      .optional()
+      .describe(
+        "only the records this holds for are stored; the others are filtered (no row, no quarantine row, exactlyonce_sink_filtered_total; verify --job proves each was the rule's): { field: <column source>, equals: paid }, { field, in: [a, b] }, { field, exists: true }, { not: <predicate> }, { all: [<predicate>, …] }, { any: [<predicate>, …] }. An upsert tombstone is never filtered",
+      ),
+    onUnknown: z
+      .enum(['ignore', 'quarantine'], { message: 'expected one of ignore, quarantine' })
+      .optional()
+      .describe(
+        "columns derived from the registry (columns left out): what a record written with a newer schema version does with a field the columns (derived at start) lack: ignore (default: the known columns are stored, exactlyonce_sink_unknown_fields_total{field} counts the field) or quarantine (reason unknown_field). verify --job judges each record the same way. Run schema apply --job to add the new fields' columns",
+      ),
+    envelope: z
+      .enum(['debezium'], { message: 'expected debezium' })
+      .optional()
+      .describe(
+        "debezium: the values are Debezium change events ({ before, after, source, op, ts_ms }, or that under { schema, payload }); the columns read the row (after; before for a delete in log mode), op d deletes the key in upsert mode, and the record key is Debezium's: the key's fields as a JSON object (or a registry record). A change without op, or without the row it needs, is quarantined (bad_envelope); op t and m are quarantined too (unsupported_op)",
+      ),
+    columns: z
+      .record(identifier, columnSchema)
+      .refine((c) => Object.keys(c).length > 0, { message: 'expected at least one column' })
+      .optional()
+      .describe('column: TYPE, or column: { type, field, required, default } (a registry format may leave them out: derived from the schema)'),
+  })
+  .strict();
+
+/** The config's keys and a column's, with what each means: `sink --help` lists them (generated here, so they cannot drift). */
+export function sinkConfigKeysHelp(): string {
+  const lines = (shape: Record<string, z.ZodType>, indent: string) => Object.entries(shape).map(([k, v]) => `${indent}${k.padEnd(10)} ${v.description ?? ''}`);
+  return [
+    'Config keys (YAML, or JSON for .json; unknown keys are refused):',
+    ...lines(sinkSchema.shape, '  '),
+    '  a column\'s keys:',
+    ...lines(columnObject.shape, '    '),
+    `  types: ${TYPES_HELP}`,
+  ].join('\n');
+}
+
+/** The keys the schema knows at a path of the config (the top level, or a column's). */
+function knownKeys(at: readonly PropertyKey[]): string[] {
+  if (at.length === 0) return Object.keys(sinkSchema.shape);
+  if (at.length === 2 && at[0] === 'columns') return Object.keys(columnObject.shape);
+  return [];
+}
+
+const keyPath = (at: readonly PropertyKey[]) => (at.length > 0 ? at.map(String).join('.') : '(top level)');
+
+/** One line per problem; an unknown key names the key meant, or lists the keys. */
+function issueLines(issues: readonly z.core.$ZodIssue[], raw: unknown, base: readonly PropertyKey[] = []): string[] {
+  return issues.flatMap((i) => {
+    const at = [...base, ...i.path];
+    if (i.code === 'invalid_union') {
+      // A column is written as a type or as an object: report against the spelling the user chose.
+      const value = at.reduce<unknown>((v, k) => (v !== null && typeof v === 'object' ? (v as Record<PropertyKey, unknown>)[k] : undefined), raw);
+      const branch = value !== null && typeof value === 'object' && i.errors.length > 1 ? i.errors[1]! : i.errors[0]!;
+      return issueLines(branch, raw, at);
+    }
+    if (i.code === 'unrecognized_keys') {
+      const known = knownKeys(at);
+      return i.keys.map((k) => {
+        const hint = didYouMean(k, known);
+        return `${keyPath([...at, k])}: unknown key${hint !== '' ? hint : known.length > 0 ? `; the keys are ${known.join(', ')}` : ''}`;
+      });
+    }
+    // Zod says `expected string, received undefined` of a key left out.
+    if (i.code === 'invalid_type' && / received undefined$/.test(i.message)) return [`${keyPath(at)}: missing (a required key)`];
+    return [`${keyPath(at)}: ${i.message}`];
+  });
+}
+
+export interface SinkColumn {
+  readonly name: string;
+  readonly type: CqlType;
+  /** Where the value comes from: the value, the record key, a header or the record's metadata (src/jobs/sink/column-source.ts). */
+  readonly source: SourceKind;
+  /** The path within the source (`customer.id` → ['customer', 'id']; a header's name; a metadata name). */
+  readonly field: readonly string[];
+  /** The field as written in the config (`customer.id`, `key.id`, `header.trace`, `$offset`). */
+  readonly spec: string;
+  readonly required: boolean;
+  /** The converted default, or undefined (then a missing field is stored as null). */
+  readonly default: unknown;
+  /** What a missing or null field writes: a null cell, the default, or no cell (unset). */
+  readonly onNull: 'unset' | 'null' | 'default';
+}
+
+export interface SinkConfig {
+  readonly name: string;
+  readonly topic: string;
+  readonly table: string;
+  readonly mode: 'log' | 'upsert';
+  /** How record values and keys are decoded (src/formats/decoder.ts). */
+  readonly format: Format;
+  readonly keyFormat: Format;
+  /** The columns were derived from the registered schema (the config left them out). */
+  readonly derived: boolean;
+  /** Upsert: the key columns, in order (the table's partition key). Log: empty. */
+  readonly key: readonly string[];
+  readonly columns: readonly SinkColumn[];
+  /** The row writes' consistency level (default LOCAL_QUORUM). */
+  readonly consistency: WriteLevel;
+  /** Only the records this holds for are stored (src/jobs/sink/filter.ts). */
+  readonly where?: Predicate;
+  /** Rows expire at record timestamp + TTL: a fixed TTL, or one read per record (in seconds) from a source. */
+  readonly ttl?: { readonly seconds: number } | { readonly field: ColumnSource };
+  /** Derived columns: a field of a record's schema that no column stores is ignored (counted) or quarantined (unknown_field). */
+  readonly onUnknown: 'ignore' | 'quarantine';
+  /** The values are Debezium change events: the row is their `after` (or `before`), op d a delete. */
+  readonly envelope?: 'debezium';
+  /** The validated file as given, for the job's stored settings. */
+  readonly source: string;
+}
+
+/**
+ * The types a key column may have: those whose record key has one canonical text (src/jobs/sink/key-encoding.ts).
+ * Not double or float (1.0 and 1 are one value), nor blob, inet, date, time or collections (no spelling
+ * rule for them yet).
+ */
+const KEY_TYPES: readonly string[] = ['text', 'int', 'bigint', 'smallint', 'tinyint', 'boolean', 'timestamp', 'uuid', 'timeuuid', 'decimal'];
+
+/** Columns a log-mode table has already: the record's position. */
+const LOG_COLUMNS = ['partition', 'offset'];
+
+function invalid(where: string, lines: string[]): ExactlyOnceError {
+  return new ExactlyOnceError('EO_CONFIG_INVALID', `${where}: ${lines.join('; ')}`);
+}
+
+/** Validates a parsed config (`where` names the file in errors). */
+export function sinkConfig(raw: unknown, where = 'sink config', derived = false): SinkConfig {
+  const parsed = sinkSchema.safeParse(raw);
+  if (!parsed.success) {
+    throw invalid(where, issueLines(parsed.error.issues, raw));
+  }
+  const c = parsed.data;
+  const format = c.format ?? 'json';
+  const keyFormat = c.keyFormat ?? 'json';
+  if (c.columns === undefined) {
+    throw invalid(where, [
+      isRegistryFormat(format)
+        ? 'columns: left out, they are derived from the registered schema: load this config with the registry (`exactlyonce sink --config <file> --print-cql` shows them)'
+        : 'columns: expected the columns (only a Schema Registry format, avro, protobuf or json-schema, can derive them from the registered schema)',
+    ]);
+  }
+  const problems: string[] = [];
+  const columns: SinkColumn[] = Object.entries(c.columns).map(([name, spec]) => {
+    const s = typeof spec === 'string' ? { type: spec } : spec;
+    const type = parseCqlType(s.type)!;
+    let dflt: unknown;
+    if (s.default !== undefined && s.default !== null) {
+      const d = convert(type, typeof s.default === 'number' ? toLossless(s.default) : s.default);
+      if (d.ok) dflt = d.value;
+      else problems.push(`columns.${name}.default: ${d.problem}`);
+    }
+    // Left out, the field is the value's field of the column's name (a column may be named key or value).
+    const src = s.field === undefined ? { source: 'value' as const, path: [name], spec: name } : parseColumnSource(s.field);
+    if (typeof src === 'string') problems.push(`columns.${name}.field: ${src}`);
+    else {
+      const wrong = sourceTypeProblem(src, type);
+      if (wrong !== undefined) problems.push(`columns.${name}.field: ${wrong}`);
+    }
+    const source = typeof src === 'string' ? { source: 'value' as const, path: [name], spec: name } : src;
+    const onNull = s.onNull ?? (s.default !== undefined && s.default !== null ? 'default' : 'null');
+    if (s.onNull !== undefined) {
+      if (s.required === true) problems.push(`columns.${name}.onNull: a required column quarantines a record whose field is missing or null (missing_field); onNull is for optional columns`);
+      else if (onNull === 'default' && (s.default === undefined || s.default === null)) problems.push(`columns.${name}.onNull: default needs the column's default (default: …)`);
+      else if (onNull !== 'default' && s.default !== undefined && s.default !== null) problems.push(`columns.${name}.default: a default is written only with onNull: default (this column has onNull: ${onNull})`);
+    }
+    return { name, type, source: source.source, field: source.path, spec: source.spec, required: s.required === true, default: dflt, onNull };
+  });
+  if (c.mode === 'log') {
+    if (c.key !== undefined) problems.push('key: a log-mode table is keyed by (partition, offset); key is for mode upsert');
+    for (const col of columns) if (LOG_COLUMNS.includes(col.name)) problems.push(`columns.${col.name}: the name is taken by the record's position in log mode (partition, offset)`);
+  } else {
+    if (c.key === undefined) problems.push('key: mode upsert needs the key columns, e.g. key: [order_id]');
+    for (const [i, k] of (c.key ?? []).entries()) {
+      const col = columns.find((x) => x.name === k);
+      if (col === undefined) problems.push(`key.${i}: ${k} is not one of the columns`);
+      else if (col.type.kind !== 'scalar' || !KEY_TYPES.includes(col.type.name)) problems.push(`key.${i}: ${k} is a ${cqlTypeName(col.type)}; a key column is ${KEY_TYPES.join(', ')}`);
+      else if (col.default !== undefined) problems.push(`columns.${k}.default: a key column has no default (a record without its key cannot be placed)`);
+      else if (col.onNull !== 'null') problems.push(`columns.${k}.onNull: a key column is always written (a record without its key is quarantined)`);
+    }
+    if (columns.length === (c.key ?? []).length) problems.push('columns: an upsert table needs at least one column besides the key');
+  }
+  if (c.mode === 'upsert' && (c.ttl !== undefined || c.ttlField !== undefined)) {
+    for (const col of columns) {
+      if (col.onNull === 'unset') problems.push(`columns.${col.name}.onNull: unset with a TTL in upsert mode is not supported (a cell left unset would keep an earlier record's expiry, which verify --job does not model); use null or default, or mode log`);
+    }
+  }
+  let ttl: SinkConfig['ttl'];
+  if (c.ttl !== undefined && c.ttlField !== undefined) problems.push('ttlField: give ttl (one TTL for every row) or ttlField (one per record), not both');
+  else if (c.ttl !== undefined) {
+    const seconds = Number(c.ttl.slice(0, -1)) * UNIT_SECONDS[c.ttl.slice(-1)]!;
+    if (seconds > MAX_TTL_SECONDS) problems.push(`ttl: ${c.ttl} is longer than the 20 years (${MAX_TTL_SECONDS} s) Cassandra allows`);
+    else ttl = { seconds };
+  } else if (c.ttlField !== undefined) {
+    const src = parseColumnSource(c.ttlField);
+    if (typeof src === 'string') problems.push(`ttlField: ${src}`);
+    else if (src.source === 'meta') problems.push(`ttlField: ${src.spec} is no number of seconds; name a field of the value, the key or a header`);
+    else ttl = { field: src };
+  }
+  if (c.envelope !== undefined && derived) problems.push('envelope: debezium needs its columns listed (columns derived from the registered schema would be the envelope\'s: before, after, source, op)');
+  if (c.onUnknown !== undefined && !derived) problems.push('onUnknown: only for columns derived from the registered schema (leave columns out); listed columns store what they name, and the other fields are not read');
+  const filter = c.where === undefined ? undefined : parsePredicate(c.where, 'where', problems);
+  if (problems.length > 0) throw invalid(where, problems);
+  return Object.freeze({
+    name: c.name ?? c.table,
+    topic: c.topic,
+    table: c.table,
+    mode: c.mode,
+    format,
+    keyFormat,
+    derived: false,
+    key: c.key ?? [],
+    columns,
+    consistency: (c.consistency?.toUpperCase() ?? 'LOCAL_QUORUM') as WriteLevel,
+    onUnknown: c.onUnknown ?? 'ignore',
+    ...(ttl === undefined ? {} : { ttl }),
+    ...(filter === undefined ? {} : { where: filter }),
+    ...(c.envelope === undefined ? {} : { envelope: c.envelope }),
+    source: JSON.stringify(c),
+  });
+}
+
+/** How long deriving columns waits for a registry that does not answer, in ms. */
+const REGISTRY_START_DEADLINE_MS = 60_000;
+
+/** The subject a topic's value schemas are registered under (Confluent's TopicNameStrategy). */
+export function valueSubject(topic: string): string {
+  return `${topic}-value`;
+}
+
+/**
+ * Validates a parsed config; when it leaves `columns` out and reads a registry format, derives them
+ * from the latest schema registered for the topic's values. EO_CONFIG_INVALID when there is none;
+ * EO_REGISTRY_* when the registry does not answer.
+ */
+export async function resolveSinkConfig(raw: unknown, registry: SchemaRegistryConfig, where = 'sink config'): Promise<SinkConfig & { skipped?: string[] }> {
+  const r = raw as Record<string, unknown> | null;
+  const format = typeof r?.['format'] === 'string' ? (r['format'] as Format) : 'json';
+  if (r === null || typeof r !== 'object' || r['columns'] !== undefined || !FORMATS.includes(format) || !isRegistryFormat(format) || typeof r['topic'] !== 'string') return sinkConfig(raw, where);
+  const cache = schemaCache(registry);
+  const subject = valueSubject(r['topic']);
+  // Retried like a worker's other start-up calls (a registry starting with the stack answers in seconds).
+  const latest = await retry(() => cache.registry.latest(subject), { server: 'Schema Registry', deadlineMs: REGISTRY_START_DEADLINE_MS });
+  if (latest === null) throw invalid(where, [`columns: left out, and no schema is registered under subject ${subject} at ${registry.url} to derive them from; register the topic's schema, or list the columns`]);
+  await retry(() => cache.fetch([latest.id]), { server: 'Schema Registry', deadlineMs: REGISTRY_START_DEADLINE_MS });
+  const { deriveColumns } = await import('./derive-columns.js');
+  const derived = deriveColumns(cache.get(latest.id)!);
+  if (derived.columns.length === 0) throw invalid(where, [`columns: none could be derived from schema id ${latest.id} (subject ${subject}): ${derived.skipped.join('; ')}`]);
+  const columns = Object.fromEntries(derived.columns.map((c) => [c.name, { type: c.type, ...(c.field === c.name ? {} : { field: valueFieldSpec(c.field) }), ...(c.default === undefined ? {} : { default: c.default }) }]));
+  const config = sinkConfig({ ...r, columns }, `${where} (columns derived from schema id ${latest.id}, subject ${subject} version ${latest.version})`, true);
+  return Object.freeze({ ...config, derived: true, skipped: derived.skipped });
+}
+
+/** A YAML default's number as the decoder sees a JSON number (lossless). */
+function toLossless(n: number): unknown {
+  return new LosslessNumber(String(n));
+}
+
+/** Reads and validates a sink config file: `.json` as JSON, anything else as YAML (a superset). */
+export function loadSinkConfig(file: string): SinkConfig {
+  return sinkConfig(readSinkConfigFile(file), file);
+}
+
+/** Reads a sink config file and resolves it (columns derived from the registry when left out). */
+export function loadResolvedSinkConfig(file: string, registry: SchemaRegistryConfig): Promise<SinkConfig & { skipped?: string[] }> {
+  return resolveSinkConfig(readSinkConfigFile(file), registry, file);
+}
+
+/** A sink config file's content, parsed (`.json` as JSON, anything else as YAML), not validated yet. */
+export function readSinkConfigFile(file: string): unknown {
+  let text: string;
+  try {
+    text = readFileSync(file, 'utf8');
+  } catch (e) {
+    throw new ExactlyOnceError('EO_CONFIG_INVALID', `--config: cannot read ${file} (${(e as NodeJS.ErrnoException).code ?? (e as Error).message})`);
+  }
+  let raw: unknown;
+  try {
+    raw = file.endsWith('.json') ? JSON.parse(text) : parseYaml(text);
+  } catch (e) {
+    throw new ExactlyOnceError('EO_CONFIG_INVALID', `${file}: not valid ${file.endsWith('.json') ? 'JSON' : 'YAML'}: ${(e as Error).message.split('\n')[0]}`);
+  }
+  return raw;
+}

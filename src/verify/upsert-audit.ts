@@ -1,0 +1,350 @@
+/**
+ * An upsert job's table against its log, in bounded memory (docs/design.md §4 invariant 7): per key, the
+ * row of its last record (the highest offset not quarantined), or no row when that record deletes
+ * the key, written at that record's timestamp; every key's records on one partition; no row for a key
+ * no record names.
+ *
+ * A keyed merge: every record is written as one line `key, partition, offset, what it says` to an
+ * external sort (src/verify/external-sort.ts), so a key's records come back together, in offset
+ * order, whatever the number of keys; each key is then reduced to its last record and judged. A full
+ * run sorts the table's rows (one scan, paged) the same way and merges the two sorted streams, which
+ * also finds rows for keys no record names; an incremental run looks up the row of each key that has
+ * a new record (a point read by its primary key), and judges nothing else. Memory: the sort's budget,
+ * one key's records, and the point reads in flight — independent of the number of keys.
+ */
+import { types, type Client, type Row } from '../cassandra/session.js';
+import type { Expectation } from '../engine/job-audit.js';
+import { canonical, decimalText } from '../jobs/sink/cql-types.js';
+import { ExternalSort } from './external-sort.js';
+import { TTL_SLACK_MS } from './report.js';
+import { execute, pagedRows } from './reads.js';
+import type { ViolationKind, ViolationLog } from './report.js';
+
+const text = (v: unknown) => JSON.stringify(canonical(v));
+const SEP = '\u0000';
+/** Point reads in flight at once (incremental runs). */
+const READS_IN_FLIGHT = 64;
+
+/** What the upsert audit counts per partition (the partition of each key's last record). */
+export interface UpsertCounts {
+  missing: number;
+  extra: number;
+  mismatched: number;
+  aheadOfCheckpoint: number;
+  /** Keys that rightly have no row, by why (expired: their last record's TTL passed). */
+  skipped: Record<string, number>;
+}
+
+export interface UpsertContext {
+  readonly session: Client;
+  readonly keyspace: string;
+  readonly table: string;
+  readonly keyColumns: readonly string[];
+  readonly valueColumns: readonly string[];
+  /** The write timestamp each row's cells must carry, from its record's offset. */
+  readonly writeTimestamp: ((offset: bigint) => bigint) | undefined;
+  readonly violations: ViolationLog;
+  /** The counters of a partition of the topic. */
+  readonly counts: (partition: number) => UpsertCounts;
+  /** Violations on rows no record names (no partition to count them on). */
+  readonly unattributed: { missing: number; extra: number; mismatched: number };
+  /** Bytes of lines held before the sort spills a run to disk. */
+  readonly memoryBytes: number;
+  readonly spillDir?: string;
+}
+
+/** A key's records, reduced as they stream past. */
+interface KeyGroup {
+  key: string;
+  partitions: number[];
+  /** The last record below its partition's checkpoint, if any. */
+  last: { partition: number; offset: bigint; del: boolean; values: unknown[] | null; packedKey: unknown; expiresAtMs: number | null } | undefined;
+  /**
+   * Columns left unset by some record: per column, the offset whose record last wrote a non-null value
+   * since the last delete (null: a null written, or none), and whether any record since the last delete
+   * (or a delete itself) wrote it at all: an unknown column (unset by every record seen) is not judged.
+   */
+  setAt: Array<bigint | null> | undefined;
+  known: boolean[] | undefined;
+  /** Write timestamps of the key's records at or beyond the checkpoint (batches in flight). */
+  inFlight: Set<bigint>;
+  firstPartition: number;
+}
+
+/** A row as read: its canonical values and its latest write time. */
+interface TableRow {
+  key: string;
+  values: unknown[];
+  wt: string | null;
+}
+
+export class UpsertAudit {
+  private readonly log: ExternalSort;
+  private readonly scan: ExternalSort;
+
+  constructor(private readonly ctx: UpsertContext) {
+    this.log = new ExternalSort(ctx.memoryBytes, ctx.spillDir);
+    this.scan = new ExternalSort(ctx.memoryBytes, ctx.spillDir);
+  }
+
+  /** Runs the sorts wrote to disk. */
+  get spilledRuns(): number {
+    return this.log.spilledRuns + this.scan.spilledRuns;
+  }
+
+  /** A record that writes or deletes its key; `inFlight`: at or beyond its partition's checkpoint. */
+  async add(partition: number, offset: bigint, e: Expectation & { kind: 'row' | 'delete' }, inFlight: boolean): Promise<void> {
+    const flags = (inFlight ? 1 : 0) | (e.kind === 'delete' ? 2 : 0);
+    const values = inFlight || e.kind === 'delete' ? null : this.ctx.valueColumns.map((c) => canonical(e.row[c]));
+    const expires = e.kind === 'row' && e.expiresAtMs !== undefined ? e.expiresAtMs : null;
+    const unset = e.kind === 'row' && e.unset !== undefined && e.unset.length > 0 ? this.ctx.valueColumns.flatMap((c, i) => (e.unset!.includes(c) ? [i] : [])) : null;
+    const payload = JSON.stringify([flags, values, inFlight ? null : packKey(e.key), expires, unset]);
+    await this.log.add(`${text(e.key)}${SEP}${String(partition).padStart(10, '0')}${SEP}${String(offset).padStart(20, '0')}${SEP}${payload}`);
+  }
+
+  /** Full run: every key of the log and every row of the table, merged. */
+  async judgeAll(): Promise<void> {
+    const { ctx } = this;
+    for await (const row of pagedRows(ctx.session, this.select(''), [], (r) => this.tableRow(r))) {
+      await this.scan.add(`${row.key}${SEP}${JSON.stringify([row.values, row.wt])}`);
+    }
+    const rows = this.scan.sorted()[Symbol.asyncIterator]();
+    let head = await nextRow(rows);
+    for await (const g of this.groups()) {
+      while (head !== undefined && head.key < g.key) {
+        this.unnamed(head);
+        head = await nextRow(rows);
+      }
+      const row = head !== undefined && head.key === g.key ? head : undefined;
+      if (row !== undefined) head = await nextRow(rows);
+      this.judge(g, row);
+    }
+    for (; head !== undefined; head = await nextRow(rows)) this.unnamed(head);
+  }
+
+  /** Incremental run: the row of each key with a record below its checkpoint among those added. */
+  async judgeTouched(): Promise<void> {
+    const where = this.ctx.keyColumns.map((k) => `${k} = ?`).join(' AND ');
+    const query = this.select(` WHERE ${where}`);
+    let batch: KeyGroup[] = [];
+    const flush = async () => {
+      const rows = await Promise.all(batch.map((g) => execute(this.ctx.session, query, this.ctx.keyColumns.map((k) => (unpack(g.last!.packedKey) as Record<string, unknown>)[k]))));
+      batch.forEach((g, i) => {
+        const r = rows[i]!.first();
+        this.judge(g, r === null ? undefined : this.tableRow(r));
+      });
+      batch = [];
+    };
+    for await (const g of this.groups()) {
+      if (g.last === undefined) continue; // only in flight: judged once checkpointed
+      batch.push(g);
+      if (batch.length >= READS_IN_FLIGHT) await flush();
+    }
+    if (batch.length > 0) await flush();
+  }
+
+  /** Removes the sorts' files (idempotent). */
+  async close(): Promise<void> {
+    await Promise.all([this.log.close(), this.scan.close()]);
+  }
+
+  private select(where: string): string {
+    const { ctx } = this;
+    const times = ctx.valueColumns.map((c, i) => `WRITETIME(${c}) AS wt${i}`);
+    return `SELECT ${[...ctx.keyColumns, ...ctx.valueColumns, ...times].join(', ')} FROM ${ctx.keyspace}.${ctx.table}${where}`;
+  }
+
+  private tableRow(row: Row): TableRow {
+    const { ctx } = this;
+    // A collection's WRITETIME is one per element (Cassandra 5); a null cell has none.
+    const written = ctx.valueColumns
+      .flatMap((_, i) => [row[`wt${i}`]].flat())
+      .filter((t) => t !== null && t !== undefined)
+      .map((t) => BigInt(String(t)));
+    const wt = written.length === 0 ? null : written.reduce((a, b) => (a > b ? a : b));
+    return { key: text(Object.fromEntries(ctx.keyColumns.map((k) => [k, row[k]]))), values: ctx.valueColumns.map((c) => canonical(row[c])), wt: wt === null ? null : String(wt) };
+  }
+
+  /** The log's records, sorted, one group per key. */
+  private async *groups(): AsyncGenerator<KeyGroup> {
+    let g: KeyGroup | undefined;
+    for await (const line of this.log.sorted()) {
+      const a = line.indexOf(SEP);
+      const b = line.indexOf(SEP, a + 1);
+      const c = line.indexOf(SEP, b + 1);
+      const key = line.slice(0, a);
+      const partition = Number(line.slice(a + 1, b));
+      const offset = BigInt(line.slice(b + 1, c));
+      const [flags, values, packedKey, expiresAtMs, unset] = JSON.parse(line.slice(c + 1)) as [number, unknown[] | null, unknown, number | null, number[] | null];
+      if (g === undefined || g.key !== key) {
+        if (g !== undefined) yield g;
+        g = { key, partitions: [], last: undefined, inFlight: new Set(), firstPartition: partition, setAt: undefined, known: undefined };
+      }
+      if (!g.partitions.includes(partition)) {
+        if (g.partitions.length > 0) {
+          this.note('mismatch', partition, offset, `key ${key} has records on partitions ${[...g.partitions, partition].join(' and ')}: an upsert needs all records of a key on one partition (key the records by it)`);
+        }
+        g.partitions.push(partition);
+      }
+      if ((flags & 1) !== 0) {
+        const ts = this.ctx.writeTimestamp?.(offset);
+        if (ts !== undefined) g.inFlight.add(ts);
+      } else {
+        const del = (flags & 2) !== 0;
+        let merged = values;
+        if (del) {
+          // A delete hides every older cell: what follows starts from nothing, known to be null.
+          if (g.setAt !== undefined) {
+            g.setAt.fill(null);
+            g.known!.fill(true);
+          }
+        } else if (unset !== null || g.setAt !== undefined) {
+          // Unset cells keep the key's earlier value: the row is the merge of its records in offset order.
+          const n = this.ctx.valueColumns.length;
+          const prev = g.last !== undefined && !g.last.del ? g.last.values! : new Array<unknown>(n).fill(null);
+          if (g.setAt === undefined) {
+            // The records before wrote every column (none was unset): what the last of them wrote is known.
+            const before = g.last;
+            g.setAt = before === undefined || before.del ? new Array<bigint | null>(n).fill(null) : before.values!.map((v) => (v === null ? null : before.offset));
+            g.known = new Array<boolean>(n).fill(before !== undefined);
+          }
+          merged = values!.map((v, i) => {
+            if (unset?.includes(i)) return prev[i];
+            g!.known![i] = true;
+            g!.setAt![i] = v === null ? null : offset;
+            return v;
+          });
+        }
+        g.last = { partition, offset, del, values: merged, packedKey, expiresAtMs };
+      }
+    }
+    if (g !== undefined) yield g;
+  }
+
+  private note(kind: ViolationKind, partition: number | undefined, offset: bigint | undefined, message: string): void {
+    this.ctx.violations.add({ kind, message, ...(partition === undefined ? {} : { partition }), ...(offset === undefined ? {} : { offset: String(offset) }) });
+    const c = partition === undefined ? this.ctx.unattributed : this.ctx.counts(partition);
+    if (kind === 'missing') c.missing++;
+    else if (kind === 'extra') c.extra++;
+    else c.mismatched++;
+  }
+
+  /** A row for a key no record below the checkpoints names. */
+  private unnamed(row: TableRow): void {
+    this.note('extra', undefined, undefined, `${this.ctx.table} key ${row.key}: a row, though no record below the checkpoints names this key`);
+  }
+
+  private judge(g: KeyGroup, row: TableRow | undefined): void {
+    const { ctx } = this;
+    const table = ctx.table;
+    const last = g.last;
+    const partition = last?.partition ?? g.firstPartition;
+    // A write of a batch in flight: newer than the key's last record below the checkpoint.
+    if (row !== undefined && row.wt !== null && g.inFlight.has(BigInt(row.wt))) {
+      ctx.counts(partition).aheadOfCheckpoint++;
+      return;
+    }
+    if (row === undefined) {
+      if (last === undefined || last.del) return;
+      // Its last record's TTL passed: the row is gone (an expired record deletes it when written).
+      if (last.expiresAtMs !== null && last.expiresAtMs <= Date.now() + TTL_SLACK_MS) {
+        const c = ctx.counts(last.partition);
+        c.skipped['expired'] = (c.skipped['expired'] ?? 0) + 1;
+        return;
+      }
+      if (g.inFlight.size > 0) {
+        ctx.counts(partition).aheadOfCheckpoint++; // a batch in flight may have deleted it
+        return;
+      }
+      this.note('missing', last.partition, last.offset, `${table} key ${g.key}: no row, though its last record (partition ${last.partition} offset ${last.offset}) writes one`);
+      return;
+    }
+    if (last === undefined || last.del) {
+      const where = last === undefined ? 'no record below the checkpoints names this key' : `its last record (partition ${last.partition} offset ${last.offset}) deletes it`;
+      this.note('extra', last?.partition ?? partition, last?.offset, `${table} key ${g.key}: a row, though ${where}`);
+      return;
+    }
+    const want = last.values!;
+    // Merged (unset cells): a column no record seen wrote is not judged; the row's latest write is the
+    // latest record that wrote a value (none known: not judged).
+    const known = g.known;
+    const diff = ctx.valueColumns.map((c, i) => ({ c, i })).filter(({ i }) => (known === undefined || known[i]!) && JSON.stringify(row.values[i]) !== JSON.stringify(want[i]));
+    const latestSet = g.setAt?.reduce<bigint | null>((a, b) => (b !== null && (a === null || b > a) ? b : a), null);
+    const wantTs = latestSet === null ? undefined : ctx.writeTimestamp?.(latestSet ?? last.offset);
+    if (diff.length > 0) {
+      this.note(
+        'mismatch',
+        last.partition,
+        last.offset,
+        `${table} key ${g.key}: ${diff.map(({ c, i }) => `${c} is ${JSON.stringify(row.values[i])}, its last record (partition ${last.partition} offset ${last.offset}) says ${JSON.stringify(want[i])}`).join('; ')}`,
+      );
+    } else if (wantTs !== undefined && row.wt !== null && BigInt(row.wt) !== wantTs) {
+      this.note('mismatch', last.partition, last.offset, `${table} key ${g.key}: written at timestamp ${row.wt}, not ${wantTs} (from its last record's offset ${last.offset}): another writer touched the table`);
+    }
+  }
+}
+
+async function nextRow(it: AsyncIterator<string>): Promise<TableRow | undefined> {
+  const n = await it.next();
+  if (n.done === true) return undefined;
+  const line = n.value;
+  const a = line.indexOf(SEP);
+  const [values, wt] = JSON.parse(line.slice(a + 1)) as [unknown[], string | null];
+  return { key: line.slice(0, a), values, wt };
+}
+
+/**
+ * A key's values as JSON that keeps the driver's types (Long, BigDecimal, Uuid, Date, Buffer, …), so
+ * that an incremental run can bind them to look the row up. Tagged objects: `{"$L": "12"}`.
+ */
+export function packKey(v: unknown): unknown {
+  if (v === null || v === undefined) return null;
+  if (typeof v === 'bigint') return { $b: v.toString() };
+  if (v instanceof Date) return { $d: v.getTime() };
+  if (v instanceof types.Long) return { $L: v.toString() };
+  if (v instanceof types.BigDecimal) return { $D: decimalText(v) }; // the driver's toString is quadratic in digits
+  if (v instanceof types.TimeUuid) return { $T: v.toString() };
+  if (v instanceof types.Uuid) return { $U: v.toString() };
+  if (v instanceof types.LocalDate) return { $ld: v.toString() };
+  if (v instanceof types.LocalTime) return { $lt: v.toString() };
+  if (v instanceof types.InetAddress) return { $I: v.toString() };
+  if (Buffer.isBuffer(v)) return { $x: v.toString('hex') };
+  if (Array.isArray(v)) return v.map(packKey);
+  if (v instanceof Map) return { $M: [...v].map(([k, x]) => [packKey(k), packKey(x)]) };
+  if (typeof v === 'object') return { $o: Object.fromEntries(Object.entries(v as Record<string, unknown>).map(([k, x]) => [k, packKey(x)])) };
+  return v;
+}
+
+export function unpack(v: unknown): unknown {
+  if (v === null || typeof v !== 'object') return v;
+  if (Array.isArray(v)) return v.map(unpack);
+  const [tag, x] = Object.entries(v as Record<string, unknown>)[0] ?? [];
+  switch (tag) {
+    case '$b':
+      return BigInt(x as string);
+    case '$d':
+      return new Date(x as number);
+    case '$L':
+      return types.Long.fromString(x as string);
+    case '$D':
+      return types.BigDecimal.fromString(x as string);
+    case '$T':
+      return types.TimeUuid.fromString(x as string);
+    case '$U':
+      return types.Uuid.fromString(x as string);
+    case '$ld':
+      return types.LocalDate.fromString(x as string);
+    case '$lt':
+      return types.LocalTime.fromString(x as string);
+    case '$I':
+      return types.InetAddress.fromString(x as string);
+    case '$x':
+      return Buffer.from(x as string, 'hex');
+    case '$M':
+      return new Map((x as Array<[unknown, unknown]>).map(([k, y]) => [unpack(k), unpack(y)]));
+    case '$o':
+      return Object.fromEntries(Object.entries(x as Record<string, unknown>).map(([k, y]) => [k, unpack(y)]));
+    default:
+      return v;
+  }
+}
