@@ -1,7 +1,7 @@
 /** The one table a bench run prints, and the files it writes (JSON and SVG under --out). */
 import { mkdirSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
-import { formatTable } from '../src/cli/table.js';
+import { formatTable } from '../src/text-table.js';
 import { renderChart } from './chart.js';
 import type { PauseShare } from './gc-pauses.js';
 import type { BenchResults, CaseResult } from './results.js';

@@ -6,7 +6,7 @@ import { Command, Option } from '@commander-js/extra-typings';
 import { connect, type Client } from '../cassandra/session.js';
 import { intOption, type ConnectionConfig } from '../config.js';
 import type { PartitionReport } from '../engine/checkpoint-store.js';
-import { formatTable } from './table.js';
+import { formatTable } from '../text-table.js';
 import { parseJobOptions } from '../job-loader.js';
 import { checkResetRequest, listCheckpoints, resetCheckpoints } from '../operate/checkpoints.js';
 import { resolveTarget, type JobTarget } from '../operate/job-target.js';

@@ -3,7 +3,7 @@ import { createInterface } from 'node:readline/promises';
 import { Command, type CommandUnknownOpts } from '@commander-js/extra-typings';
 import { connect, type Client } from '../cassandra/session.js';
 import { ExactlyOnceError } from '../errors.js';
-import { formatTable } from './table.js';
+import { formatTable } from '../text-table.js';
 import { action, connection, withConnection } from './common.js';
 
 async function runOne(client: Client, statement: string): Promise<void> {

@@ -17,7 +17,7 @@ import { startDashboard, type Dashboard } from '../dashboard/dashboard.js';
 import { statusLine } from '../dashboard/status-line.js';
 import { ExactlyOnceError } from '../errors.js';
 import { CheckpointStore } from '../engine/checkpoint-store.js';
-import { formatTable } from './table.js';
+import { formatTable } from '../text-table.js';
 import { connectionArgs, connectionEnv, startCli, terminate } from '../harness/cli-process.js';
 import { waitDrained } from '../harness/drain.js';
 import { sleep } from '../harness/sleep.js';

@@ -8,7 +8,7 @@ import { connect } from '../cassandra/session.js';
 import { intOption } from '../config.js';
 import { Quarantine } from '../engine/quarantine.js';
 import { ExactlyOnceError } from '../errors.js';
-import { formatTable } from './table.js';
+import { formatTable } from '../text-table.js';
 import { parseJobOptions } from '../job-loader.js';
 import { eventsTarget, isJobFile, loadTarget } from '../operate/job-target.js';
 import { quarantineByHand } from '../operate/hand-quarantine.js';

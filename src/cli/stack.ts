@@ -3,7 +3,7 @@ import path from 'node:path';
 import { Command, Option } from '@commander-js/extra-typings';
 import { intOption } from '../config.js';
 import { ExactlyOnceError } from '../errors.js';
-import { formatTable } from './table.js';
+import { formatTable } from '../text-table.js';
 import { clusterDefaults, stackNodes } from '../stack/cluster.js';
 import { COMMITLOG_SYNCS, isSecure, secureSummary, stackCommitlogPeriodMs, stackCommitlogSync, stackDown, stackLogs, stackStatus, stackUp, stopServer, type ServerStatus, type StackOptions } from '../stack/index.js';
 import { registryUrl } from '../stack/registry-server.js';

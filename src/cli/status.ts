@@ -1,7 +1,7 @@
 /** `exactlyonce status [--json]`: every job of the keyspace on one screen (src/operate/status.ts gathers it); parses and prints. */
 import { Command } from '@commander-js/extra-typings';
 import { connect } from '../cassandra/session.js';
-import { formatTable } from './table.js';
+import { formatTable } from '../text-table.js';
 import { jobStatusJson, readStatus, type JobStatus } from '../operate/status.js';
 import { action, connection, withConnection } from './common.js';
 

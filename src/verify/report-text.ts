@@ -1,7 +1,7 @@
 /** The human summary of an audit (`verify`, `chaos`), and the error a failed one ends with. */
 import type { AuditReport } from './report.js';
 import { ExactlyOnceError } from '../errors.js';
-import { formatTable } from '../cli/table.js';
+import { formatTable } from '../text-table.js';
 
 const n = (x: number | string) => (typeof x === 'number' ? x.toLocaleString('en-US') : BigInt(x).toLocaleString('en-US'));
 

@@ -4,7 +4,7 @@
 import assert from 'node:assert/strict';
 import { hostname } from 'node:os';
 import { test } from 'node:test';
-import { formatTable } from '../../src/cli/table.js';
+import { formatTable } from '../../src/text-table.js';
 import type { Client } from '../../src/cassandra/session.js';
 import type { ConnectionConfig } from '../../src/config.js';
 import { CheckpointStore } from '../../src/engine/checkpoint-store.js';

@@ -2,7 +2,8 @@
 // rows and the latest message per key of the alerts topic.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { AlertDiff, decodeAlertMessage, LatestPerKey, windowOfKey, type AlertViolation } from '../../src/verify/alert-diff.js';
+import { decodeAlertMessage, LatestPerKey, windowOfKey } from '../../src/jobs/events/alert-messages.js';
+import { AlertDiff, type AlertViolation } from '../../src/verify/alert-diff.js';
 import { auditSummary } from '../../src/verify/audit-runs.js';
 import type { Alert } from '../../src/jobs/events/alert-rule.js';
 import { alertTopicKey, alertTopicValue } from '../../src/jobs/events/alerts.js';

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { formatTable } from '../../src/cli/table.js';
+import { formatTable } from '../../src/text-table.js';
 
 test('a set column prints as cqlsh writes it; lists, maps and bytes as before', () => {
   assert.equal(

@@ -43,7 +43,7 @@ import { IncompleteRead, LogReader } from '../../kafka/log-reader.js';
 import { Producer, type OutgoingRecord } from '../../kafka/producer.js';
 import { alertKey, describeRule, WindowCounter, type Alert, type AlertRule } from './alert-rule.js';
 import { alertInsert, alertTopicKey, alertTopicValue, alertWriteTimestamp, countInsert, ruleName } from './alerts.js';
-import { decodeAlertMessage, LatestPerKey } from '../../verify/alert-diff.js';
+import { decodeAlertMessage, LatestPerKey } from './alert-messages.js';
 import { parseSettings, RULE_CHANGE_MARK, storedSettings } from './event-job.js';
 import { windowEnds } from './windows.js';
 
