@@ -25,6 +25,7 @@ import type { ConnectionConfig } from '../config.js';
 import { CheckpointStore } from '../engine/checkpoint-store.js';
 import { engineTables, type EngineTables } from '../engine/engine-tables.js';
 import type { DecodedRecord, Job, SourceRecord } from '../engine/job.js';
+import type { QuarantineRow } from '../engine/quarantine.js';
 import { retry } from '../engine/retry.js';
 import { ExactlyOnceError } from '../errors.js';
 import { KafkaAdmin, type Watermarks } from '../kafka/admin.js';
@@ -68,17 +69,8 @@ const cassandra = <T>(fn: () => Promise<T>) => retry(fn, { server: 'Cassandra', 
 const add = (m: Offsets, p: number, o: bigint) => m.set(p, [...(m.get(p) ?? []), o]);
 const sha256 = (b: Buffer | null) => createHash('sha256').update(b ?? Buffer.alloc(0)).digest('hex');
 
-/** A quarantine row as redrive reads it. */
-export interface QRow {
-  offset: bigint;
-  reason: string;
-  detail: string;
-  key: Buffer | null;
-  raw: Buffer | null;
-  rawLength: number;
-  rawSha256: string;
-  kafkaTs: Date | null;
-}
+/** A quarantine row as redrive reads it: one partition's, so without its partition and topic. */
+export type QRow = Omit<QuarantineRow, 'partition' | 'topic'>;
 
 /** Refuses what cannot be redriven: the events job, a job given by name. */
 export function redrivable(target: JobTarget): Job<unknown> {
