@@ -294,6 +294,21 @@ async function nextRow(it: AsyncIterator<string>): Promise<TableRow | undefined>
 }
 
 /**
+ * The driver's types a key's values are packed as by their text, each under its tag, in the order
+ * they are tested (a TimeUuid is a Uuid too, so it comes first).
+ */
+const TEXT_TYPES = [
+  ['$L', types.Long],
+  ['$D', types.BigDecimal],
+  ['$T', types.TimeUuid],
+  ['$U', types.Uuid],
+  ['$ld', types.LocalDate],
+  ['$lt', types.LocalTime],
+  ['$I', types.InetAddress],
+] as const;
+const FROM_TEXT = new Map<string, (text: string) => unknown>(TEXT_TYPES.map(([tag, type]) => [tag, (x: string) => type.fromString(x)]));
+
+/**
  * A key's values as JSON that keeps the driver's types (Long, BigDecimal, Uuid, Date, Buffer, …), so
  * that an incremental run can bind them to look the row up. Tagged objects: `{"$L": "12"}`.
  */
@@ -301,13 +316,10 @@ export function packKey(v: unknown): unknown {
   if (v === null || v === undefined) return null;
   if (typeof v === 'bigint') return { $b: v.toString() };
   if (v instanceof Date) return { $d: v.getTime() };
-  if (v instanceof types.Long) return { $L: v.toString() };
-  if (v instanceof types.BigDecimal) return { $D: decimalText(v) }; // the driver's toString is quadratic in digits
-  if (v instanceof types.TimeUuid) return { $T: v.toString() };
-  if (v instanceof types.Uuid) return { $U: v.toString() };
-  if (v instanceof types.LocalDate) return { $ld: v.toString() };
-  if (v instanceof types.LocalTime) return { $lt: v.toString() };
-  if (v instanceof types.InetAddress) return { $I: v.toString() };
+  for (const [tag, type] of TEXT_TYPES) {
+    // The driver's BigDecimal toString is quadratic in digits.
+    if (v instanceof type) return { [tag]: v instanceof types.BigDecimal ? decimalText(v) : v.toString() };
+  }
   if (Buffer.isBuffer(v)) return { $x: v.toString('hex') };
   if (Array.isArray(v)) return v.map(packKey);
   if (v instanceof Map) return { $M: [...v].map(([k, x]) => [packKey(k), packKey(x)]) };
@@ -319,25 +331,13 @@ export function unpack(v: unknown): unknown {
   if (v === null || typeof v !== 'object') return v;
   if (Array.isArray(v)) return v.map(unpack);
   const [tag, x] = Object.entries(v as Record<string, unknown>)[0] ?? [];
+  const fromText = FROM_TEXT.get(tag ?? '');
+  if (fromText !== undefined) return fromText(x as string);
   switch (tag) {
     case '$b':
       return BigInt(x as string);
     case '$d':
       return new Date(x as number);
-    case '$L':
-      return types.Long.fromString(x as string);
-    case '$D':
-      return types.BigDecimal.fromString(x as string);
-    case '$T':
-      return types.TimeUuid.fromString(x as string);
-    case '$U':
-      return types.Uuid.fromString(x as string);
-    case '$ld':
-      return types.LocalDate.fromString(x as string);
-    case '$lt':
-      return types.LocalTime.fromString(x as string);
-    case '$I':
-      return types.InetAddress.fromString(x as string);
     case '$x':
       return Buffer.from(x as string, 'hex');
     case '$M':
