@@ -12,7 +12,8 @@
 import { insertRouting, insertRows, insertStatement } from '../src/jobs/events/event-job.js';
 import type { Event } from '../src/jobs/events/event.js';
 import { ORIGINAL_LAYOUT } from '../src/jobs/events/events-layout.js';
-import { BatchRows, PreparedBatch, type PreparedInfo } from '../src/cassandra/prepared-batch.js';
+import { BatchRows } from '../src/cassandra/batch-rows.js';
+import { PreparedBatch, type PreparedInfo } from '../src/cassandra/prepared-batch.js';
 import { consistencies, connect, type Client } from '../src/cassandra/session.js';
 import type { DecodedRecord } from '../src/engine/job.js';
 import type { ConnectionConfig } from '../src/config.js';

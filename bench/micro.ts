@@ -11,7 +11,8 @@ import { decodeEvent, decodeJson, encodeEvent } from '../src/jobs/events/event.j
 import { createRequire } from 'node:module';
 import { insertRows, insertStatement } from '../src/jobs/events/event-job.js';
 import { ORIGINAL_LAYOUT } from '../src/jobs/events/events-layout.js';
-import { BatchRows, EncodedBatchRequest } from '../src/cassandra/prepared-batch.js';
+import { BatchRows } from '../src/cassandra/batch-rows.js';
+import { EncodedBatchRequest } from '../src/cassandra/prepared-batch.js';
 import cassandra from 'cassandra-driver';
 import { Long, toLong } from '../src/cassandra/session.js';
 

@@ -4,7 +4,7 @@
  * rows). Each function gives exactly the bytes the driver's own encoder gives for the column type
  * (test/unit/prepared-batch.test.ts compares them); use them only for parameters of that type.
  */
-import type { BatchRows } from './prepared-batch.js';
+import type { BatchRows } from './batch-rows.js';
 import { types } from './session.js';
 
 /** An `int` column's bytes. */
@@ -38,7 +38,7 @@ export class ValueCache<K> {
 
 export const utf8 = (s: string): Buffer => Buffer.from(s, 'utf8');
 
-/** Writes one value of one column into a batch's rows (src/cassandra/prepared-batch.ts BatchRows). */
+/** Writes one value of one column into a batch's rows (src/cassandra/batch-rows.ts BatchRows). */
 export type ColumnWriter = (rows: BatchRows, v: unknown) => void;
 
 /** A column's type as a prepared statement's metadata gives it. */

@@ -6,15 +6,17 @@
  * The driver's `client.batch` costs per row what the row's bytes never need: an awaited prepared-cache
  * lookup and a result object (PrepareHandler.getPreparedMultiple), then per value a 4-byte length
  * buffer, all concatenated at the end (FrameWriter). Here the caller writes each row's entry — kind,
- * statement id, value count, each value with its length — straight into one buffer (BatchRows), and
- * the request's body is that buffer between the batch's header and its options. Everything else is the
- * driver's own machinery, reached through its modules: preparing (and re-preparing when a restarted
- * node answers UNPREPARED: the request keeps the statement id the driver looks up), routing to a
- * replica, the execution options, retries, timeouts and the frame header. The frame's body is byte for
- * byte what `client.batch` sends for the same rows (test/unit/prepared-batch.test.ts); these internal
- * modules are those of cassandra-driver 4.10, which package.json pins.
+ * statement id, value count, each value with its length — straight into one buffer (BatchRows, in
+ * src/cassandra/batch-rows.ts), and the request's body is that buffer between the batch's header and
+ * its options. Everything else is the driver's own machinery, reached through its modules: preparing
+ * (and re-preparing when a restarted node answers UNPREPARED: the request keeps the statement id the
+ * driver looks up), routing to a replica, the execution options, retries, timeouts and the frame
+ * header. The frame's body is byte for byte what `client.batch` sends for the same rows
+ * (test/unit/prepared-batch.test.ts); these internal modules are those of cassandra-driver 4.10,
+ * which package.json pins.
  */
 import { createRequire } from 'node:module';
+import type { BatchRows } from './batch-rows.js';
 import { columnWriter, type ColumnType, type ColumnWriter, type ValueEncoder } from './encode.js';
 import type { Client } from './session.js';
 
@@ -73,142 +75,6 @@ const driver = {
 const WITH_SERIAL_CONSISTENCY = 0x10;
 const WITH_DEFAULT_TIMESTAMP = 0x20;
 const WITH_KEYSPACE = 0x80;
-
-/**
- * The rows of one batch of one prepared statement, each written as the protocol's batch entry:
- * `<kind 1><short id length><id><short value count>` then each value as `<int length><bytes>`.
- * Grows as needed; `count` is the number of rows begun.
- */
-export class BatchRows {
-  buf: Buffer;
-  at = 0;
-  count = 0;
-
-  constructor(
-    private readonly queryId: Buffer,
-    private readonly valuesPerRow: number,
-    /** Expected bytes of the values of one row (room is made for this many per row, then doubled as needed). */
-    rowBytes: number,
-    rows: number,
-  ) {
-    this.buf = Buffer.allocUnsafe(rows * (5 + queryId.length + rowBytes + 4 * valuesPerRow));
-  }
-
-  private room(n: number): void {
-    if (this.at + n <= this.buf.length) return;
-    const bigger = Buffer.allocUnsafe(Math.max(this.buf.length * 2, this.at + n));
-    this.buf.copy(bigger, 0, 0, this.at);
-    this.buf = bigger;
-  }
-
-  /** Begins a row of the batch's statement: its values follow, exactly `valuesPerRow` of them. */
-  row(): void {
-    this.rowOf(this.queryId, this.valuesPerRow);
-  }
-
-  /**
-   * Begins a row of another prepared statement (a batch may mix them: an upsert's insert and delete of
-   * one key); exactly `values` values follow.
-   */
-  rowOf(id: Buffer, values: number): void {
-    this.room(5 + id.length);
-    let at = this.at;
-    this.buf[at++] = 1;
-    at = this.buf.writeUInt16BE(id.length, at);
-    at += id.copy(this.buf, at);
-    this.at = this.buf.writeUInt16BE(values, at);
-    this.count++;
-  }
-
-  /** A null value (length −1): the cell is deleted, as the driver binds null. */
-  null(): void {
-    this.room(4);
-    this.at = this.buf.writeInt32BE(-1, this.at);
-  }
-
-  /** An unset value (length −2): the cell is left as it is (no tombstone), as the driver binds `types.unset`. */
-  unset(): void {
-    this.room(4);
-    this.at = this.buf.writeInt32BE(-2, this.at);
-  }
-
-  /** A `text`, `varchar` or `ascii` value, its UTF-8 written in place. */
-  text(s: string): void {
-    this.room(4 + 3 * s.length);
-    const n = this.buf.write(s, this.at + 4, 'utf8');
-    this.buf.writeInt32BE(n, this.at);
-    this.at += 4 + n;
-  }
-
-  /** A `double` value. */
-  double(v: number): void {
-    this.room(12);
-    this.at = this.buf.writeDoubleBE(v, this.buf.writeInt32BE(8, this.at));
-  }
-
-  /** A `float` value. */
-  float(v: number): void {
-    this.room(8);
-    this.at = this.buf.writeFloatBE(v, this.buf.writeInt32BE(4, this.at));
-  }
-
-  /** A `boolean` value. */
-  boolean(v: boolean): void {
-    this.room(5);
-    const at = this.buf.writeInt32BE(1, this.at);
-    this.buf[at] = v ? 1 : 0;
-    this.at = at + 1;
-  }
-
-  /** A `smallint` value. */
-  int16(v: number): void {
-    this.room(6);
-    this.at = this.buf.writeInt16BE(v, this.buf.writeInt32BE(2, this.at));
-  }
-
-  /** A `tinyint` value. */
-  int8(v: number): void {
-    this.room(5);
-    this.at = this.buf.writeInt8(v, this.buf.writeInt32BE(1, this.at));
-  }
-
-  /** A `bigint` (int64) value. */
-  int64(v: bigint): void {
-    this.room(12);
-    this.buf.writeInt32BE(8, this.at);
-    this.at = this.buf.writeBigInt64BE(v, this.at + 4);
-  }
-
-  /** A `bigint` or `timestamp` value from a safe integer. */
-  int64FromNumber(v: number): void {
-    this.room(12);
-    const at = this.buf.writeInt32BE(8, this.at);
-    const high = Math.floor(v / 4294967296);
-    this.buf.writeInt32BE(high, at);
-    this.at = this.buf.writeUInt32BE(v - high * 4294967296, at + 4);
-  }
-
-  /** A `bigint` (int64) value from its two 32-bit halves (the driver's Long). */
-  int64Bits(high: number, low: number): void {
-    this.room(12);
-    const at = this.buf.writeInt32BE(8, this.at);
-    this.buf.writeInt32BE(high, at);
-    this.at = this.buf.writeInt32BE(low, at + 4);
-  }
-
-  /** An `int` value. */
-  int32(v: number): void {
-    this.room(8);
-    this.at = this.buf.writeInt32BE(v, this.buf.writeInt32BE(4, this.at));
-  }
-
-  /** A value already encoded (e.g. a `text` value's UTF-8 bytes from a ValueCache). */
-  bytes(b: Buffer): void {
-    this.room(4 + b.length);
-    const at = this.buf.writeInt32BE(b.length, this.at);
-    this.at = at + b.copy(this.buf, at);
-  }
-}
 
 /** The driver's BatchRequest with the rows' entries taken from BatchRows instead of query objects (exported for its test). */
 export class EncodedBatchRequest extends driver.requests.BatchRequest {

@@ -8,7 +8,8 @@ import { insertRows, insertStatement } from '../../src/jobs/events/event-job.js'
 import { decodeEvent, encodeEvent } from '../../src/jobs/events/event.js';
 import { bucketOf, ORIGINAL_LAYOUT, parseLayout } from '../../src/jobs/events/events-layout.js';
 import { columnWriter, int32, utf8, ValueCache, type ValueEncoder } from '../../src/cassandra/encode.js';
-import { BatchRows, EncodedBatchRequest, type PreparedInfo } from '../../src/cassandra/prepared-batch.js';
+import { BatchRows } from '../../src/cassandra/batch-rows.js';
+import { EncodedBatchRequest, type PreparedInfo } from '../../src/cassandra/prepared-batch.js';
 import { toLong } from '../../src/cassandra/session.js';
 
 const require = createRequire(import.meta.url);

@@ -10,7 +10,8 @@
  * `exactlyonce alerts rule` changes the stored rule (src/jobs/events/rule-change.ts).
  */
 import { int32, utf8, ValueCache } from '../../cassandra/encode.js';
-import { BatchRows, PreparedBatch } from '../../cassandra/prepared-batch.js';
+import { BatchRows } from '../../cassandra/batch-rows.js';
+import { PreparedBatch } from '../../cassandra/prepared-batch.js';
 import { BATCH_BYTES, ROWS_PER_BATCH } from '../../cassandra/batches.js';
 import { consistencies, type Client } from '../../cassandra/session.js';
 import type { Decoded, DecodedRecord, Job, JobContext, SourceRecord } from '../../engine/job.js';

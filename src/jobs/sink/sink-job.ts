@@ -41,7 +41,8 @@ import type { Decoded, DecodedRecord, Job, JobContext, JobMigration, SourceRecor
 import { ExactlyOnceError } from '../../errors.js';
 import { BATCH_BYTES, cutBatches, ROWS_PER_BATCH } from '../../cassandra/batches.js';
 import { int32 } from '../../cassandra/encode.js';
-import { BatchRows, PreparedBatch } from '../../cassandra/prepared-batch.js';
+import { BatchRows } from '../../cassandra/batch-rows.js';
+import { PreparedBatch } from '../../cassandra/prepared-batch.js';
 import { canonical, cqlColumnType, cqlTypeName } from './cql-types.js';
 import { sourceSetting as settingOf, valueFieldSpec } from './column-source.js';
 import { predicateSetting } from './filter.js';
