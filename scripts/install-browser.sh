@@ -7,13 +7,5 @@ set -euo pipefail
 if [ -x /usr/bin/chromium ]; then
   exit 0
 fi
-if [ "$(id -u)" != 0 ]; then
-  sudo=sudo
-else
-  sudo=
-fi
-echo "installing chromium (Debian package) for the browser test…" >&2
-export DEBIAN_FRONTEND=noninteractive
-$sudo apt-get update -qq >/dev/null
-$sudo apt-get install -y -qq --no-install-recommends chromium fonts-dejavu-core >/dev/null
+"$(dirname "$0")/apt-install.sh" "the browser test" chromium fonts-dejavu-core
 /usr/bin/chromium --version >&2

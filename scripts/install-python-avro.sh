@@ -10,13 +10,5 @@ PY=/usr/bin/python3
 if [ -x "$PY" ] && "$PY" -c 'import confluent_kafka.avro, avro, requests' 2>/dev/null; then
   exit 0
 fi
-if [ "$(id -u)" != 0 ]; then
-  sudo=sudo
-else
-  sudo=
-fi
-echo "installing python3-confluent-kafka, python3-avro, python3-requests (Debian packages) for the independent-producer test…" >&2
-export DEBIAN_FRONTEND=noninteractive
-$sudo apt-get update -qq >/dev/null
-$sudo apt-get install -y -qq --no-install-recommends python3 python3-confluent-kafka python3-avro python3-requests >/dev/null
+"$(dirname "$0")/apt-install.sh" "the independent-producer test" python3 python3-confluent-kafka python3-avro python3-requests
 "$PY" -c 'import confluent_kafka.avro, avro, requests; import confluent_kafka; print("confluent-kafka", confluent_kafka.version()[0])' >&2
