@@ -1,14 +1,14 @@
-/** What the config and secrets tests share: the message of the EO_CONFIG_INVALID a call throws. */
+/** What the config, secrets and sink tests share: the message of the coded error (EO_CONFIG_INVALID by default) a call throws. */
 import assert from 'node:assert/strict';
 import { ExactlyOnceError } from '../../src/errors.js';
 
-export function configError(fn: () => unknown): string {
+export function configError(fn: () => unknown, code = 'EO_CONFIG_INVALID'): string {
   try {
     fn();
   } catch (e) {
     assert.ok(e instanceof ExactlyOnceError);
-    assert.equal(e.code, 'EO_CONFIG_INVALID');
+    assert.equal(e.code, code);
     return e.message;
   }
-  assert.fail('expected EO_CONFIG_INVALID');
+  assert.fail(`expected ${code}`);
 }

@@ -10,7 +10,7 @@ import protobuf from 'protobufjs';
 import { QuarantineReasons, decodeEvent, encodeEvent } from '../../src/jobs/events/event.js';
 import { avroType, encodeAvro } from '../../src/formats/avro.js';
 import { createDecoder, jsonDecoder, type Decoder } from '../../src/formats/decoder.js';
-import { zigzag } from '../fixtures/varint.js';
+import { varint, zigzag } from '../fixtures/varint.js';
 import { protoSchema } from '../../src/formats/protobuf.js';
 import { SchemaCache } from '../../src/formats/schema-cache.js';
 import { withWireHeader } from '../../src/formats/wire.js';
@@ -85,16 +85,6 @@ async function registryDecoders(): Promise<Record<'avro' | 'protobuf' | 'json-sc
 
 // ---- adversarial bytes ----
 
-/** A plain varint (Protobuf's lengths and tags). */
-function varint(n: bigint): number[] {
-  const out: number[] = [];
-  do {
-    const b = Number(n & 0x7fn);
-    n >>= 7n;
-    out.push(n > 0n ? b | 0x80 : b);
-  } while (n > 0n);
-  return out;
-}
 
 /** Huge counts and lengths, in both varint spellings, and a few near the edges. */
 const hugeNumber = fc.oneof(

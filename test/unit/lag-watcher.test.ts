@@ -8,6 +8,16 @@ import { EngineMetrics } from '../../src/engine/metrics.js';
 import type { Logger } from '../../src/log.js';
 import { waitFor } from '../helpers.js';
 
+/** A watcher over fresh metrics, a log that keeps only its warnings, and a partition's gauge as /metrics has it. */
+function watcher(partition: number) {
+  const metrics = new EngineMetrics();
+  const lag = new LagWatcher(metrics);
+  const warned: string[] = [];
+  const log = { info: () => undefined, warn: (_o: unknown, msg: string) => warned.push(msg), debug: () => undefined } as unknown as Logger;
+  const gauge = async (name: string) => select(parsePrometheus(await metrics.registry.metrics()), `exactlyonce_${name}`, { partition: String(partition) })[0]?.value;
+  return { metrics, lag, warned, log, gauge };
+}
+
 test('lag between batches, stall and recovery: one log line each, from the log end refresh', async () => {
   const metrics = new EngineMetrics();
   const lag = new LagWatcher(metrics);
@@ -44,11 +54,7 @@ test('lag between batches, stall and recovery: one log line each, from the log e
 });
 
 test('a stopped partition assigned again (a reset picked up while running) loses its stopped mark and can stall again', async () => {
-  const metrics = new EngineMetrics();
-  const lag = new LagWatcher(metrics);
-  const logged: string[] = [];
-  const log = { info: () => undefined, warn: (_o: unknown, msg: string) => logged.push(msg), debug: () => undefined } as unknown as Logger;
-  const gauge = async (name: string) => select(parsePrometheus(await metrics.registry.metrics()), `exactlyonce_${name}`, { partition: '2' })[0]?.value;
+  const { metrics, lag, warned: logged, log, gauge } = watcher(2);
   lag.partitionAssigned(2, 5n, { low: 0n, high: 9n, stable: 9n });
   lag.partitionStopped(2, 'EO_POSITION_OUT_OF_RANGE');
   lag.watch(async () => [{ partition: 2, low: 0n, high: 9n, stable: 9n }], log, 20, 100);
@@ -68,11 +74,7 @@ test('a stopped partition assigned again (a reset picked up while running) loses
 });
 
 test('a transactional topic: lag counts to the last stable offset, records of an open transaction are held apart, and a stall behind them names it with its age', async () => {
-  const metrics = new EngineMetrics();
-  const lag = new LagWatcher(metrics);
-  const warned: string[] = [];
-  const log = { info: () => undefined, warn: (_o: unknown, msg: string) => warned.push(msg), debug: () => undefined } as unknown as Logger;
-  const gauge = async (name: string) => select(parsePrometheus(await metrics.registry.metrics()), `exactlyonce_${name}`, { partition: '1' })[0]?.value;
+  const { lag, warned, log, gauge } = watcher(1);
   // 700..734 belong to a transaction still open: nothing after 700 can be read yet.
   let marks = { partition: 1, low: 0n, high: 735n, stable: 700n };
   lag.partitionAssigned(1, 690n, marks);
