@@ -97,24 +97,33 @@ system_packages() {
   echo "system packages installed in $(( $(now) - t0 ))s"
 }
 
-# Names the first real cause found in a failed build's log.
+# Names the first real cause found in a failed build's log: the first pattern (an extended regular
+# expression) that matches a line gives the message, with the line (cut to 160 characters) for %s.
+BUILD_CAUSES=(
+  'gyp (http|ERR!).*(GET|download|connect|network)|EAI_AGAIN|ENOTFOUND|ECONNREFUSED'
+  'node-gyp tried to download something (%s); the Node headers at NODEDIR were not used'
+  'g\+\+: (command )?not found|c\+\+: (command )?not found|No C\+\+ compiler|not find any Visual Studio|make: (command )?not found|gyp ERR! stack Error: not found: make'
+  'a compiler or make is missing (%s); install g++ and make (Debian: build-essential)'
+  'Python is not set|find Python|python3?: (command )?not found'
+  'python3 is missing (%s); install python3'
+  'fatal error: [^ ]+\.h: No such file'
+  'a header is missing: %s'
+  'cannot find -l|undefined reference'
+  'linking failed: %s'
+  'error:|ERR!'
+  'the build failed: %s'
+)
 build_cause() {
-  local log=$1 m
-  if m=$(grep -m1 -E 'gyp (http|ERR!).*(GET|download|connect|network)|EAI_AGAIN|ENOTFOUND|ECONNREFUSED' "$log"); then
-    echo "node-gyp tried to download something (${m:0:160}); the Node headers at $nodedir were not used"
-  elif m=$(grep -m1 -E 'g\+\+: (command )?not found|c\+\+: (command )?not found|No C\+\+ compiler|not find any Visual Studio|make: (command )?not found|gyp ERR! stack Error: not found: make' "$log"); then
-    echo "a compiler or make is missing (${m:0:160}); install g++ and make (Debian: build-essential)"
-  elif m=$(grep -m1 -E 'Python is not set|find Python|python3?: (command )?not found' "$log"); then
-    echo "python3 is missing (${m:0:160}); install python3"
-  elif m=$(grep -m1 -E 'fatal error: [^ ]+\.h: No such file' "$log"); then
-    echo "a header is missing: ${m:0:200}"
-  elif m=$(grep -m1 -E 'cannot find -l|undefined reference' "$log"); then
-    echo "linking failed: ${m:0:200}"
-  elif m=$(grep -m1 -E 'error:|ERR!' "$log"); then
-    echo "the build failed: ${m:0:200}"
-  else
-    echo "the build failed"
-  fi
+  local log=$1 m i
+  shopt -u patsub_replacement 2>/dev/null || true   # bash 5.2: an & of the line is text, not the match
+  for ((i = 0; i < ${#BUILD_CAUSES[@]}; i += 2)); do
+    if m=$(grep -m1 -E "${BUILD_CAUSES[i]}" "$log"); then
+      local text=${BUILD_CAUSES[i + 1]//NODEDIR/$nodedir}
+      echo "${text//%s/${m:0:160}}"
+      return
+    fi
+  done
+  echo "the build failed"
 }
 
 if [ -f "$cache/Release/confluent-kafka-javascript.node" ]; then
