@@ -9,6 +9,7 @@ import { ExactlyOnceError } from '../errors.js';
 import type { Watermarks } from '../kafka/admin.js';
 import type { StoredCheckpoint } from './checkpoint-store.js';
 import { partitionsAdded, topicRecreated } from './job-binding.js';
+import type { Binding, LogAdmin, PartitionPlan } from './ports.js';
 import { outOfRange } from './task-errors.js';
 import { AbortedError } from './retry.js';
 
@@ -16,41 +17,6 @@ import { AbortedError } from './retry.js';
 export interface CheckpointReader {
   /** `withReplay`: with what each checkpoint's writer would read again after a node crash. */
   readStored(withReplay?: boolean): Promise<ReadonlyMap<number, StoredCheckpoint>>;
-}
-
-/** What the planner asks Kafka (KafkaAdmin). */
-export interface LogAdmin {
-  watermarks(topic: string): Promise<Watermarks[]>;
-  /** The topic's ID, or null when it does not exist. */
-  topicId(topic: string): Promise<string | null>;
-}
-
-/** What the job is bound to now (read at each plan: a rebind or a settings change moves it). */
-export interface Binding {
-  /** The input topic's ID the checkpoints describe (undefined before the job is bound). */
-  topicId: string | undefined;
-  /** Set once the job's stored settings no longer match this worker's: every partition stops with it. */
-  settingsChanged: ExactlyOnceError | undefined;
-  /**
-   * The partition count the job is bound to, for a job whose keys must stay on their partition
-   * (Job.keysStayOnPartition); undefined for any other job. More partitions now stop every partition.
-   */
-  partitions?: number | undefined;
-}
-
-/** One partition's verdict. */
-export interface PartitionPlan {
-  partition: number;
-  /** The stored checkpoint: the next offset to read (null: never checkpointed, start at the log start). */
-  checkpoint: bigint | null;
-  /** The checkpoint's reset epoch (0 when never checkpointed). */
-  epoch: number;
-  /** The partition's log start and end, when Kafka reported them. */
-  marks: Watermarks | undefined;
-  /** Why the partition must not be read (null: resume at the checkpoint). */
-  stop: ExactlyOnceError | null;
-  /** What the checkpoint's writer acknowledged within the lost-writes window (StoredCheckpoint.replay). */
-  replay?: StoredCheckpoint['replay'];
 }
 
 /**

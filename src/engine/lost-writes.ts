@@ -60,11 +60,9 @@ import type { Logger } from '../log.js';
 import type { AssignmentPlanner } from './assignment-planner.js';
 import { checkpointTimestamp, type CheckpointStore, type StoredCheckpoint } from './checkpoint-store.js';
 import type { EngineMetrics } from './metrics.js';
-import type { PartitionTask } from './partition-task.js';
+import type { LostWritesGuard, PartitionControl, RewindableTask, TaskOwner } from './ports.js';
 import { isLost, permanentError } from './task-errors.js';
 import { AbortedError } from './retry.js';
-import type { PartitionControl } from './position-watcher.js';
-import type { TaskManager } from './task-manager.js';
 
 /** ' (epoch N)' after the stored checkpoint and the task's, when they differ (a lost reset), else ''. */
 function epochs(stored: StoredCheckpoint | null, epoch: number): [string, string] {
@@ -84,7 +82,7 @@ export interface LostWritesDeps {
   /** The nodes' state now, for a new owner's plan (resume). */
   ring: () => Promise<RingState>;
   planner: Pick<AssignmentPlanner, 'planResets'>;
-  tasks: () => TaskManager | undefined;
+  tasks: () => TaskOwner | undefined;
   consumer: PartitionControl;
   /** The partition's log start (where a partition whose every checkpoint was lost starts again). */
   logStart: (partition: number) => Promise<bigint>;
@@ -95,11 +93,11 @@ export interface LostWritesDeps {
   log: Logger;
 }
 
-export class LostWrites {
+export class LostWrites implements LostWritesGuard {
   /** Cassandra failures seen so far: a task whose last check is older reads its checkpoint back first. */
   private outages = 0;
   /** The move of each task under way (one at a time per task: see move). */
-  private readonly moving = new Map<PartitionTask, Promise<void>>();
+  private readonly moving = new Map<RewindableTask, Promise<void>>();
   private deps: LostWritesDeps | undefined;
   /** When Cassandra last answered (performance.now()): a node that crashed did so after it. */
   private lastAnswer = performance.now();
@@ -203,7 +201,7 @@ export class LostWrites {
    * Reads `task`'s partition again from `from` (its rows acknowledged since may be gone: nodeDown), or
    * from its stored checkpoint if Cassandra lost that too (then counted as lost writes, as rewind).
    */
-  async replay(task: PartitionTask, from: bigint): Promise<void> {
+  async replay(task: RewindableTask, from: bigint): Promise<void> {
     await this.move(task, async (deps) => {
       const stored = await deps.retrying('Cassandra', () => deps.checkpoints.readOne(task.partition));
       const acked = task.acknowledged;
@@ -220,7 +218,7 @@ export class LostWrites {
    * Rewinds `task`'s partition to `stored` (see the file comment). Idempotent per task; returns once
    * the consumer was moved (or the partition changed hands meanwhile: its new owner read afresh).
    */
-  async rewind(task: PartitionTask, stored: StoredCheckpoint | null, acked: bigint): Promise<void> {
+  async rewind(task: RewindableTask, stored: StoredCheckpoint | null, acked: bigint): Promise<void> {
     await this.move(task, async (deps) => ({ stored, to: stored?.next ?? (await deps.retrying('Kafka', () => deps.logStart(task.partition))), lost: acked }));
   }
 
@@ -236,7 +234,7 @@ export class LostWrites {
    * Cassandra); it then moves once that one is done, unless that one moved the partition already.
    */
   private move(
-    task: PartitionTask,
+    task: RewindableTask,
     where: (deps: LostWritesDeps) => Promise<{ stored: StoredCheckpoint | null; to: bigint; lost: bigint | null } | null>,
     decideFirst = false,
   ): Promise<void> {
@@ -258,7 +256,7 @@ export class LostWrites {
 
   private async moveNow(
     deps: LostWritesDeps,
-    task: PartitionTask,
+    task: RewindableTask,
     where: (deps: LostWritesDeps) => Promise<{ stored: StoredCheckpoint | null; to: bigint; lost: bigint | null } | null>,
     decideFirst: boolean,
   ): Promise<void> {

@@ -5,43 +5,16 @@
  */
 import { ExactlyOnceError, isExactlyOnceError } from '../errors.js';
 import type { Logger } from '../log.js';
-import type { CheckpointStore } from './checkpoint-store.js';
-import type { DecodedRecord, Job, SourceRecord } from './job.js';
-import type { LagWatcher } from './lag-watcher.js';
-import type { LostWrites } from './lost-writes.js';
+import type { DecodedRecord, SourceRecord } from './job.js';
+import type { TaskContext, TaskState } from './ports.js';
 import { forJob, isLost, LostWritesFound, outOfRange, permanentError } from './task-errors.js';
-import type { EngineMetrics } from './metrics.js';
-import { HAND_QUARANTINE_REASON, type Quarantine, type QuarantineEntry } from './quarantine.js';
+import { HAND_QUARANTINE_REASON, type QuarantineEntry } from './quarantine.js';
 import { AbortedError, isRetriable } from './retry.js';
-
-export interface TaskContext {
-  job: Job<unknown>;
-  checkpoints: CheckpointStore;
-  quarantine: Quarantine;
-  metrics: EngineMetrics;
-  /** The per-partition checkpoint and lag gauges (told when the task stops and when it checkpoints). */
-  lag: LagWatcher;
-  log: Logger;
-  /** Aborted when the worker stops (handed to the job's writes). */
-  signal?: AbortSignal;
-  /** Runs an operation against `server` (default Cassandra) with retries until it succeeds or the worker shuts down. */
-  withRetry: <T>(fn: () => Promise<T>, server?: string) => Promise<T>;
-  /** The partition's current log start offset, to tell a deleted range from an ordinary offset gap. */
-  logStart: (partition: number) => Promise<bigint>;
-  /** The checkpoint writes in flight of every task (the Runner awaits them before closing the session). */
-  checkpointsInFlight?: Set<Promise<void>>;
-  /** Counts Cassandra outages and rewinds a partition whose acknowledged checkpoint was lost (src/engine/lost-writes.ts). */
-  lostWrites?: LostWrites;
-  /** Told when a task stops (to record why, for `exactlyonce checkpoints list`); must not throw. */
-  onStop?: (partition: number, epoch: number | null, error: ExactlyOnceError) => void;
-}
 
 const NEVER = new AbortController().signal;
 
 /** A batch's write found its task abandoned (its partition rewound): nothing of it is written. */
 class Abandoned extends Error {}
-
-export type TaskState = 'running' | 'revoked' | 'stopped';
 
 export class PartitionTask {
   private state: TaskState = 'running';

@@ -11,13 +11,13 @@
  */
 import { ExactlyOnceError } from '../errors.js';
 import type { Logger } from '../log.js';
-import type { AssignmentPlanner, Binding } from './assignment-planner.js';
+import type { AssignmentPlanner } from './assignment-planner.js';
 import type { CheckpointStore } from './checkpoint-store.js';
 import { settingDifferences, type BoundJob, type Settings } from './job-binding.js';
 import type { LostWrites } from './lost-writes.js';
 import { isLost } from './task-errors.js';
 import type { PartitionTask } from './partition-task.js';
-import type { PartitionControl } from './position-watcher.js';
+import type { Binding, PartitionControl } from './ports.js';
 import type { TaskManager } from './task-manager.js';
 
 export interface ResetWatcherDeps {

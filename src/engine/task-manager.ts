@@ -7,12 +7,13 @@
 import { ExactlyOnceError } from '../errors.js';
 import type { StartOffset } from '../kafka/consumer.js';
 import type { Logger } from '../log.js';
-import type { AssignmentPlanner, PartitionPlan } from './assignment-planner.js';
+import type { AssignmentPlanner } from './assignment-planner.js';
+import type { IdentityGate } from './identity-gate.js';
 import type { SourceRecord } from './job.js';
 import type { EngineMetrics } from './metrics.js';
-import { PartitionTask, type TaskContext } from './partition-task.js';
+import { PartitionTask } from './partition-task.js';
+import type { PartitionPlan, TaskContext } from './ports.js';
 import { permanentError } from './task-errors.js';
-import type { IdentityGate } from './position-watcher.js';
 import { AbortedError } from './retry.js';
 
 /** Who owns which partition and why one stopped, for `checkpoints list` (CheckpointStore). */

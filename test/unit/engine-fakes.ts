@@ -1,12 +1,12 @@
 // In-memory stand-ins for the engine's ports (checkpoint store, Kafka admin, job, quarantine), for the
 // unit tests of the AssignmentPlanner, the TaskManager and the PartitionTask. No servers.
 import { pino } from 'pino';
-import { AssignmentPlanner, type Binding, type LogAdmin, type PlannerDeps } from '../../src/engine/assignment-planner.js';
+import { AssignmentPlanner, type PlannerDeps } from '../../src/engine/assignment-planner.js';
 import type { CheckpointStore, StoredCheckpoint } from '../../src/engine/checkpoint-store.js';
 import type { DecodedRecord, Job, SourceRecord } from '../../src/engine/job.js';
 import { LagWatcher } from '../../src/engine/lag-watcher.js';
 import { EngineMetrics } from '../../src/engine/metrics.js';
-import type { TaskContext } from '../../src/engine/partition-task.js';
+import type { Binding, LogAdmin, TaskContext } from '../../src/engine/ports.js';
 import type { Quarantine, QuarantineEntry } from '../../src/engine/quarantine.js';
 import { isRetriable, retry } from '../../src/engine/retry.js';
 import { TaskManager } from '../../src/engine/task-manager.js';

@@ -3,7 +3,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import type { ExactlyOnceError } from '../../src/errors.js';
-import { IdentityGate } from '../../src/engine/position-watcher.js';
+import { IdentityGate } from '../../src/engine/identity-gate.js';
 
 function fakeAdmin(initial: string) {
   let id: string | null = initial;
