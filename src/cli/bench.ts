@@ -1,22 +1,17 @@
 /**
  * `exactlyonce bench`: what exactly-once costs, measured side by side in one run on the local stack
- * (issue 6; the cases live in bench/). Prints one table on stdout, progress on stderr, and writes the
- * results as JSON and SVG under bench/results/ of the working directory. Ctrl-C stops what it started and removes what it made.
+ * (issue 6). Its flags are here; the cases live in bench/, the run across commit log modes in
+ * bench/commitlog-runs.ts. Results go as JSON and SVG under bench/results/ of the working directory.
  */
 import path from 'node:path';
 import { Command, Option } from '@commander-js/extra-typings';
+import { runCommitlogModes } from '../../bench/commitlog-runs.js';
 import { CASE_GROUPS, defaultBenchOptions as d, type BenchOptions, type CaseGroup } from '../../bench/options.js';
-import { formatGoals, formatResults, writeResults } from '../../bench/report.js';
-import { runBench } from '../../bench/run.js';
-import { BenchAborted } from '../../bench/context.js';
-import { isLocalCassandra } from '../../bench/machine.js';
-import { intOption, type ConnectionConfig } from '../config.js';
+import { intOption } from '../config.js';
 import { formatLayout, parseLayout } from '../jobs/events/events-layout.js';
 import { ExactlyOnceError } from '../errors.js';
 import { action, connection, healthMixOption, withConnection } from './common.js';
-import type { BenchResults } from '../../bench/results.js';
-import { isCluster } from '../stack/cluster.js';
-import { COMMITLOG_SYNCS, isSecure, stackCommitlogSync, stackStatus, startServer, stopServer, type CommitlogSync, type StackOptions } from '../stack/index.js';
+import { COMMITLOG_SYNCS, type CommitlogSync } from '../stack/index.js';
 import { stackOptionsFrom } from './stack-flags.js';
 
 /** `--commitlog`: the modes to measure, in order; `as-is` measures the servers as they run, once. */
@@ -26,31 +21,13 @@ function commitlogList(value: string): Array<CommitlogSync | 'as-is'> {
   throw new ExactlyOnceError('EO_CONFIG_INVALID', `--commitlog: expected periodic, batch, both or as-is (got '${value}')`);
 }
 
-/**
- * The local single-node stack whose Cassandra the connection points at (not secured: restarting it
- * here would not know its secrets), with its commit log mode; null when the run uses other servers.
- */
-async function localCassandra(config: ConnectionConfig, onProgress: (line: string) => void): Promise<{ o: StackOptions; mode: CommitlogSync } | null> {
-  const o = { ...stackOptionsFrom({}), onProgress };
-  if (isCluster(o) || isSecure(o)) return null;
-  const node = (await stackStatus(o)).find((s) => s.id === 'cassandra' && s.running);
-  return node === undefined || !config.cassandra.some((c) => isLocalCassandra(c, node.port)) ? null : { o, mode: stackCommitlogSync(o, 'cassandra') ?? 'periodic' };
-}
-
-/** Restarts the local Cassandra with `mode` unless it runs with it already. */
-async function switchCommitlog(local: { o: StackOptions; mode: CommitlogSync }, mode: CommitlogSync): Promise<void> {
-  if ((stackCommitlogSync(local.o, 'cassandra') ?? 'periodic') === mode) return;
-  process.stderr.write(`restarting the local Cassandra with commitlog_sync: ${mode}…\n`);
-  await stopServer(local.o, 'cassandra');
-  await startServer({ ...local.o, commitlogSync: mode }, 'cassandra');
-}
-
 /** Results go under the working directory (in a clone, where `make bench` runs: the committed bench/results/). */
 const RESULTS_DIR = path.join('bench', 'results');
 
-function intList(flag: string, min: number, max: number) {
+/** `FLAG <list>`: comma-separated whole numbers from `min` to `max`, the default shown as its list. */
+function intListOption<F extends string>(flag: F, help: string, def: number[], min: number, max: number) {
   const one = intOption(flag, min, max);
-  return (value: string): number[] => value.split(',').map((v) => one(v.trim()));
+  return new Option(`${flag} <list>` as `${F} <list>`, help).default(def, def.join(',')).argParser((value: string): number[] => value.split(',').map((v) => one(v.trim())));
 }
 
 function caseList(value: string): Set<CaseGroup> {
@@ -84,18 +61,10 @@ export function benchCommand(): Command {
       .addOption(new Option('--max-batch <n>', 'records per batch (workers and baseline)').default(d.maxBatch).argParser(int('--max-batch', 1, 100000)))
       .addOption(new Option('--concurrency <n>', 'partitions processed at once (workers and baseline)').default(d.concurrency).argParser(int('--concurrency', 1, 1024)))
       .addOption(new Option('--max-buffer-mb <n>', 'prefetch bound in MiB (workers and baseline)').default(d.maxBufferMb).argParser(int('--max-buffer-mb', 1, 65536)))
-      .addOption(
-        new Option('--ceiling-concurrency <list>', 'batches in flight the ceiling tries; the fastest is used')
-          .default(d.ceilingConcurrency, d.ceilingConcurrency.join(','))
-          .argParser(intList('--ceiling-concurrency', 1, 4096)),
-      )
+      .addOption(intListOption('--ceiling-concurrency', 'batches in flight the ceiling tries; the fastest is used', d.ceilingConcurrency, 1, 4096))
       .addOption(new Option('--ceiling-sweep-events <n>', 'rows written per level of the ceiling sweep').default(d.ceilingSweepEvents).argParser(int('--ceiling-sweep-events', 100, 1e9)))
       .addOption(new Option('--ceiling-batch-rows <n>', "rows per unlogged batch in the ceiling (default: EventJob's)").default(d.ceilingBatchRows).argParser(int('--ceiling-batch-rows', 1, 10000)))
-      .addOption(
-        new Option('--latency-rates <list>', 'latency case rates, in % of the 1-worker exactly-once events/s')
-          .default(d.latencyPercents, d.latencyPercents.join(','))
-          .argParser(intList('--latency-rates', 1, 200)),
-      )
+      .addOption(intListOption('--latency-rates', 'latency case rates, in % of the 1-worker exactly-once events/s', d.latencyPercents, 1, 200))
       .addOption(new Option('--latency-seconds <s>', 'measured seconds per latency rate').default(d.latencySeconds).argParser(int('--latency-seconds', 1, 3600)))
       .addOption(new Option('--latency-warmup-seconds <s>', 'seconds produced before measuring each rate').default(d.latencyWarmupSeconds).argParser(int('--latency-warmup-seconds', 0, 600)))
       .addOption(new Option('--latency-poll-ms <ms>', 'how often rows are read back (resolution of the latencies)').default(d.latencyPollMs).argParser(int('--latency-poll-ms', 1, 10000)))
@@ -121,7 +90,7 @@ export function benchCommand(): Command {
       const config = connection(cmd);
       const { events, partitions, healthMix, alertsEvents, eventTimeRate, workers, repeat, maxBatch, concurrency, maxBufferMb, ceilingConcurrency } = opts;
       const { ceilingSweepEvents, ceilingBatchRows, latencySeconds, latencyWarmupSeconds, latencyPollMs, latencyMaxRate, behindEvents, cases, seed } = opts;
-      // In the order the results' JSON has always listed them.
+      // In the order the results' JSON lists them.
       const options: BenchOptions = {
         ...{ events, partitions, healthMix, alertsEvents, eventTimeRate, workers, repeat, maxBatch, concurrency, maxBufferMb, ceilingConcurrency, ceilingSweepEvents, ceilingBatchRows },
         latencyPercents: opts.latencyRates,
@@ -135,61 +104,12 @@ export function benchCommand(): Command {
         layout: formatLayout(parseLayout(opts.layout)),
       };
 
-      // A closed pipe (`bench | head`) must not kill the run before it has cleaned up.
-      for (const stream of [process.stdout, process.stderr]) stream.on('error', () => undefined);
-      const abort = new AbortController();
-      let kill: () => void = () => undefined;
-      let interrupts = 0;
-      const onSignal = () => {
-        if (++interrupts === 1) {
-          process.stderr.write('\ninterrupted: stopping the bench processes and removing its topics and keyspaces (Ctrl-C again to kill at once)…\n');
-          abort.abort();
-        } else {
-          kill();
-          process.exit(130);
-        }
-      };
-      process.on('SIGINT', onSignal);
-      process.on('SIGTERM', onSignal);
-      const local = opts.commitlog.includes('as-is') ? null : await localCassandra(config, (line) => process.stderr.write(`  ${line}\n`));
-      if (local === null && !opts.commitlog.includes('as-is') && cmd.getOptionValueSource('commitlog') !== 'default') {
-        throw new ExactlyOnceError('EO_USAGE', "--commitlog: the bench switches the commit log of the local single-node stack's Cassandra only (not a cluster, a secured stack or other servers); use --commitlog as-is");
-      }
-      const modes = local === null ? [undefined] : (opts.commitlog as CommitlogSync[]);
-      if (local === null) process.stderr.write('(not the local single-node stack: measured on the servers as they run, commit log unknown)\n');
-      const all: BenchResults[] = [];
-      try {
-        for (const mode of modes) {
-          if (mode !== undefined) await switchCommitlog(local!, mode);
-          if (abort.signal.aborted) throw new BenchAborted();
-          if (modes.length > 1) process.stderr.write(`=== Cassandra's commit log: ${mode} ===\n`);
-          const results = await runBench(config, options, {
-            signal: abort.signal,
-            onKill: (k) => (kill = k),
-            command: `exactlyonce ${process.argv.slice(2).join(' ')}`,
-            ...(mode === undefined ? {} : { commitlog: mode }),
-          });
-          const everyCase = CASE_GROUPS.every((g) => options.cases.has(g));
-          const files = writeResults(results, options.outDir, everyCase);
-          process.stdout.write(`${mode === undefined ? '' : `Cassandra commit log: ${mode}\n`}${formatResults(results)}\n\n`);
-          process.stderr.write(`results: ${files.json}\nchart:   ${files.svg}\n`);
-          if (!everyCase) process.stderr.write('(not every case ran: the latest results are left as they were)\n');
-          all.push(results);
-        }
-        process.stdout.write(`${formatGoals(all)}\n`);
-        return 0;
-      } catch (e) {
-        if (e instanceof BenchAborted || abort.signal.aborted) {
-          process.stderr.write('bench interrupted; everything it started is stopped and removed\n');
-          return 130;
-        }
-        throw e;
-      } finally {
-        // The node as it was found (a failed restart is reported, not hidden behind the bench's own error).
-        if (local !== null) await switchCommitlog(local, local.mode).catch((e: unknown) => process.stderr.write(`could not restart the local Cassandra with its commit log ${local.mode}: ${String(e)}\n`));
-        process.off('SIGINT', onSignal);
-        process.off('SIGTERM', onSignal);
-      }
+      return runCommitlogModes(config, options, {
+        commitlog: opts.commitlog,
+        commitlogGiven: cmd.getOptionValueSource('commitlog') !== 'default',
+        stack: () => stackOptionsFrom({}),
+        command: `exactlyonce ${process.argv.slice(2).join(' ')}`,
+      });
     }),
   );
 }
