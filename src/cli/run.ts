@@ -5,16 +5,16 @@ import { formatLayout, ORIGINAL_LAYOUT, parseLayout } from '../jobs/events/event
 import { alertMetrics } from '../jobs/events/metrics.js';
 import { settingFlags, settingOption, withAlertRule } from './alert-flags.js';
 import { connect } from '../cassandra/session.js';
-import { intOption, type ConnectionConfig } from '../config.js';
+import type { ConnectionConfig } from '../config.js';
 import type { BoundJob } from '../engine/job-binding.js';
 import { EngineMetrics } from '../engine/metrics.js';
-import { defaultRunnerOptions, type RunnerOptions } from '../engine/runner.js';
 import { isRetriable, retry } from '../engine/retry.js';
 import { loadJobModule, parseJobOptions } from '../job-loader.js';
 import { createLogger, type Logger } from '../log.js';
 import { runWorker, type WorkerOptions } from '../worker.js';
 import { action, connection, reportError, withConnection } from './common.js';
 import { launcherEnded } from './launcher.js';
+import { runnerOptions, withWorkerFlags, type WorkerFlags } from './worker-flags.js';
 
 /** The job stored in the keyspace (null before its first worker), read once Cassandra answers. */
 function storedJob(config: ConnectionConfig, log: Logger, deadlineMs: number): Promise<BoundJob | null> {
@@ -31,48 +31,6 @@ function storedJob(config: ConnectionConfig, log: Logger, deadlineMs: number): P
   );
 }
 
-/** The worker flags every job's worker takes (`run`, `sink`). */
-export function withWorkerFlags<C extends Command<any, any, any>>(cmd: C): C {
-  const d = defaultRunnerOptions;
-  cmd
-    .addOption(new Option('--max-batch <n>', 'most records per batch').default(d.maxBatchSize).argParser(intOption('--max-batch', 1, 100000)))
-    .addOption(new Option('--concurrency <n>', 'partitions processed at once').default(d.concurrency).argParser(intOption('--concurrency', 1, 1024)))
-    .addOption(new Option('--max-buffer-mb <n>', 'bound on prefetched data in MiB (backpressure)').default(d.maxBufferKb / 1024).argParser(intOption('--max-buffer-mb', 1, 65536)))
-    .addOption(
-      new Option('--max-heap-mb <n>', "V8 heap cap in MiB: with --max-buffer-mb, the bound on the worker's memory (bin/exactlyonce starts node with it; env EXACTLYONCE_WORKER_HEAP_MB)")
-        .default(160)
-        .argParser(intOption('--max-heap-mb', 64, 65536)),
-    )
-    .addOption(new Option('--session-timeout-ms <ms>', 'group session timeout').default(d.sessionTimeoutMs).argParser(intOption('--session-timeout-ms', 1000, 3600000)))
-    .addOption(
-      new Option('--startup-timeout <s>', 'seconds the worker waits at start for Kafka and Cassandra to answer before it gives up (exit 4)')
-        .default(d.startupTimeoutMs / 1000)
-        .argParser(intOption('--startup-timeout', 1, 86_400)),
-    )
-    .addOption(new Option('--max-quarantine-bytes <n>', 'raw bytes kept per quarantined record').default(d.maxQuarantineBytes).argParser(intOption('--max-quarantine-bytes', 0, 1e9)))
-    .addOption(
-      new Option('--lost-writes-window-ms <ms>', "when a Cassandra node goes down, each partition is read again from the first batch acknowledged this long before (the nodes' commitlog_sync_period plus a margin; 0: off)")
-        .default(d.lostWritesWindowMs)
-        .argParser(intOption('--lost-writes-window-ms', 0, 3_600_000)),
-    )
-    .addOption(new Option('--metrics-port <port>', 'serve /metrics, /healthz, /readyz on 127.0.0.1:PORT (0: off); each worker on a machine needs its own').default(0).argParser(intOption('--metrics-port', 0, 65535)))
-    .addOption(new Option('--progress-interval <s>', 'log a progress line (records stored, quarantined, lag, partitions) every this many seconds (0: off)').default(10).argParser(intOption('--progress-interval', 0, 86_400)));
-  return cmd;
-}
-
-export interface WorkerFlags {
-  maxBatch: number;
-  concurrency: number;
-  maxBufferMb: number;
-  sessionTimeoutMs: number;
-  startupTimeout: number;
-  maxQuarantineBytes: number;
-  lostWritesWindowMs: number;
-  metricsPort: number;
-  /** Seconds between progress lines (0: none). */
-  progressInterval: number;
-}
-
 /** runWorker for a command: an error (a refusal while running included) is one coded line, then the process exits. */
 export async function runCliWorker(job: Parameters<typeof runWorker>[0], options: WorkerOptions): Promise<void> {
   const ended = launcherEnded(options.log ?? createLogger('worker'));
@@ -81,19 +39,6 @@ export async function runCliWorker(job: Parameters<typeof runWorker>[0], options
     process.exitCode = reportError(e);
     process.exit();
   });
-}
-
-export function runnerOptions(opts: WorkerFlags): RunnerOptions {
-  return {
-    ...defaultRunnerOptions,
-    maxBatchSize: opts.maxBatch,
-    concurrency: opts.concurrency,
-    maxBufferKb: opts.maxBufferMb * 1024,
-    sessionTimeoutMs: opts.sessionTimeoutMs,
-    maxQuarantineBytes: opts.maxQuarantineBytes,
-    startupTimeoutMs: opts.startupTimeout * 1000,
-    lostWritesWindowMs: opts.lostWritesWindowMs,
-  };
 }
 
 export function runCommand(): Command {

@@ -6,7 +6,8 @@ import { valueFieldSpec } from '../jobs/sink/column-source.js';
 import { createTableCql, SinkJob } from '../jobs/sink/sink-job.js';
 import { createLogger } from '../log.js';
 import { action, connection, withConnection } from './common.js';
-import { runCliWorker, runnerOptions, withWorkerFlags, type WorkerFlags } from './run.js';
+import { runCliWorker } from './run.js';
+import { runnerOptions, withWorkerFlags, type WorkerFlags } from './worker-flags.js';
 
 export function sinkCommand(): Command {
   const cmd = withWorkerFlags(
