@@ -9,7 +9,7 @@
  */
 import { createRequire } from 'node:module';
 import type { ConnectionConfig } from '../src/config.js';
-import { FETCH_QUEUE_BACKOFF_MS } from '../src/kafka/consumer.js';
+import { FETCH_QUEUE_BACKOFF_MS } from '../src/kafka/native-consumer.js';
 import { baseProperties, kafkaJS, quietLogger } from '../src/kafka/client.js';
 
 /** Started by the bench (bench/client.ts): its arguments as JSON in EXACTLYONCE_BENCH_ARGS, one JSON line per mode on stdout. */

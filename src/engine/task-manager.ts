@@ -5,7 +5,7 @@
  * to fetch from where is returned to the poll loop (the Runner).
  */
 import { ExactlyOnceError } from '../errors.js';
-import type { StartOffset } from '../kafka/consumer.js';
+import type { StartOffset } from '../kafka/consumer-contract.js';
 import type { Logger } from '../log.js';
 import type { AssignmentPlanner } from './assignment-planner.js';
 import type { IdentityGate } from './identity-gate.js';

@@ -31,81 +31,11 @@
  *   planned replaces the planned start, and one of a partition the client refused to assign assigns it
  *   there (or reports the refusal again, onAssignFailed).
  */
-import { createRequire } from 'node:module';
 import type { ConnectionConfig } from '../config.js';
-import { recordHeaders, type SourceRecord } from './record.js';
-import { baseProperties, kafkaErrorCode, kafkaErrorKind, kafkaJS, noteClientError, quietLogger, tapClientErrors } from './client.js';
-
-/**
- * Where an assigned partition starts: an offset, the log start when it was never checkpointed, or
- * 'stopped' for a partition that must not be read (it is assigned, then paused at once).
- */
-export type StartOffset = bigint | 'beginning' | 'stopped';
-
-/** A fetched message as a SourceRecord (the bench's at-least-once baseline converts the same way). */
-export function sourceRecord(
-  topic: string,
-  partition: number,
-  m: { offset: string | number; key?: Buffer | null; value: Buffer | null; timestamp: string | number; headers?: Array<Record<string, Buffer>> },
-  fetchedFrom?: bigint | 'log-start',
-): SourceRecord {
-  const headers = recordHeaders(m.headers);
-  return { topic, partition, offset: BigInt(m.offset), key: m.key ?? null, value: m.value ?? null, timestampMs: Number(m.timestamp), fetchedFrom, ...(headers === undefined ? {} : { headers }) };
-}
-
-export interface AssignmentHandler {
-  /** Awaited before the partitions are assigned; must resolve with a start for each of them. */
-  onAssign(partitions: number[]): Promise<Map<number, StartOffset>>;
-  /** Partitions taken away (`lost` when the session expired, e.g. after a pause). */
-  onRevoke(partitions: number[], lost: boolean): void;
-  /**
-   * The client refused to assign partitions that onAssign planned (its incrementalAssign threw): they
-   * are not read until the next rebalance gives them again. Not called for a rebalance that succeeded.
-   */
-  onAssignFailed(partitions: number[], error: Error): void;
-}
-
-export interface ConsumerOptions {
-  groupId: string;
-  topic: string;
-  /** Most records handed over in one batch. */
-  maxBatchSize: number;
-  /** Partitions processed at the same time (one batch each). */
-  concurrency: number;
-  /** Bound on prefetched data held by the client, in KiB: the backpressure bound. */
-  maxBufferKb: number;
-  sessionTimeoutMs: number;
-  /** How often new partitions of the topic are discovered, in ms. */
-  metadataRefreshMs: number;
-  onClientLog?: (level: 'warn' | 'error', message: string) => void;
-  /**
-   * The client could not fetch a partition because its position is outside the log (librdkafka
-   * ERR__AUTO_OFFSET_RESET with auto.offset.reset=error: it stops fetching that partition instead of
-   * jumping to the log start or end). The client does not say which partition: the caller finds out.
-   */
-  onPositionOutOfRange?: (message: string) => void;
-  /**
-   * An error the client reported with its librdkafka code (an `event.error`: a broker unreachable, a
-   * refused login or handshake; or a failed fetch: a missing group or topic ACL, a position outside
-   * the log). Judge it by kafkaErrorKind(kafkaErrorCode(e)), never by its message.
-   */
-  onClientError?: (e: Error & { code?: number }) => void;
-  /** A `consume` call returned records at `at` (performance.now()), before they are queued for their batches. */
-  onFetched?: (at: number) => void;
-}
-
-
-/** See the consumer's properties: how long a partition whose prefetch queue is full waits to fetch again. */
-export const FETCH_QUEUE_BACKOFF_MS = 20;
-
-/** How long one `consume` call waits for a first record (it returns at once with what is there). */
-const CONSUME_WAIT_MS = 100;
-/**
- * Most bytes (keys and values) in one batch: long records are handed over in fewer per batch than
- * maxBatchSize. A job holds a batch decoded several times over (its text, its values, its rows), so
- * `--max-batch` records of 30 KB each would not fit the worker's heap (`--max-heap-mb`).
- */
-export const MAX_BATCH_BYTES = 2 * 2 ** 20;
+import { kafkaErrorCode, kafkaErrorKind, kafkaJS, noteClientError, quietLogger, tapClientErrors } from './client.js';
+import type { AssignmentHandler, ConsumerOptions, EachBatch, StartOffset } from './consumer-contract.js';
+import { FetchQueues, MAX_BATCH_BYTES } from './fetch-queues.js';
+import { createNativeConsumer, type LowLevelConsumer, type RawMessage, type TopicPartition } from './native-consumer.js';
 
 /** After a failed fetch, the next one waits this long (the client reconnects by itself). */
 const FETCH_ERROR_PAUSE_MS = 100;
@@ -113,39 +43,13 @@ const FETCH_ERROR_PAUSE_MS = 100;
 const ERR_ASSIGN_PARTITIONS = -175;
 const OFFSET_BEGINNING = -2;
 
-/**
- * Called with each batch, one at a time per partition; `fetchedAt` is when (performance.now()) the
- * `consume` call that brought the batch's last record returned: every record of it was fetched from
- * the brokers before then.
- */
-export type EachBatch = (partition: number, records: SourceRecord[], fetchedAt: number) => Promise<void>;
-
-/** A partition's records not yet handed over, with when each was fetched. */
-interface Queue {
-  messages: RawMessage[];
-  fetchedAt: number[];
-  /**
-   * Where the reading of messages[0] (or, with none queued, of the next message) started: the offset
-   * after the record handed over before it, or the offset assigned or restarted at; null while the
-   * partition is held (what is fetched then is dropped).
-   */
-  from: bigint | 'log-start' | null;
-}
-
-function newQueue(from: bigint | 'log-start' | null): Queue {
-  return { messages: [], fetchedAt: [], from };
-}
-
 export class GroupConsumer {
   private readonly consumer: LowLevelConsumer;
   private readonly log: ReturnType<typeof quietLogger>;
   private handler: AssignmentHandler | undefined;
   private eachBatch: EachBatch | undefined;
   /** Records fetched and not yet handed over, per assigned partition (in offset order). */
-  private readonly queues = new Map<number, Queue>();
-  /** Records, and their bytes, held in `queues`. */
-  private queued = 0;
-  private queuedBytes = 0;
+  private readonly queues: FetchQueues;
   /** The batch each partition has in flight. */
   private readonly inFlight = new Map<number, Promise<void>>();
   /** Assigned partitions that hand over nothing: paused, or waiting for their restart. */
@@ -172,45 +76,8 @@ export class GroupConsumer {
   ) {
     kafkaJS(); // fails with EO_KAFKA_CLIENT_MISSING, and a clear message, when the native client is not built
     this.log = quietLogger((level, message) => options.onClientLog?.(level, message));
-    const { KafkaConsumer } = createRequire(import.meta.url)('@confluentinc/kafka-javascript') as { KafkaConsumer: new (conf: object, topicConf: object) => LowLevelConsumer };
-    this.consumer = new KafkaConsumer(
-      {
-        // When the prefetch queue is over its bound (queued.max.messages.kbytes: --max-buffer-mb),
-        // librdkafka postpones the partition's next fetch by this much (its default: 1 s). See
-        // bench/README.md, "Latency". Before the user's properties: --kafka-config can set it.
-        'fetch.queue.backoff.ms': FETCH_QUEUE_BACKOFF_MS,
-        // A fetch loop held back by batches still writing (a Cassandra outage retried) does not call
-        // `consume`; librdkafka leaves the group when that lasts longer than this (its default: 5 min).
-        'max.poll.interval.ms': 600_000,
-        ...baseProperties(config, `exactlyonce-${process.pid}`),
-        // Set after the user's properties (--kafka-config), so that none of them can be weakened:
-        'group.id': options.groupId,
-        // Only committed records of transactional producers; aborted ones are never stored.
-        'isolation.level': 'read_committed',
-        'partition.assignment.strategy': 'cooperative-sticky',
-        // The checkpoint table is the only resume point; committing to Kafka would only mislead.
-        'enable.auto.commit': false,
-        'enable.auto.offset.store': false,
-        'session.timeout.ms': options.sessionTimeoutMs,
-        'heartbeat.interval.ms': Math.max(500, Math.floor(options.sessionTimeoutMs / 5)),
-        'topic.metadata.refresh.interval.ms': options.metadataRefreshMs,
-        'queued.max.messages.kbytes': options.maxBufferKb,
-        'fetch.max.bytes': Math.min(52428800, Math.max(1048576, options.maxBufferKb * 1024)),
-        rebalance_cb: (err: { code: number }, assignment: TopicPartition[]) => this.onRebalance(err, assignment),
-      },
-      // The consumer never moves its position by itself: every partition is assigned at an explicit
-      // offset (its checkpoint, or OFFSET_BEGINNING when never checkpointed), and a position that falls
-      // outside the log while running (truncated, deleted, re-created) is an error that stops the
-      // partition (onPositionOutOfRange), never a silent jump to the log start or end.
-      { 'auto.offset.reset': 'error' },
-    );
-    // librdkafka's own log lines (log_level 3: errors), shown at reduced volume like every client's.
-    this.consumer.on('event.log', (m) => {
-      if (m.severity <= 3) this.log.error(m.message);
-      else if (m.severity <= 5) this.log.warn(m.message);
-    });
-    this.consumer.setDefaultConsumeTimeout(CONSUME_WAIT_MS);
-    this.consumer.setDefaultIsTimeoutOnlyForFirstMessage(true);
+    this.queues = new FetchQueues(options.topic, options.maxBatchSize);
+    this.consumer = createNativeConsumer(config, options, this.log, (err, assignment) => this.onRebalance(err, assignment));
   }
 
   /**
@@ -272,9 +139,9 @@ export class GroupConsumer {
     for (const tp of assignment) this.unassigned.delete(`${tp.topic}:${tp.partition}`);
     const stopped: number[] = [];
     for (const p of partitions) {
-      this.dropQueued(p);
+      this.queues.drop(p);
       const start = starts.get(p) ?? 'beginning';
-      this.queues.set(p, newQueue(start === 'stopped' ? null : start === 'beginning' ? 'log-start' : start));
+      this.queues.open(p, start === 'stopped' ? null : start === 'beginning' ? 'log-start' : start);
       if (start === 'stopped') {
         this.held.add(p);
         stopped.push(p);
@@ -289,7 +156,7 @@ export class GroupConsumer {
     const partitions = assignment.filter((tp) => tp.topic === this.options.topic).map((tp) => tp.partition);
     this.handler!.onRevoke(partitions, lost);
     for (const p of partitions) {
-      this.dropQueued(p);
+      this.queues.drop(p);
       this.queues.delete(p);
       this.held.delete(p);
     }
@@ -333,12 +200,12 @@ export class GroupConsumer {
     while (!this.stopping) {
       while (this.rebalancing !== undefined) await this.rebalancing;
       for (const change of this.betweenFetches.splice(0)) change();
-      if (this.queued >= bound || this.queuedBytes >= bytesBound) {
+      if (this.queues.queued >= bound || this.queues.queuedBytes >= bytesBound) {
         await this.sleep(1_000); // woken when a batch finishes
         continue;
       }
       const { err, messages } = await new Promise<{ err: (Error & { code?: number }) | null; messages: RawMessage[] }>((resolve) =>
-        this.consumer.consume(bound - this.queued, (err, messages) => resolve({ err: err ?? null, messages: messages ?? [] })),
+        this.consumer.consume(bound - this.queues.queued, (err, messages) => resolve({ err: err ?? null, messages: messages ?? [] })),
       );
       if (err !== null) {
         noteClientError(err);
@@ -352,10 +219,7 @@ export class GroupConsumer {
         // Not ours any more, paused, or waiting for its restart: dropped (a paused partition is
         // read again only from an explicit offset: reassigned, or restartAt).
         if (queue === undefined || this.held.has(m.partition) || m.topic !== this.options.topic) continue;
-        queue.messages.push(m);
-        queue.fetchedAt.push(fetchedAt);
-        this.queued++;
-        this.queuedBytes += bytesOf(m);
+        this.queues.push(queue, m, fetchedAt);
       }
       if (messages.length > 0) this.options.onFetched?.(fetchedAt);
       this.dispatch();
@@ -365,27 +229,10 @@ export class GroupConsumer {
   /** Starts a batch on each partition that has records and none in flight, up to the concurrency. */
   private dispatch(): void {
     if (this.stopping) return;
-    for (const [p, queue] of this.queues) {
+    for (const [p, queue] of this.queues.entries()) {
       if (this.inFlight.size >= this.options.concurrency) return;
       if (queue.messages.length === 0 || this.inFlight.has(p) || this.held.has(p)) continue;
-      let n = 0;
-      let bytes = 0;
-      for (const limit = Math.min(queue.messages.length, this.options.maxBatchSize); n < limit; n++) {
-        const b = bytesOf(queue.messages[n]!);
-        if (n > 0 && bytes + b > MAX_BATCH_BYTES) break;
-        bytes += b;
-      }
-      const batch = queue.messages.splice(0, n);
-      const fetchedAt = queue.fetchedAt.splice(0, n)[n - 1]!;
-      this.queued -= batch.length;
-      this.queuedBytes -= bytes;
-      // Round robin: the partition goes to the back of the line.
-      this.queues.delete(p);
-      this.queues.set(p, queue);
-      const topic = this.options.topic;
-      // Each record's reading started after the one before it; the first's where the queue's did.
-      const records = batch.map((m, i) => sourceRecord(topic, p, m, i === 0 ? (queue.from ?? undefined) : BigInt(batch[i - 1]!.offset) + 1n));
-      queue.from = BigInt(batch[n - 1]!.offset) + 1n;
+      const { records, fetchedAt } = this.queues.take(p, queue);
       const done = this.eachBatch!(p, records, fetchedAt)
         .catch((e: unknown) => {
           // The runner's batches do not throw (every failure stops the partition there); should one,
@@ -400,17 +247,6 @@ export class GroupConsumer {
         });
       this.inFlight.set(p, done);
     }
-  }
-
-  private dropQueued(partition: number): void {
-    const queue = this.queues.get(partition);
-    if (queue === undefined) return;
-    this.queued -= queue.messages.length;
-    for (const m of queue.messages) this.queuedBytes -= bytesOf(m);
-    queue.messages.length = 0;
-    queue.fetchedAt.length = 0;
-    // What is fetched next does not follow what was handed over: only a new start says where it begins.
-    queue.from = null;
   }
 
   private sleep(ms: number): Promise<void> {
@@ -439,7 +275,7 @@ export class GroupConsumer {
     if (partitions.length === 0) return;
     for (const p of partitions) {
       if (this.planning.has(p)) this.planning.set(p, 'stopped');
-      this.dropQueued(p);
+      this.queues.drop(p);
       if (this.queues.has(p)) this.held.add(p);
     }
     this.native(() => this.consumer.pause(partitions.map((partition) => ({ topic: this.options.topic, partition }))));
@@ -473,12 +309,12 @@ export class GroupConsumer {
       return;
     }
     if (!this.queues.has(partition)) return; // not ours (any more)
-    this.dropQueued(partition);
+    this.queues.drop(partition);
     this.held.add(partition);
     this.betweenFetches.push(() => {
       const queue = this.queues.get(partition);
       if (queue === undefined) return; // revoked meanwhile
-      this.dropQueued(partition);
+      this.queues.drop(partition);
       this.consumer.incrementalUnassign([tp]);
       this.consumer.incrementalAssign([{ ...tp, offset: Number(offset) }]);
       queue.from = offset;
@@ -499,7 +335,7 @@ export class GroupConsumer {
       return;
     }
     this.unassigned.delete(`${tp.topic}:${partition}`);
-    this.queues.set(partition, newQueue(offset));
+    this.queues.open(partition, offset);
     this.held.delete(partition);
     this.native(() => this.consumer.resume([tp]));
   }
@@ -518,41 +354,4 @@ export class GroupConsumer {
     })().catch(() => undefined);
     return this.stopped;
   }
-}
-
-interface TopicPartition {
-  topic: string;
-  partition: number;
-}
-
-/** What a fetched record weighs, for the byte bounds: its key and value. */
-function bytesOf(m: RawMessage): number {
-  return (m.value?.length ?? 0) + (m.key?.length ?? 0);
-}
-
-interface RawMessage {
-  value: Buffer | null;
-  key?: Buffer | null;
-  offset: number;
-  partition: number;
-  topic: string;
-  timestamp: number;
-  headers?: Array<Record<string, Buffer>>;
-}
-
-/** The client's lower-level KafkaConsumer, as used here (lib/kafka-consumer.js). */
-interface LowLevelConsumer {
-  connect(options: object | null, cb: (err: unknown) => void): void;
-  disconnect(cb: (err: unknown) => void): void;
-  subscribe(topics: string[]): void;
-  consume(n: number, cb: (err: (Error & { code?: number }) | null | undefined, messages: RawMessage[] | undefined) => void): void;
-  setDefaultConsumeTimeout(ms: number): void;
-  setDefaultIsTimeoutOnlyForFirstMessage(only: boolean): void;
-  incrementalAssign(assignments: Array<TopicPartition & { offset: number }>): void;
-  incrementalUnassign(assignments: TopicPartition[]): void;
-  assignmentLost(): boolean;
-  pause(partitions: TopicPartition[]): void;
-  resume(partitions: TopicPartition[]): void;
-  on(event: 'event.error', listener: (e: Error & { code?: number }) => void): void;
-  on(event: 'event.log', listener: (m: { severity: number; message: string }) => void): void;
 }

@@ -4,7 +4,8 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import type { ConnectionConfig } from '../../src/config.js';
-import { GroupConsumer, type ConsumerOptions } from '../../src/kafka/consumer.js';
+import { GroupConsumer } from '../../src/kafka/consumer.js';
+import type { ConsumerOptions } from '../../src/kafka/consumer-contract.js';
 import { Producer, TransactionalProducer } from '../../src/kafka/producer.js';
 import { pino } from 'pino';
 import type { CheckpointStore } from '../../src/engine/checkpoint-store.js';
