@@ -4,12 +4,13 @@
  * dropped on revocation.
  */
 import { ExactlyOnceError, isExactlyOnceError } from '../errors.js';
-import type { Logger } from '../log.js';
 import type { DecodedRecord, SourceRecord } from './job.js';
 import type { TaskContext, TaskState } from './ports.js';
 import { forJob, isLost, LostWritesFound, outOfRange, permanentError } from './task-errors.js';
-import { HAND_QUARANTINE_REASON, type QuarantineEntry } from './quarantine.js';
+import type { QuarantineEntry } from './quarantine.js';
+import { RecentBatches } from './recent-batches.js';
 import { AbortedError, isRetriable } from './retry.js';
+import { reportQuarantined, writeAroundRefused } from './task-quarantine.js';
 
 const NEVER = new AbortController().signal;
 
@@ -34,11 +35,8 @@ export class PartitionTask {
   private lastRowsAt: number | undefined;
   /** Set once its partition was rewound (lost writes): it never writes a checkpoint again. */
   private abandoned = false;
-  /**
-   * The batches whose rows were acknowledged since the lost-writes horizon, oldest first: when each was
-   * (performance.now()) and its first offset. A node that goes down may have forgotten them (replayFrom).
-   */
-  private readonly recent: Array<{ at: number; from: bigint }> = [];
+  /** The batches whose rows were acknowledged within the lost-writes window (replayFrom). */
+  private readonly recent: RecentBatches;
   /** Whether a node's crash took back what this task wrote is being decided (holdFor); until then no batch writes. */
   private deciding: Promise<void> | undefined;
   /** When the last batch returned (performance.now()): the partition waits for the client from then on. */
@@ -65,6 +63,7 @@ export class PartitionTask {
     this.next = checkpoint;
     if (epoch !== undefined && checkpoint !== null) this.acked = checkpoint;
     this.verified = readAt ?? ctx.lostWrites?.generation ?? 0;
+    this.recent = new RecentBatches(ctx);
   }
 
   /** The highest checkpoint this task knows was stored: planned from or acknowledged (null: none yet). */
@@ -222,7 +221,7 @@ export class PartitionTask {
         return;
       }
       if (e instanceof AbortedError || isRetriable(e) || decoded.length === 0 || (isExactlyOnceError(e) && !e.retriable)) throw e;
-      const around = await this.refused(decoded, e);
+      const around = await writeAroundRefused(this.ctx, this.partition, decoded, e);
       if (around instanceof ExactlyOnceError) throw around;
       // Every record the store refused was quarantined by hand: the batch is the others.
       decoded = around.written;
@@ -231,20 +230,9 @@ export class PartitionTask {
     const rowsDone = performance.now();
     const rowsAt = Number.isFinite(earliest) ? earliest : (this.ctx.lostWrites?.generation ?? 0);
     if (decoded.length > 0) this.lastRowsAt = rowsAt;
-    this.remember(rowsDone, first);
+    this.recent.remember(rowsDone, first);
     stages.observe({ stage: 'rows' }, (rowsDone - rowsFrom) / 1000);
-    if (bad.length > 0) {
-      const reasons: Record<string, number> = {};
-      for (const b of bad) {
-        this.ctx.metrics.quarantined.inc({ partition: p, reason: b.reason });
-        reasons[b.reason] = (reasons[b.reason] ?? 0) + 1;
-      }
-      // One line per batch, not per record; `exactlyonce quarantine list` shows each record.
-      this.ctx.log.warn(
-        { partition: this.partition, offsets: bad.map((b) => String(b.record.offset)).slice(0, 20), reasons },
-        `quarantined ${bad.length} record${bad.length === 1 ? '' : 's'} of partition ${this.partition}`,
-      );
-    }
+    if (bad.length > 0) reportQuarantined(this.ctx, this.partition, bad);
 
     // Every record of the batch is stored: only now may the checkpoint pass them. It is written while
     // the partition's next batch is (one Cassandra round trip off each batch's path), one at a time:
@@ -273,72 +261,6 @@ export class PartitionTask {
       this.ctx.metrics.batchRecords.observe(fresh.length);
       this.ctx.metrics.batchSeconds.observe((performance.now() - started) / 1000);
     });
-  }
-
-  /**
-   * A batch's rows were refused for good: finds the first record the store refuses, writing the batch
-   * again in prefixes, in order (a job may build on what it stored before: the alert counts), by
-   * halving — so that the stop names one record, not a batch. The records before it end up stored
-   * (again: writes are idempotent); nothing after it is written. A record an operator quarantined by
-   * hand (`exactlyonce quarantine add`: reason `refused`) is passed over, and the search goes on with
-   * the records after it: returns those written then. The error names the batch when the refusal is
-   * of records together (a batch's size) or is gone.
-   */
-  private async refused(decoded: readonly DecodedRecord<unknown>[], cause: unknown): Promise<ExactlyOnceError | { written: DecodedRecord<unknown>[] }> {
-    const written: DecodedRecord<unknown>[] = [];
-    let rest = decoded;
-    let error = cause;
-    for (;;) {
-      const at = await this.firstRefused(rest, error);
-      if (at instanceof ExactlyOnceError) return at;
-      const offset = rest[at.index]!.record.offset;
-      if ((await this.ctx.withRetry(() => this.ctx.quarantine.reasonOf(this.partition, offset))) !== HAND_QUARANTINE_REASON) {
-        return permanentError(this.partition, at.error, { first: offset, last: offset });
-      }
-      this.ctx.log.warn({ partition: this.partition, offset: String(offset) }, `partition ${this.partition}: offset ${offset}, refused by the store, is quarantined by hand: going on without it`);
-      written.push(...rest.slice(0, at.index));
-      rest = rest.slice(at.index + 1);
-      if (rest.length === 0) return { written };
-      const e = await this.writeOnly(rest);
-      if (e === null) return { written: [...written, ...rest] };
-      error = e;
-    }
-  }
-
-  /** Writes `records` (retrying what a retry may fix); the error that refused them for good, or null. */
-  private writeOnly(records: readonly DecodedRecord<unknown>[]): Promise<unknown> {
-    return this.ctx
-      .withRetry(() => this.ctx.job.write(this.partition, records, this.ctx.signal ?? NEVER))
-      .then(
-        () => null,
-        (e: unknown) => {
-          if (e instanceof AbortedError) throw e;
-          return e;
-        },
-      );
-  }
-
-  /** The first of `records` the store refuses alone (see refused), with its error; the batch's error when none does. */
-  private async firstRefused(records: readonly DecodedRecord<unknown>[], cause: unknown): Promise<ExactlyOnceError | { index: number; error: unknown }> {
-    const batch = { first: records[0]!.record.offset, last: records[records.length - 1]!.record.offset };
-    // Invariant: records [0, lo) are stored; the prefix up to `hi` was refused (with `error`).
-    let lo = 0;
-    let hi = records.length;
-    let error: unknown = cause;
-    let alone = records.length === 1;
-    while (hi - lo > 1) {
-      const mid = (lo + hi) >> 1;
-      const e = await this.writeOnly(records.slice(lo, mid));
-      if (e === null) lo = mid;
-      else [hi, error, alone] = [mid, e, mid === lo + 1];
-    }
-    // Refused alone, or the refusal was of several records together (a batch's size), or is gone.
-    if (!alone) {
-      const e = await this.writeOnly(records.slice(lo, lo + 1));
-      if (e === null) return permanentError(this.partition, cause, batch);
-      error = e;
-    }
-    return { index: lo, error };
   }
 
   /**
@@ -455,16 +377,7 @@ export class PartitionTask {
    * was written, the latest they can have been acknowledged.
    */
   inherit(replay: { from: bigint; writtenAt: number }): void {
-    this.remember(performance.now() - Math.max(0, Date.now() - replay.writtenAt), replay.from);
-  }
-
-  /** Keeps a batch's first offset and when its rows were acknowledged, forgetting what is past the horizon. */
-  private remember(at: number, from: bigint): void {
-    const guard = this.ctx.lostWrites;
-    if (guard === undefined || guard.windowMs <= 0) return;
-    this.recent.push({ at, from });
-    const horizon = guard.horizon;
-    while (this.recent.length > 0 && this.recent[0]!.at < horizon) this.recent.shift();
+    this.recent.remember(performance.now() - Math.max(0, Date.now() - replay.writtenAt), replay.from);
   }
 
   /**
@@ -474,7 +387,7 @@ export class PartitionTask {
    */
   replayFrom(since: number): bigint | null {
     if (this.state !== 'running' || this.abandoned) return null;
-    return this.recent.find((b) => b.at >= since)?.from ?? null;
+    return this.recent.firstSince(since);
   }
 
   /** Resolves once the last stored batch's checkpoint is written (or abandoned on shutdown, or has stopped the partition). */

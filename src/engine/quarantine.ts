@@ -30,7 +30,7 @@ export interface QuarantineRow {
 
 /**
  * The reason of a record an operator quarantined by hand (`exactlyonce quarantine add`): one the store
- * refuses for good, which the partition then goes on without (src/engine/partition-task.ts), and
+ * refuses for good, which the partition then goes on without (src/engine/task-quarantine.ts), and
  * `verify` counts as accounted for.
  */
 export const HAND_QUARANTINE_REASON = 'refused';
