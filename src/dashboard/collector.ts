@@ -9,8 +9,10 @@
 import { EventEmitter } from 'node:events';
 import type { ConnectionConfig } from '../config.js';
 import type { KafkaAdmin, Watermarks } from '../kafka/admin.js';
-import { jobStatusJson, type JobStatus, type JobStatusJson } from '../operate/status.js';
+import { jobStatusJson, type JobStatus } from '../operate/status.js';
+import { oneLine, Polled, singleFlight, withTimeout } from './polled.js';
 import { DEFAULT_SCRAPE_ALLOW, SCRAPE_TIMEOUT_MS, scrapeWorker, tokenAllowed, type WorkerScrape } from './scrape.js';
+import type { HistoryPoint, PartitionView, Rates, Snapshot, WorkerView } from './snapshot.js';
 import type { AlertRow, DashboardStore, QuarantineCounts, VerifyRun } from './store.js';
 import type { RegisteredWorker } from './worker-registry.js';
 
@@ -26,156 +28,6 @@ export interface CollectorOptions {
   intervalMs: number;
   /** History kept, in points (default 600: ten minutes at 1 s). */
   historyPoints: number;
-}
-
-export interface WorkerView extends Omit<WorkerScrape, 'at' | 'partitions'> {
-  /** The worker id from its metrics, else its address. */
-  id: string;
-  /** How the dashboard knows it: the --worker-metrics list ('flag'), the workers table, or both. */
-  via: Array<'flag' | 'registry'>;
-  heartbeatAgeMs: number | null;
-}
-
-export interface PartitionView {
-  partition: number;
-  /** Workers whose /metrics say they own it (two during a hand-over is possible; none when unowned). */
-  owners: string[];
-  logStart: number | null;
-  logEnd: number | null;
-  checkpoint: number | null;
-  /** To the last stable offset: the end of what a read_committed consumer can read. */
-  lag: number | null;
-  /** Log end − last stable offset: records a transaction still open holds back. */
-  held: number | null;
-  consumed: number;
-  stored: number;
-  quarantined: number;
-  /** Quarantine rows in Cassandra (all time). */
-  quarantineRows: number | null;
-  stopped: boolean;
-  stalled: boolean;
-  /** Every offset below is proved by `verify` (its last recorded proof); null before the first. */
-  proved: number | null;
-  /** Checkpoint − proved: what the workers stored that the proof has not reached. */
-  proofLag: number | null;
-}
-
-export interface Rates {
-  consumed: number;
-  stored: number;
-  quarantined: number;
-  /** Records per second passed by the checkpoints (Cassandra): what is durably done. */
-  checkpointed: number;
-}
-
-export interface HistoryPoint extends Rates {
-  /** Epoch seconds. */
-  t: number;
-  lag: number | null;
-  lagByPartition: Record<string, number>;
-}
-
-export interface Snapshot {
-  at: number;
-  keyspace: string;
-  topic: string;
-  group: string;
-  intervalMs: number;
-  problems: string[];
-  totals: {
-    consumed: number;
-    stored: number;
-    quarantined: number;
-    lag: number | null;
-    workers: number;
-    workersUp: number;
-    workersReady: number;
-    partitions: number;
-    alertsRaised: number | null;
-    alertsRevised: number | null;
-    lateEvents: number | null;
-    /** Summed over the partitions with a proof; null before the first recorded verify run. */
-    proofLag: number | null;
-  };
-  rates: Rates;
-  workers: WorkerView[];
-  partitions: PartitionView[];
-  quarantine: QuarantineCounts | null;
-  alerts: { latest: AlertRow[]; rows: number; sources: number } | null;
-  verify: { state: 'none' | 'ok' | 'failed' | 'unknown'; run: VerifyRun | null };
-  /**
-   * Every job of the keyspace as `exactlyonce status --json` shows it (src/operate/status.ts; its
-   * quarantine counts bounded, quarantineCapped then true); null before the first read.
-   */
-  jobs: JobStatusJson[] | null;
-}
-
-/** A value refreshed in the background every `intervalMs`; keeps the last value and the last error. */
-class Polled<T> {
-  value: T | undefined;
-  error: string | undefined;
-  private timer: NodeJS.Timeout | undefined;
-  private busy: Promise<void> | undefined;
-
-  constructor(
-    readonly name: string,
-    private readonly intervalMs: number,
-    private readonly fetch: () => Promise<T>,
-    /** What it reads from, for the page's problems line. */
-    readonly source = 'Cassandra',
-  ) {}
-
-  refresh(): Promise<void> {
-    this.busy ??= this.fetch()
-      .then((v) => {
-        this.value = v;
-        this.error = undefined;
-      })
-      .catch((e: unknown) => {
-        this.error = oneLine(e);
-      })
-      .finally(() => {
-        this.busy = undefined;
-      });
-    return this.busy;
-  }
-
-  start(): void {
-    void this.refresh();
-    this.timer = setInterval(() => void this.refresh(), this.intervalMs);
-  }
-
-  async stop(): Promise<void> {
-    clearInterval(this.timer);
-    await this.busy;
-  }
-}
-
-function oneLine(e: unknown): string {
-  const msg = (e instanceof Error ? e.message : String(e)).split('\n')[0]!.slice(0, 300);
-  // Say what to do about the two problems a new set-up always meets first.
-  if (/unknown topic or partition/i.test(msg)) return 'the topic does not exist; run `exactlyonce topic create`';
-  if (/keyspace \S+ does not exist|unconfigured table/i.test(msg)) return `${msg}; run \`exactlyonce schema apply\``;
-  return msg;
-}
-
-/** Runs `fn` unless a previous call is still pending (then shares it): a slow server gets one request at a time. */
-function singleFlight<T>(fn: () => Promise<T>): () => Promise<T> {
-  let pending: Promise<T> | undefined;
-  return () =>
-    (pending ??= fn().finally(() => {
-      pending = undefined;
-    }));
-}
-
-function withTimeout<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  return Promise.race([
-    p.finally(() => clearTimeout(timer)),
-    new Promise<never>((_, reject) => {
-      timer = setTimeout(() => reject(new Error(`${what}: no answer within ${ms} ms`)), ms);
-    }),
-  ]);
 }
 
 /** A worker address the dashboard scrapes, and how it learnt of it. */

@@ -11,7 +11,8 @@ import type { Logger } from '../log.js';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import type { Collector, HistoryPoint, Snapshot } from './collector.js';
+import type { Collector } from './collector.js';
+import type { HistoryPoint, Snapshot } from './snapshot.js';
 
 const staticDir = fileURLToPath(new URL('./static/', import.meta.url));
 const uplotDir = join(dirname(createRequire(import.meta.url).resolve('uplot/package.json')), 'dist');

@@ -1,5 +1,5 @@
 /** The one-line terminal view of a dashboard snapshot (the demo prints it every second). */
-import type { Snapshot } from './collector.js';
+import type { Snapshot } from './snapshot.js';
 
 const n = (v: number | null | undefined): string => (v === null || v === undefined ? '–' : Math.round(v).toLocaleString('en-US'));
 
