@@ -223,15 +223,13 @@ export class LostWrites implements LostWritesGuard {
   }
 
   /**
-   * Moves `task`'s partition back to where `where` says: `to`, with `lost` the checkpoint found lost
-   * (null: a replay of what a crashed node may have forgotten, the checkpoint intact).
-   */
-  /**
-   * Moves `task`'s partition where `where` decides, one move per task at a time. A replay
-   * (`decideFirst`) is decided before the task stops: it may not concern it (someone went on). A loss
-   * already found stops the task at once — it must hand over no later batch, and write nothing that
-   * builds on what the store lost — even while a replay of it is still deciding (waiting for
-   * Cassandra); it then moves once that one is done, unless that one moved the partition already.
+   * Moves `task`'s partition back to where `where` says — `to`, with `lost` the checkpoint found lost
+   * (null: a replay of what a crashed node may have forgotten, the checkpoint intact) — one move per
+   * task at a time. A replay (`decideFirst`) is decided before the task stops: it may not concern it
+   * (someone went on). A loss already found stops the task at once — it must hand over no later
+   * batch, and write nothing that builds on what the store lost — even while a replay of it is still
+   * deciding (waiting for Cassandra); it then moves once that one is done, unless that one moved the
+   * partition already.
    */
   private move(
     task: RewindableTask,

@@ -16,24 +16,22 @@ import { kafkaErrorCode, kafkaErrorKind, kafkaSecurityError, kafkaUnavailable } 
 import { GroupConsumer } from '../kafka/consumer.js';
 import { LogReader } from '../kafka/log-reader.js';
 import type { Logger } from '../log.js';
-import { AssignmentPlanner } from './assignment-planner.js';
-import { CheckpointStore } from './checkpoint-store.js';
 import type { Job } from './job.js';
 import { JobBinding, partitionsAdded, topicRecreated } from './job-binding.js';
 import { missingTopic } from './missing-topic.js';
 import { LagWatcher } from './lag-watcher.js';
 import { LostWrites } from './lost-writes.js';
 import { EngineMetrics } from './metrics.js';
-import { IdentityGate } from './identity-gate.js';
 import type { PartitionTask } from './partition-task.js';
-import type { Binding, PartitionControl, TaskContext } from './ports.js';
+import type { Binding } from './ports.js';
 import { PositionWatcher } from './position-watcher.js';
 import { Publisher } from './publisher.js';
-import { DEFAULT_MAX_RAW_BYTES, Quarantine } from './quarantine.js';
+import { DEFAULT_MAX_RAW_BYTES } from './quarantine.js';
 import { failingServers, isRetriable, retry } from './retry.js';
 import { ResetWatcher } from './reset-watcher.js';
+import { wireTasks } from './runner-wiring.js';
 import { TailSkipper } from './tail-skipper.js';
-import { TaskManager } from './task-manager.js';
+import type { TaskManager } from './task-manager.js';
 
 export interface RunnerOptions {
   /** Most records per batch (default 2000). */
@@ -215,26 +213,25 @@ export class Runner {
       if (partitions > this.binding.partitions) this.log.error({ code: 'EO_PARTITIONS_ADDED' }, partitionsAdded(config.topic, this.binding.partitions, partitions).message);
     }
     if (bound.inputTopicId !== topicId) this.log.error({ code: 'EO_TOPIC_RECREATED' }, topicRecreated(config.topic, bound.inputTopicId, topicId).message);
-    // The job's own engine rows (src/engine/engine-tables.ts); the events job keeps the first tables.
-    const tablesKey = this.job.legacyTables === true ? undefined : this.job.name;
-    const checkpoints = new CheckpointStore(session, config.keyspace, config.topic, tablesKey);
-    const ctx: TaskContext = {
+    const { checkpoints, planner, identity, consumer, tasks } = wireTasks({
+      config,
       job: this.job,
-      checkpoints,
-      quarantine: new Quarantine(session, config.keyspace, options.maxQuarantineBytes, tablesKey),
+      session,
+      admin,
+      maxQuarantineBytes: options.maxQuarantineBytes,
       signal: this.abort.signal,
       metrics: this.metrics,
       lag: this.lag,
       log: this.log,
-      withRetry: (fn, server = 'Cassandra') => this.retrying(server, fn),
       checkpointsInFlight: this.checkpointsInFlight,
       lostWrites: this.lostWrites,
-      logStart: async (p) => (await admin.logStarts(config.topic)).get(p) ?? 0n,
-      // Why a partition stopped, for `exactlyonce checkpoints list` (informational: a failure is ignored).
-      onStop: (p, epoch, error) =>
-        void checkpoints.recordStop(p, { code: error.code, message: error.message, epoch, by: this.metrics.workerId }).catch(() => undefined),
-    };
-
+      binding: this.binding,
+      retrying: (server, fn) => this.retrying(server, fn),
+      consumer: () => this.consumer,
+      ring: () => ringState(session, this.unknownStartOnce),
+      onRewind: (p, from) => this.rewound(p, from),
+    });
+    this.taskManager = tasks;
     const newConsumer = () => new GroupConsumer(config, {
       groupId: config.group,
       topic: config.topic,
@@ -268,40 +265,6 @@ export class Runner {
         }
       },
     });
-    const planner = new AssignmentPlanner({
-      topic: config.topic,
-      checkpoints,
-      admin,
-      binding: () => this.binding,
-      retrying: (server, fn) => this.retrying(server, fn),
-      resume: (stored, assigned, logStarts) => this.lostWrites.resume(stored, assigned, logStarts),
-    });
-    const identity = new IdentityGate({
-      topic: config.topic,
-      admin,
-      binding: this.binding,
-      onRecreated: (error) => this.consumer?.pause(tasks.stopAll(error)),
-      retrying: (fn) => this.retrying('Kafka', fn),
-      onCheck: () => this.metrics.identityChecks.inc(),
-    });
-    const consumer: PartitionControl = {
-      pause: (ps) => this.consumer?.pause(ps),
-      restartAt: (p, offset) => this.consumer?.restartAt(p, offset),
-    };
-    this.lostWrites.wire({
-      checkpoints,
-      ring: () => ringState(session, this.unknownStartOnce),
-      planner,
-      tasks: () => this.taskManager,
-      consumer,
-      logStart: ctx.logStart,
-      onRewind: (p, from) => this.rewound(p, from),
-      retrying: (server, fn) => this.retrying(server, fn),
-      metrics: this.metrics,
-      log: this.log,
-    });
-    const tasks: TaskManager = new TaskManager(ctx, planner, checkpoints, this.metrics, this.log, identity);
-    this.taskManager = tasks;
     const startConsumer = (consumer: GroupConsumer) => consumer.start(
       {
         onAssign: async (assigned) => {
