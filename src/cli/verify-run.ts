@@ -1,7 +1,8 @@
 /**
- * What `exactlyonce verify` runs (src/verify/run.ts does the audit itself): one audit of the events job
- * or of the job `--job` gives, with the line its summary starts with and what its JSON adds; and, with
- * `--every`, rounds of it until SIGTERM/SIGINT, exported on a metrics port when one is given.
+ * What `exactlyonce verify` runs once its flags are checked (src/verify/run.ts does the audit itself):
+ * one audit of the events job or of the job `--job` gives, with the line its summary starts with and
+ * what its JSON adds; and, with `--every`, rounds of it until SIGTERM/SIGINT, exported on a metrics
+ * port when one is given.
  */
 import type { AlertRule } from '../jobs/events/alert-rule.js';
 import type { ConnectionConfig } from '../config.js';
