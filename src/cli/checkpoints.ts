@@ -3,29 +3,17 @@
  * (`--job`): parses, calls src/operate/checkpoints.ts, prints.
  */
 import { Command, Option } from '@commander-js/extra-typings';
-import { connect, type Client } from '../cassandra/session.js';
-import { intOption, type ConnectionConfig } from '../config.js';
+import { intOption } from '../config.js';
 import type { PartitionReport } from '../engine/checkpoint-store.js';
 import { formatTable } from '../text-table.js';
-import { parseJobOptions } from '../job-loader.js';
 import { checkResetRequest, listCheckpoints, resetCheckpoints } from '../operate/checkpoints.js';
-import { resolveTarget, type JobTarget } from '../operate/job-target.js';
+import { withJob, type JobTarget } from '../operate/job-target.js';
 import { isTime, parseTarget } from '../operate/reset-target.js';
 import { action, connection, withConnection } from './common.js';
 
 const USED = ['brokers', 'cassandra', 'datacenter', 'keyspace', 'topic', 'cassandraUsername', 'cassandraPassword', 'kafkaConfig'] as const;
 
 export const JOB_FLAG = "the job: a job module or a sink config (as `run --job`, `sink --config`), or the name of a job that ran in the keyspace; left out: the events job";
-
-/** Opens a session, resolves `--job`, runs `fn`, closes. */
-export async function withJob<T>(config: ConnectionConfig, opts: { job?: string; jobOption?: string[] }, fn: (session: Client, target: JobTarget) => Promise<T>): Promise<T> {
-  const session = await connect(config, { keyspace: config.keyspace });
-  try {
-    return await fn(session, await resolveTarget(config, session, opts.job, parseJobOptions(opts.jobOption)));
-  } finally {
-    await session.shutdown();
-  }
-}
 
 const dash = (v: unknown) => (v === null || v === undefined ? '-' : v);
 const str = (v: bigint | null) => (v === null ? null : String(v));

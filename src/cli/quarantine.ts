@@ -10,10 +10,10 @@ import { Quarantine } from '../engine/quarantine.js';
 import { ExactlyOnceError } from '../errors.js';
 import { formatTable } from '../text-table.js';
 import { parseJobOptions } from '../job-loader.js';
-import { eventsTarget, isJobFile, loadTarget } from '../operate/job-target.js';
+import { eventsTarget, isJobFile, loadTarget, withJob } from '../operate/job-target.js';
 import { quarantineByHand } from '../operate/hand-quarantine.js';
 import { redrive, type Offsets } from '../operate/redrive.js';
-import { JOB_FLAG, withJob } from './checkpoints.js';
+import { JOB_FLAG } from './checkpoints.js';
 import { action, connection, withConnection } from './common.js';
 
 const offsetOption = (flag: string) => (v: string) => {

@@ -6,12 +6,12 @@
  */
 import { existsSync } from 'node:fs';
 import { EVENT_JOB_NAME } from '../jobs/events/event-job.js';
-import type { Client } from '../cassandra/session.js';
+import { connect, type Client } from '../cassandra/session.js';
 import type { ConnectionConfig } from '../config.js';
 import { JobBinding, type BoundJob } from '../engine/job-binding.js';
 import type { Job } from '../engine/job.js';
 import { ExactlyOnceError } from '../errors.js';
-import { loadJobModule } from '../job-loader.js';
+import { loadJobModule, parseJobOptions } from '../job-loader.js';
 import { createLogger } from '../log.js';
 
 export interface JobTarget {
@@ -60,6 +60,16 @@ export async function resolveTarget(config: ConnectionConfig, session: Client, s
     );
   }
   return { name: bound.name, topic: bound.inputTopic, tablesKey: bound.name, job: null, flag: `--job ${bound.name}` };
+}
+
+/** Opens a session in the keyspace, resolves `--job` (with its `--job-option`s), runs `fn`, closes. */
+export async function withJob<T>(config: ConnectionConfig, opts: { job?: string; jobOption?: string[] }, fn: (session: Client, target: JobTarget) => Promise<T>): Promise<T> {
+  const session = await connect(config, { keyspace: config.keyspace });
+  try {
+    return await fn(session, await resolveTarget(config, session, opts.job, parseJobOptions(opts.jobOption)));
+  } finally {
+    await session.shutdown();
+  }
 }
 
 /** Every job bound in the keyspace (the `job` table), by name. */
