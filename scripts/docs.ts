@@ -17,7 +17,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { CommandUnknownOpts } from '@commander-js/extra-typings';
 import { buildProgram } from '../src/cli/program.js';
-import { sinkConfigKeysHelp } from '../src/jobs/sink/sink-config.js';
+import { sinkConfigKeysHelp } from '../src/jobs/sink/sink-config-keys.js';
 
 /** Columns of every help text, whatever the terminal the generator runs in. */
 export const HELP_WIDTH = 100;

@@ -1,6 +1,7 @@
 /** `exactlyonce sink --config <file>`: a declarative sink, any topic into any table, exactly once. */
 import { Command } from '@commander-js/extra-typings';
-import { loadResolvedSinkConfig, sinkConfigKeysHelp, type SinkConfig } from '../jobs/sink/sink-config.js';
+import { loadResolvedSinkConfig, type SinkConfig } from '../jobs/sink/sink-config.js';
+import { sinkConfigKeysHelp } from '../jobs/sink/sink-config-keys.js';
 import { canonical, cqlTypeName } from '../jobs/sink/cql-types.js';
 import { valueFieldSpec } from '../jobs/sink/column-source.js';
 import { createTableCql, SinkJob } from '../jobs/sink/sink-job.js';

@@ -5,7 +5,7 @@ import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { test } from 'node:test';
 import { referencePath, renderReference } from '../../scripts/docs.js';
-import { sinkConfigKeysHelp } from '../../src/jobs/sink/sink-config.js';
+import { sinkConfigKeysHelp } from '../../src/jobs/sink/sink-config-keys.js';
 
 test('docs/reference.md is what `make docs` generates from the code', () => {
   const generated = renderReference();

@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { sinkConfig, sinkConfigKeysHelp } from '../../src/jobs/sink/sink-config.js';
+import { sinkConfig } from '../../src/jobs/sink/sink-config.js';
+import { sinkConfigKeysHelp } from '../../src/jobs/sink/sink-config-keys.js';
 import { didYouMean, editDistance } from '../../src/suggest.js';
 import { configProblem } from './sink-fakes.js';
 
