@@ -8,7 +8,7 @@ import type { AlertRule } from '../jobs/events/alert-rule.js';
 import { DEFAULT_EVENT_JOB_SETTINGS, parseSettings, SETTING_FLAGS, storedSettings, type EventJobSettings, type SettingFlag } from '../jobs/events/event-job.js';
 import type { HealthCode } from '../jobs/events/event.js';
 import type { Settings } from '../engine/job-binding.js';
-import { intOption } from '../config.js';
+import { intOption } from './flags.js';
 
 const defaults = storedSettings(DEFAULT_EVENT_JOB_SETTINGS);
 

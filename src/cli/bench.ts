@@ -7,7 +7,7 @@ import path from 'node:path';
 import { Command, Option } from '@commander-js/extra-typings';
 import { runCommitlogModes } from '../../bench/commitlog-runs.js';
 import { CASE_GROUPS, defaultBenchOptions as d, type BenchOptions, type CaseGroup } from '../../bench/options.js';
-import { intOption } from '../config.js';
+import { intOption } from './flags.js';
 import { formatLayout, parseLayout } from '../jobs/events/events-layout.js';
 import { ExactlyOnceError } from '../errors.js';
 import { action, connection, healthMixOption, withConnection } from './common.js';

@@ -9,7 +9,7 @@
  * The flags are here; the run and its report are src/harness/chaos-run.ts.
  */
 import { Command, Option } from '@commander-js/extra-typings';
-import { intOption, ratioOption } from '../config.js';
+import { intOption, ratioOption } from './flags.js';
 import { ExactlyOnceError } from '../errors.js';
 import type { ChaosOptions } from '../harness/chaos.js';
 import { runChaosAndReport } from '../harness/chaos-run.js';

@@ -3,7 +3,7 @@
  * (`--job`): parses, calls src/operate/checkpoints.ts, prints.
  */
 import { Command, Option } from '@commander-js/extra-typings';
-import { intOption } from '../config.js';
+import { intOption } from './flags.js';
 import type { PartitionReport } from '../engine/checkpoint-store.js';
 import { formatTable } from '../text-table.js';
 import { checkResetRequest, listCheckpoints, resetCheckpoints } from '../operate/checkpoints.js';

@@ -1,7 +1,7 @@
 /** `exactlyonce dashboard`: a live web page of the pipeline, fed by the workers' /metrics and by Cassandra. */
 import { hostname } from 'node:os';
 import { Command, Option } from '@commander-js/extra-typings';
-import { intOption } from '../config.js';
+import { intOption } from './flags.js';
 import { ExactlyOnceError } from '../errors.js';
 import { startDashboard } from '../dashboard/dashboard.js';
 import { DEFAULT_SCRAPE_ALLOW } from '../dashboard/scrape.js';

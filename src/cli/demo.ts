@@ -1,6 +1,6 @@
 /** `exactlyonce demo`: its flags; the run itself is src/harness/demo.ts. */
 import { Command, Option } from '@commander-js/extra-typings';
-import { intOption } from '../config.js';
+import { intOption } from './flags.js';
 import { runDemo } from '../harness/demo.js';
 import { action } from './common.js';
 import { stackOptionsFrom } from './stack-flags.js';

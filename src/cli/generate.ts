@@ -1,7 +1,7 @@
 /** `exactlyonce generate`: the seed job's TestMessageGenerator (src/jobs/events/generator.ts), plus counts, rates, mixes and bad records. */
 import { Command, Option } from '@commander-js/extra-typings';
 import { BAD_KINDS, generate, totalEvents, type GeneratorOptions } from '../jobs/events/generator.js';
-import { intOption, ratioOption } from '../config.js';
+import { intOption, ratioOption } from './flags.js';
 import { producePaced } from '../harness/paced-producer.js';
 import { Producer } from '../kafka/producer.js';
 import { action, connection, healthMixOption, withConnection } from './common.js';

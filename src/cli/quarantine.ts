@@ -5,7 +5,7 @@
  */
 import { Command, Option } from '@commander-js/extra-typings';
 import { connect } from '../cassandra/session.js';
-import { intOption } from '../config.js';
+import { intOption } from './flags.js';
 import { Quarantine } from '../engine/quarantine.js';
 import { ExactlyOnceError } from '../errors.js';
 import { formatTable } from '../text-table.js';

@@ -5,7 +5,7 @@
  * through `stackOptionsFrom`.
  */
 import { Command, Option, type OptionValues } from '@commander-js/extra-typings';
-import { intOption } from '../config.js';
+import { intOption } from './flags.js';
 import { CLUSTER_HEAP_MB, isCluster, readLayout } from '../stack/cluster.js';
 import { defaultStackOptions, type StackOptions } from '../stack/index.js';
 

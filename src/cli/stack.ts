@@ -1,7 +1,7 @@
 /** `exactlyonce stack up | down | status | logs`: the local Kafka + Cassandra servers. */
 import path from 'node:path';
 import { Command, Option } from '@commander-js/extra-typings';
-import { intOption } from '../config.js';
+import { intOption } from './flags.js';
 import { ExactlyOnceError } from '../errors.js';
 import { formatTable } from '../text-table.js';
 import { clusterDefaults, stackNodes } from '../stack/cluster.js';

@@ -3,7 +3,7 @@
  * through the Admin API; `topic produce`: a record or a few, for a first try of a sink.
  */
 import { Command, Option } from '@commander-js/extra-typings';
-import { intOption } from '../config.js';
+import { intOption } from './flags.js';
 import { KafkaAdmin } from '../kafka/admin.js';
 import { Producer } from '../kafka/producer.js';
 import { localCluster } from '../stack/cluster.js';

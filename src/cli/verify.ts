@@ -9,7 +9,7 @@
 import { Command, Option, type CommandUnknownOpts } from '@commander-js/extra-typings';
 import type { VerifyRun } from '../verify/run.js';
 import { ExactlyOnceError } from '../errors.js';
-import { durationOption, intOption } from '../config.js';
+import { durationOption, intOption } from './flags.js';
 import { auditEvery, auditRunner, type AuditTarget } from './verify-run.js';
 import { formatReport, verifyFailed } from '../verify/report-text.js';
 import { settingFlags, settingOption, unvalidatedSettings, withAlertRule } from './alert-flags.js';

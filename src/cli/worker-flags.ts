@@ -1,6 +1,6 @@
 /** The worker flags every job's worker takes (`run`, `sink`), and the runner options they give. */
 import { Command, Option } from '@commander-js/extra-typings';
-import { intOption } from '../config.js';
+import { intOption } from './flags.js';
 import { defaultRunnerOptions, type RunnerOptions } from '../engine/runner.js';
 
 /** Adds the worker flags to `cmd`. */

@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { intOption, loadConnectionConfig } from '../../src/config.js';
+import { intOption } from '../../src/cli/flags.js';
+import { loadConnectionConfig } from '../../src/config.js';
 import { ExactlyOnceError } from '../../src/errors.js';
 import { configError } from './config-error.js';
 
