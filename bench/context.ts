@@ -19,7 +19,7 @@ import { bounded } from './abort.js';
 import type { BenchOptions } from './options.js';
 import { cpuSeconds, type BenchProcess } from './processes.js';
 
-// The run's stop helpers, for the cases and src/cli/bench.ts, which import them along with the context.
+// The run's stop helpers, for the cases and bench/commitlog-runs.ts, which import them along with the context.
 export { BenchAborted, bounded, pause } from './abort.js';
 
 /** A signal that never fires: for clean-up, which must run even after Ctrl-C. */

@@ -66,7 +66,7 @@ export function chaosCommand(): Command {
     action(async (opts, cmd) => {
       const base = connection(cmd);
       const { events, workers, partitions, kills, zombies, cassandraRestarts, kafkaRestarts, cassandraOutages, registryRestarts, transitionCrashes, addRemove, injections, badRatio, lateRatio } = opts;
-      // A crashed node replays its commit log; on a busy 2-core machine a cluster node took over 3 minutes.
+      // A crashed node replays its commit log; on a busy 2-core machine a cluster node can take over 3 minutes.
       const stack = { ...stackOptionsFrom({ stackDir: opts.stackDir }), startTimeoutMs: 900_000, ...(registryRestarts > 0 ? { schemaRegistry: true } : {}) };
       if (cassandraOutages > 0 && stack.cassandraNodes !== 3) {
         throw new ExactlyOnceError('EO_USAGE', `--cassandra-outages needs a stack of 3 Cassandra nodes (the one at ${stack.dir} has ${stack.cassandraNodes}): exactlyonce stack up --cassandra-nodes 3 --kafka-brokers 3`);
