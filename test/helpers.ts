@@ -14,6 +14,8 @@ import { cliPath, connectionArgs } from '../src/harness/cli-process.js';
 import { isDrained } from '../src/harness/drain.js';
 import { sleep } from '../src/harness/sleep.js';
 import { KafkaAdmin } from '../src/kafka/admin.js';
+import { Producer, type OutgoingRecord } from '../src/kafka/producer.js';
+import { SchemaRegistry } from '../src/registry/schema-registry.js';
 
 export const repoRoot = fileURLToPath(new URL('..', import.meta.url));
 export { cliPath };
@@ -45,6 +47,41 @@ export async function ensureRegistry(): Promise<string> {
   return REGISTRY_URL;
 }
 
+/**
+ * The start of a test through the Schema Registry: the registry up (ensureRegistry), a fresh config and
+ * topic of `partitions`, a session (the keyspace dropped when the test ends), the registry's client and
+ * the topic's value subject.
+ */
+export async function registryTopic(t: TestContext, partitions = 1) {
+  await ensureRegistry();
+  const config = testConfig();
+  const admin = await freshTopic(t, config, partitions);
+  const session = await cassandraSession(t, config);
+  return { config, admin, session, registry: new SchemaRegistry(config.schemaRegistry), subject: `${config.topic}-value` };
+}
+
+/** A producer of the test's own, connected; closed when the test ends. */
+export async function connectedProducer(t: TestContext, config: ConnectionConfig, extra: Record<string, string | number | boolean> = {}): Promise<Producer> {
+  const producer = new Producer(config, extra);
+  t.after(() => producer.close());
+  await producer.connect();
+  return producer;
+}
+
+/**
+ * Sends records to the config's topic with a producer of its own, closed after: key null and partition 0
+ * unless a record says otherwise, 500 records a send.
+ */
+export async function produceRecords(config: ConnectionConfig, records: ReadonlyArray<Omit<OutgoingRecord, 'key'> & { key?: OutgoingRecord['key'] }>): Promise<void> {
+  const p = new Producer(config);
+  try {
+    await p.connect();
+    for (let i = 0; i < records.length; i += 500) await p.send(config.topic, records.slice(i, i + 500).map((r) => ({ ...r, key: r.key ?? null, partition: r.partition ?? 0 })));
+  } finally {
+    await p.close();
+  }
+}
+
 export function suffix(): string {
   return randomBytes(4).toString('hex');
 }
@@ -56,6 +93,14 @@ export function testConfig(overrides: Record<string, unknown> = {}): ConnectionC
     { brokers: BROKERS, cassandra: CASSANDRA, keyspace: `eo_test_${s}`, topic: `eo-test-${s}`, alertsTopic: `eo-test-alerts-${s}`, group: `eo-test-${s}`, schemaRegistryUrl: REGISTRY_URL, ...overrides },
     {},
   );
+}
+
+/** A test's own config, its keyspace (freshKeyspace: the session, the keyspace dropped when the test ends) and its topic of `partitions`. */
+export async function freshKeyspaceAndTopic(t: TestContext, partitions: number): Promise<{ config: ConnectionConfig; session: Client; admin: KafkaAdmin }> {
+  const config = testConfig();
+  const session = await freshKeyspace(t, config);
+  const admin = await freshTopic(t, config, partitions);
+  return { config, session, admin };
 }
 
 /**
@@ -218,6 +263,24 @@ export async function startSinkJob(t: TestContext, config: ConnectionConfig, fil
   const args = await applySinkSchema(config, file);
   const worker = startCli(t, ['run', ...args, ...extra, '--session-timeout-ms', '6000']);
   return { args, worker };
+}
+
+/** What `verify --json` reports, as far as the tests read it. */
+export interface VerifyJson {
+  totals: Record<string, number>;
+  partitions: Array<{ reasons?: Record<string, number>; skipped?: Record<string, number> }>;
+}
+
+/** `verify …args --no-record --json`, which must pass (exit 0); its report. */
+export async function verifyPasses(args: readonly string[], env: Record<string, string> = {}): Promise<VerifyJson> {
+  const verify = await runCli(['verify', ...args, '--no-record', '--json'], env);
+  assert.equal(verify.code, 0, verify.stdout + verify.stderr);
+  return JSON.parse(verify.stdout) as VerifyJson;
+}
+
+/** The totals `expected` names, to compare with it (assert.deepEqual(totalsLike(report.totals, expected), expected)): the others are not asserted. */
+export function totalsLike(totals: Record<string, number>, expected: Record<string, number>): Record<string, number | undefined> {
+  return Object.fromEntries(Object.keys(expected).map((k) => [k, totals[k]]));
 }
 
 /**

@@ -8,8 +8,7 @@ import type { Event } from '../../src/jobs/events/event.js';
 import type { DecodedRecord, JobContext } from '../../src/engine/job.js';
 import type { Client } from '../../src/cassandra/session.js';
 import type { ConnectionConfig } from '../../src/config.js';
-import { Producer } from '../../src/kafka/producer.js';
-import { freshKeyspace, freshTopic, testConfig, waitFor } from '../helpers.js';
+import { connectedProducer, freshKeyspace, freshTopic, testConfig, waitFor } from '../helpers.js';
 import { sleep } from '../pipeline.js';
 import { alertsTable, alertsTopicLatest } from '../alerts-check.js';
 
@@ -38,9 +37,7 @@ async function jobContext(t: TestContext): Promise<{ config: ConnectionConfig; s
   const config = testConfig();
   const session = await freshKeyspace(t, config);
   await freshTopic(t, config, 3);
-  const producer = new Producer(config);
-  t.after(() => producer.close());
-  await producer.connect();
+  const producer = await connectedProducer(t, config);
   return { config, session, ctx: { session, keyspace: config.keyspace, publish: (topic, records) => producer.send(topic, records) } };
 }
 

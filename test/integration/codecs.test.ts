@@ -4,8 +4,7 @@
 import assert from 'node:assert/strict';
 import { once } from 'node:events';
 import { test } from 'node:test';
-import { Producer } from '../../src/kafka/producer.js';
-import { freshKeyspace, freshTopic, testConfig } from '../helpers.js';
+import { connectedProducer, freshKeyspace, freshTopic, testConfig } from '../helpers.js';
 import { assertExactlyOnce, startWorker, waitDrained } from '../pipeline.js';
 
 const CODECS = ['none', 'gzip', 'snappy', 'lz4', 'zstd'] as const;
@@ -18,9 +17,7 @@ test('records compressed with none, gzip, snappy, lz4 and zstd are all stored', 
 
   const expected: Array<[number, number, string, string, string, number]> = [];
   for (const [partition, codec] of CODECS.entries()) {
-    const producer = new Producer(config, { 'compression.type': codec, 'linger.ms': 50 });
-    t.after(() => producer.close());
-    await producer.connect();
+    const producer = await connectedProducer(t, config, { 'compression.type': codec, 'linger.ms': 50 });
     const records = Array.from({ length: PER_CODEC }, (_, i) => {
       const id = `${partition + 1}${String(i).padStart(15, '0')}1`; // beyond 2^53: exact int64 through every codec
       const ts = 1_700_000_000_000 + i;

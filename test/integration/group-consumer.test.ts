@@ -5,8 +5,8 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import type { ConnectionConfig } from '../../src/config.js';
 import { GroupConsumer } from '../../src/kafka/consumer.js';
-import type { ConsumerOptions } from '../../src/kafka/consumer-contract.js';
-import { Producer, TransactionalProducer } from '../../src/kafka/producer.js';
+import { TransactionalProducer } from '../../src/kafka/producer.js';
+import type { AssignmentHandler, ConsumerOptions } from '../../src/kafka/consumer-contract.js';
 import { pino } from 'pino';
 import type { CheckpointStore } from '../../src/engine/checkpoint-store.js';
 import type { Job, SourceRecord } from '../../src/engine/job.js';
@@ -15,10 +15,18 @@ import { EngineMetrics } from '../../src/engine/metrics.js';
 import { PartitionTask } from '../../src/engine/partition-task.js';
 import type { TaskContext } from '../../src/engine/ports.js';
 import type { Quarantine } from '../../src/engine/quarantine.js';
-import { freshTopic, testConfig, waitFor } from '../helpers.js';
+import { connectedProducer, freshTopic, testConfig, waitFor } from '../helpers.js';
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 const range = (from: number, to: number) => Array.from({ length: to - from }, (_, i) => from + i);
+/** Records k<i>/v<i> for i in from..to-1, on the partition `partition(i)` says. */
+const numbered = (from: number, to: number, partition: (i: number) => number) => range(from, to).map((i) => ({ key: `k${i}`, value: `v${i}`, partition: partition(i) }));
+/** Handlers that read each assigned partition from its beginning; a refused assignment goes to `onAssignFailed` (by default: the test fails). */
+const fromBeginning = (onAssignFailed: AssignmentHandler['onAssignFailed'] = () => assert.fail('assignment refused')): AssignmentHandler => ({
+  onAssign: async (ps) => new Map(ps.map((p) => [p, 'beginning' as const])),
+  onRevoke: () => undefined,
+  onAssignFailed,
+});
 /** The consumer's options in these tests: small batches and prefetch, so that records wait in its queues. */
 const optionsFor = (config: ConnectionConfig, more: Partial<ConsumerOptions> = {}): ConsumerOptions => ({
   groupId: config.group,
@@ -34,13 +42,11 @@ const optionsFor = (config: ConnectionConfig, more: Partial<ConsumerOptions> = {
 test('GroupConsumer: after restartAt (backwards) or pause returns, nothing of the old position is handed over; batches in offset order, within maxBatch and the concurrency', async (t) => {
   const config = testConfig();
   await freshTopic(t, config, 2);
-  const producer = new Producer(config);
-  t.after(() => producer.close());
-  await producer.connect();
+  const producer = await connectedProducer(t, config);
   const perPartition = 2000;
   await producer.send(
     config.topic,
-    range(0, 2 * perPartition).map((i) => ({ key: `k${i}`, value: `v${i}`, partition: i % 2 })),
+    numbered(0, 2 * perPartition, (i) => i % 2),
   );
 
   const consumer = new GroupConsumer(config, optionsFor(config));
@@ -57,7 +63,7 @@ test('GroupConsumer: after restartAt (backwards) or pause returns, nothing of th
   let restarted0 = false;
   let paused1 = false;
   await consumer.start(
-    { onAssign: async (ps) => new Map(ps.map((p) => [p, 'beginning' as const])), onRevoke: () => undefined, onAssignFailed: () => assert.fail('assignment refused') },
+    fromBeginning(),
     async (partition, records) => {
       assert.ok(!busy.has(partition), `partition ${partition}: one batch at a time`);
       busy.add(partition);
@@ -111,11 +117,9 @@ test('GroupConsumer: after restartAt (backwards) or pause returns, nothing of th
 test('GroupConsumer: the client refuses an assignment: the handler is told, nothing is handed over, and the partitions move on cleanly to another member', async (t) => {
   const config = testConfig();
   await freshTopic(t, config, 2);
-  const producer = new Producer(config);
-  t.after(() => producer.close());
-  await producer.connect();
+  const producer = await connectedProducer(t, config);
   const perPartition = 300;
-  await producer.send(config.topic, range(0, 2 * perPartition).map((i) => ({ key: `k${i}`, value: `v${i}`, partition: i % 2 })));
+  await producer.send(config.topic, numbered(0, 2 * perPartition, (i) => i % 2));
 
   const options = optionsFor(config);
   const clientErrors: string[] = [];
@@ -134,11 +138,7 @@ test('GroupConsumer: the client refuses an assignment: the handler is told, noth
   const failed: Array<{ partitions: number[]; message: string }> = [];
   const handedToA: number[] = [];
   await a.start(
-    {
-      onAssign: async (ps) => new Map(ps.map((p) => [p, 'beginning' as const])),
-      onRevoke: () => undefined,
-      onAssignFailed: (partitions, e) => void failed.push({ partitions, message: e.message }),
-    },
+    fromBeginning((partitions, e) => void failed.push({ partitions, message: e.message })),
     async (_p, records) => void handedToA.push(...records.map((r) => Number(r.offset))),
   );
   await waitFor(() => (failed.length > 0 ? true : undefined), { timeoutMs: 60_000, message: 'the refused assignment is reported' });
@@ -151,7 +151,7 @@ test('GroupConsumer: the client refuses an assignment: the handler is told, noth
   const b = new GroupConsumer(config, options);
   t.after(() => Promise.race([b.stop(), sleep(30_000)]));
   await b.start(
-    { onAssign: async (ps) => new Map(ps.map((p) => [p, 'beginning' as const])), onRevoke: () => undefined, onAssignFailed: () => assert.fail('b refused') },
+    fromBeginning(() => assert.fail('b refused')),
     async (p, records) => void seenByB.get(p)!.push(...records.map((r) => Number(r.offset))),
   );
   await waitFor(() => ([...seenByB.values()].some((s) => s.length === perPartition) ? true : undefined), { timeoutMs: 120_000, message: 'the joining member reads a partition' });
@@ -166,9 +166,7 @@ test('GroupConsumer: the client refuses an assignment: the handler is told, noth
 test('GroupConsumer: each batch carries when its last record was fetched: after it was produced, announced by onFetched, and before the hand-over when the batch waited behind its partition', async (t) => {
   const config = testConfig();
   await freshTopic(t, config, 1);
-  const producer = new Producer(config);
-  t.after(() => producer.close());
-  await producer.connect();
+  const producer = await connectedProducer(t, config);
   const announced: number[] = [];
   const consumer = new GroupConsumer(config, optionsFor(config, { concurrency: 1, onFetched: (at) => void announced.push(at) }));
   t.after(() => consumer.stop());
@@ -195,10 +193,10 @@ test('GroupConsumer: each batch carries when its last record was fetched: after 
   // Two waves: nothing of a wave can be fetched before it is sent.
   const sentAt: number[] = [];
   sentAt.push(performance.now());
-  await producer.send(config.topic, range(0, 10).map((i) => ({ key: `k${i}`, value: `v${i}`, partition: 0 })));
+  await producer.send(config.topic, numbered(0, 10, () => 0));
   await waitFor(() => (batches.length > 0 ? true : undefined), { timeoutMs: 60_000, message: 'the first wave is handed over' });
   sentAt.push(performance.now());
-  await producer.send(config.topic, range(10, 20).map((i) => ({ key: `k${i}`, value: `v${i}`, partition: 0 })));
+  await producer.send(config.topic, numbered(10, 20, () => 0));
   await waitFor(() => (batches.flatMap((b) => b.offsets).length === 20 && batches.every((b) => b.finished > 0) ? true : undefined), { timeoutMs: 60_000, message: 'both waves are handed over' });
   await consumer.stop();
 
@@ -221,10 +219,8 @@ test('GroupConsumer: each batch carries when its last record was fetched: after 
 test('GroupConsumer: a restart asked for while the assignment is planned (an async onAssign) replaces the planned start; each record says where its reading began', async (t) => {
   const config = testConfig();
   await freshTopic(t, config, 1);
-  const producer = new Producer(config);
-  t.after(() => producer.close());
-  await producer.connect();
-  await producer.send(config.topic, range(0, 300).map((i) => ({ key: `k${i}`, value: `v${i}`, partition: 0 })));
+  const producer = await connectedProducer(t, config);
+  await producer.send(config.topic, numbered(0, 300, () => 0));
   const consumer = new GroupConsumer(config, optionsFor(config));
   t.after(() => consumer.stop());
   const seen: Array<{ offset: bigint; from: bigint | 'log-start' | undefined }> = [];
@@ -250,10 +246,8 @@ test('GroupConsumer: a restart asked for while the assignment is planned (an asy
 test('GroupConsumer: a restart of a partition the client refused to assign assigns it there, and a refusal again is reported again', async (t) => {
   const config = testConfig();
   await freshTopic(t, config, 1);
-  const producer = new Producer(config);
-  t.after(() => producer.close());
-  await producer.connect();
-  await producer.send(config.topic, range(0, 300).map((i) => ({ key: `k${i}`, value: `v${i}`, partition: 0 })));
+  const producer = await connectedProducer(t, config);
+  await producer.send(config.topic, numbered(0, 300, () => 0));
   const clientErrors: string[] = [];
   const consumer = new GroupConsumer(config, { ...optionsFor(config), onClientLog: (level, m) => void (level === 'error' && clientErrors.push(m)) });
   t.after(() => Promise.race([consumer.stop(), sleep(30_000)]));
@@ -268,7 +262,7 @@ test('GroupConsumer: a restart of a partition the client refused to assign assig
   const failed: Array<{ partitions: number[]; message: string }> = [];
   const seen: Array<{ offset: number; from: bigint | 'log-start' | undefined }> = [];
   await consumer.start(
-    { onAssign: async (ps) => new Map(ps.map((p) => [p, 'beginning' as const])), onRevoke: () => undefined, onAssignFailed: (partitions, e) => void failed.push({ partitions, message: e.message }) },
+    fromBeginning((partitions, e) => void failed.push({ partitions, message: e.message })),
     async (_p, records) => void seen.push(...records.map((r) => ({ offset: Number(r.offset), from: r.fetchedFrom }))),
   );
   await waitFor(() => (failed.length > 0 ? true : undefined), { timeoutMs: 60_000, message: 'the refused assignment is reported' });
@@ -294,7 +288,7 @@ test('GroupConsumer and PartitionTask: jumps over transaction markers and aborte
   // Committed, committed, aborted, committed: a marker after each, aborted records between.
   let n = 0;
   for (const commit of [true, true, false, true]) {
-    await txn.write(config.topic, range(n, n + 10).map((i) => ({ key: `k${i}`, value: `v${i}`, partition: 0 })), commit);
+    await txn.write(config.topic, numbered(n, n + 10, () => 0), commit);
     n += 10;
   }
   const { ctx, written, checkpoints } = taskStores();
@@ -302,7 +296,7 @@ test('GroupConsumer and PartitionTask: jumps over transaction markers and aborte
   const consumer = new GroupConsumer(config, optionsFor(config, { maxBatchSize: 4 }));
   t.after(() => consumer.stop());
   await consumer.start(
-    { onAssign: async (ps) => new Map(ps.map((p) => [p, 'beginning' as const])), onRevoke: () => undefined, onAssignFailed: () => assert.fail('assignment refused') },
+    fromBeginning(),
     async (_p, records) => task.process(records),
   );
   await waitFor(() => (written.length === 30 ? true : undefined), { timeoutMs: 120_000, message: 'the committed records stored' });
@@ -316,9 +310,7 @@ test('GroupConsumer and PartitionTask: jumps over transaction markers and aborte
   // A rewind to offset 5 whose restart of the reading is lost (the consumer is never told): the next
   // records come from where the reading was, and the task must not take them as following offset 5.
   task = new PartitionTask(0, 5n, ctx);
-  const producer = new Producer(config);
-  t.after(() => producer.close());
-  await producer.connect();
+  const producer = await connectedProducer(t, config);
   await producer.send(config.topic, [{ key: 'k', value: 'after', partition: 0 }]);
   await waitFor(() => (task.status.state === 'stopped' ? true : undefined), { timeoutMs: 120_000, message: 'the task stops' });
   await consumer.stop();

@@ -1,15 +1,12 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { Producer } from '../../src/kafka/producer.js';
 import { readTopic } from '../../src/kafka/log-reader.js';
-import { freshTopic, testConfig } from '../helpers.js';
+import { connectedProducer, freshTopic, testConfig } from '../helpers.js';
 
 test('records produced with the Kafka client are read back exactly, partition by partition', async (t) => {
   const config = testConfig();
   await freshTopic(t, config, 3);
-  const producer = new Producer(config);
-  t.after(() => producer.close());
-  await producer.connect();
+  const producer = await connectedProducer(t, config);
   const sent = Array.from({ length: 30 }, (_, i) => ({ key: `k${i % 3}`, value: `v${i}`, partition: i % 3 }));
   await producer.send(config.topic, sent);
 
