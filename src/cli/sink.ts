@@ -4,7 +4,8 @@ import { loadResolvedSinkConfig, type SinkConfig } from '../jobs/sink/sink-confi
 import { sinkConfigKeysHelp } from '../jobs/sink/sink-config-keys.js';
 import { canonical, cqlTypeName } from '../jobs/sink/cql-types.js';
 import { valueFieldSpec } from '../jobs/sink/column-source.js';
-import { createTableCql, SinkJob } from '../jobs/sink/sink-job.js';
+import { SinkJob } from '../jobs/sink/sink-job.js';
+import { createTableCql } from '../jobs/sink/sink-table.js';
 import { createLogger } from '../log.js';
 import { action, connection, withConnection } from './common.js';
 import { runCliWorker } from './run.js';

@@ -5,7 +5,8 @@ import type { SourceRecord } from '../../src/kafka/record.js';
 import { canonical } from '../../src/jobs/sink/cql-types.js';
 import { sinkConfig } from '../../src/jobs/sink/sink-config.js';
 import { SinkCodec } from '../../src/jobs/sink/sink-codec.js';
-import { createTableCql, SinkJob } from '../../src/jobs/sink/sink-job.js';
+import { SinkJob } from '../../src/jobs/sink/sink-job.js';
+import { createTableCql } from '../../src/jobs/sink/sink-table.js';
 
 const orders = sinkConfig({
   topic: 'shop.orders',

@@ -33,67 +33,25 @@
  * that could only come from a worker paused for longer.
  */
 import { Counter } from 'prom-client';
-import { consistencies, toLong, type Client } from '../../cassandra/session.js';
+import { consistencies, type Client } from '../../cassandra/session.js';
 import type { SchemaRegistryConfig } from '../../config.js';
 import type { DecodeLookup } from '../../engine/job.js';
 import type { JobAudit } from '../../engine/job-audit.js';
 import type { Decoded, DecodedRecord, Job, JobContext, JobMigration, SourceRecord } from '../../engine/job.js';
-import { ExactlyOnceError } from '../../errors.js';
-import { BATCH_BYTES, cutBatches, ROWS_PER_BATCH } from '../../cassandra/batches.js';
-import { int32 } from '../../cassandra/encode.js';
-import { BatchRows } from '../../cassandra/batch-rows.js';
-import { PreparedBatch } from '../../cassandra/prepared-batch.js';
-import { canonical, cqlColumnType, cqlTypeName } from './cql-types.js';
+import { canonical, cqlTypeName } from './cql-types.js';
 import { sourceSetting as settingOf, valueFieldSpec } from './column-source.js';
 import { predicateSetting } from './filter.js';
 import { sampleRecords } from './sample.js';
 import type { AvroSampleIds } from './sample-avro.js';
-import { keyText, SinkCodec, ttlLeft, type SinkRow } from './sink-codec.js';
+import { SinkCodec, type SinkRow } from './sink-codec.js';
 import { sinkConfig, valueSubject, type SinkColumn, type SinkConfig } from './sink-config.js';
+import { checkSinkTable, createTableCql } from './sink-table.js';
+import { rowStatements, writeLog, writeUpsert, type RowStatements } from './sink-writes.js';
 import { SchemaRegistry } from '../../registry/schema-registry.js';
 import { UnmatchedReporter } from './unmatched-columns.js';
 import { createLogger } from '../../log.js';
 
 const sourceSetting = (c: SinkColumn) => settingOf({ source: c.source, path: c.field, spec: c.spec });
-
-/** Upsert batches in flight at once. */
-const UPSERT_CONCURRENCY = 64;
-/**
- * Keys (Cassandra partitions) and bytes of rows per upsert batch: Cassandra's defaults warn about an
- * unlogged batch over 10 partitions (unlogged_batch_across_partitions_warn_threshold) or 5 KiB
- * (batch_size_warn_threshold) and refuse one over 50 KiB (batch_size_fail_threshold); a batch of one
- * partition is exempt, so one key's records go in one batch up to ROWS_PER_BATCH and BATCH_BYTES.
- */
-const UPSERT_KEYS_PER_BATCH = 10;
-const UPSERT_BATCH_BYTES = 4096;
-/** Write times at or above this are not offsets (2^44 µs is 1970-07-24: every wall clock is past it). */
-export const WALL_CLOCK_FLOOR = 1n << 44n;
-
-/** The CQL that creates the sink's table (`sink --print-cql`, and the job's migration 1). */
-export function createTableCql(config: SinkConfig, keyspace = '{{keyspace}}'): string {
-  const cols = config.columns.map((c) => `    ${c.name} ${cqlColumnType(c.type)}`);
-  if (config.mode === 'log') {
-    return [
-      `-- Sink ${config.name}: topic ${config.topic}, log mode: one row per record, keyed by its Kafka partition and offset.`,
-      `CREATE TABLE IF NOT EXISTS ${keyspace}.${config.table} (`,
-      '    partition int,',
-      '    offset bigint,',
-      ...cols.map((c) => `${c},`),
-      '    PRIMARY KEY (partition, offset)',
-      ') WITH CLUSTERING ORDER BY (offset DESC);',
-      '',
-    ].join('\n');
-  }
-  return [
-    `-- Sink ${config.name}: topic ${config.topic}, upsert mode: one row per ${config.key.join(', ')}, the record with the highest offset.`,
-    '-- Every write is USING TIMESTAMP <offset>: never write this table with wall-clock timestamps.',
-    `CREATE TABLE IF NOT EXISTS ${keyspace}.${config.table} (`,
-    ...cols.map((c) => `${c},`),
-    `    PRIMARY KEY ((${config.key.join(', ')}))`,
-    ');',
-    '',
-  ].join('\n');
-}
 
 export class SinkJob implements Job<SinkRow> {
   readonly name: string;
@@ -109,10 +67,8 @@ export class SinkJob implements Job<SinkRow> {
   private readonly codec: SinkCodec;
   /** The row writes' consistency (the config's, LOCAL_QUORUM by default). */
   private readonly consistency: number;
-  private session: Client | undefined;
-  private keyspace = '';
   /** The row writes, prepared in open(): log mode's insert; upsert's insert and delete. */
-  private statements: { insert: PreparedBatch; del?: PreparedBatch } | undefined;
+  private statements: RowStatements | undefined;
   /** Upsert: where each key column's value is among the insert's parameters (to route a key's batch). */
   private readonly keyIndexes: readonly number[];
   private readonly unmatched: UnmatchedReporter;
@@ -245,8 +201,6 @@ export class SinkJob implements Job<SinkRow> {
   }
 
   async open(context: JobContext): Promise<void> {
-    this.session = context.session;
-    this.keyspace = context.keyspace;
     if (context.metrics !== undefined) {
       const name = 'exactlyonce_sink_unmatched_columns_total';
       this.unmatchedCount =
@@ -265,54 +219,13 @@ export class SinkJob implements Job<SinkRow> {
         (context.metrics.getSingleMetric(expired) as Counter | undefined) ??
         new Counter({ name: expired, help: 'Records not written because their TTL had passed when their batch was written (record timestamp + TTL; counted again when a batch is written again)', registers: [context.metrics] });
     }
-    const { config } = this;
-    const r = await context.session.execute('SELECT column_name FROM system_schema.columns WHERE keyspace_name = ? AND table_name = ?', [context.keyspace, config.table], { prepare: true });
-    const have = new Set(r.rows.map((row) => row['column_name'] as string));
-    const want = [...(config.mode === 'log' ? ['partition', 'offset'] : []), ...config.columns.map((c) => c.name)];
-    const missing = want.filter((c) => !have.has(c));
-    if (missing.length > 0) {
-      throw new ExactlyOnceError(
-        'EO_SINK_TABLE_INVALID',
-        have.size === 0
-          ? `table ${context.keyspace}.${config.table} does not exist; run \`exactlyonce schema apply --job <this config>\` (or create it with \`exactlyonce sink --config <file> --print-cql\`)`
-          : `table ${context.keyspace}.${config.table} lacks the column${missing.length > 1 ? 's' : ''} ${missing.join(', ')} the sink writes`,
-      );
-    }
-    if (config.mode === 'upsert') await this.checkNoWallClockWrites();
+    await checkSinkTable(context.session, context.keyspace, this.config);
     this.statements = this.rowStatements(context.session, context.keyspace);
   }
 
   /** The row writes: log mode's insert; upsert's insert and delete. */
-  private rowStatements(session: Client, keyspace: string): { insert: PreparedBatch; del?: PreparedBatch } {
-    const { config } = this;
-    const table = `${keyspace}.${config.table}`;
-    const names = config.columns.map((c) => c.name).join(', ');
-    const marks = config.columns.map(() => '?').join(', ');
-    const ttl = config.ttl !== undefined;
-    const statement = (cql: string) => new PreparedBatch(session, cql, this.consistency);
-    return config.mode === 'log'
-      ? { insert: statement(`INSERT INTO ${table} (partition, offset, ${names}) VALUES (?, ?, ${marks})${ttl ? ' USING TTL ?' : ''}`) }
-      : {
-          insert: statement(`INSERT INTO ${table} (${names}) VALUES (${marks}) USING TIMESTAMP ?${ttl ? ' AND TTL ?' : ''}`),
-          del: statement(`DELETE FROM ${table} USING TIMESTAMP ? WHERE ${config.key.map((k) => `${k} = ?`).join(' AND ')}`),
-        };
-  }
-
-  /** Rule 2 (see above), on a sample: a cell written at wall-clock time would win over every later record. */
-  private async checkNoWallClockWrites(): Promise<void> {
-    const { config } = this;
-    // A scalar column (a collection's WRITETIME is one per element, and refused before Cassandra 5).
-    const col = config.columns.find((c) => c.type.kind === 'scalar' && !config.key.includes(c.name))?.name;
-    if (col === undefined) return;
-    const r = await this.session!.execute(`SELECT ${config.key.join(', ')}, WRITETIME(${col}) AS wt FROM ${this.keyspace}.${config.table} LIMIT 1000`, [], { prepare: true });
-    const foreign = r.rows.find((row) => row['wt'] !== null && BigInt(String(row['wt'])) >= WALL_CLOCK_FLOOR);
-    if (foreign !== undefined) {
-      throw new ExactlyOnceError(
-        'EO_SINK_TABLE_INVALID',
-        `table ${this.keyspace}.${config.table} holds a write at wall-clock time (${config.key.map((k) => `${k}=${String(foreign[k])}`).join(', ')}, ${col} written at ${String(foreign['wt'])} µs): ` +
-          'an upsert sink writes USING TIMESTAMP <offset>, and such a write would win over every later record of its key. Only the sink may write this table; truncate it and let the sink replay the topic.',
-      );
-    }
+  private rowStatements(session: Client, keyspace: string): RowStatements {
+    return rowStatements(this.config, session, keyspace, this.consistency);
   }
 
   async write(partition: number, all: readonly DecodedRecord<SinkRow>[], signal: AbortSignal): Promise<void> {
@@ -321,130 +234,8 @@ export class SinkJob implements Job<SinkRow> {
     this.unmatched.batch(partition, records.map((r) => r.value), records.length);
     if (this.unknownCount !== undefined) for (const r of records) if (r.value.kind === 'row' && r.value.unknown !== undefined) for (const f of r.value.unknown) this.unknownCount.inc({ field: f });
     if (records.length === 0) return;
-    if (this.config.mode === 'log') return this.writeLog(partition, records);
-    return this.writeUpsert(records, signal);
-  }
-
-  /** Log mode: rows keyed by (partition, offset), values a pure function of the record: a replay rewrites them. */
-  private async writeLog(partition: number, all: readonly DecodedRecord<SinkRow>[]): Promise<void> {
-    const { config } = this;
-    const ttl = config.ttl !== undefined;
-    // A TTL: each row expires at its record's time + TTL whenever it is (re)written; one past it is not written.
-    const now = Date.now();
-    const left = new Map<DecodedRecord<SinkRow>, number>();
-    const records = !ttl
-      ? all
-      : all.filter((r) => {
-          const t = ttlLeft((r.value as { expiresAtMs: number }).expiresAtMs, now);
-          left.set(r, t);
-          return t > 0;
-        });
-    if (records.length < all.length) this.expiredCount?.inc(all.length - records.length);
-    const insert = this.statements!.insert;
-    const b = await insert.bound();
-    const w = b.writers;
-    const n = config.columns.length;
-    const routing = [int32(partition)];
-    // Unlogged batches of one Cassandra partition each (applied atomically), cut by rows and by bytes.
-    // A row's size is its values' as bound (a record's may be far smaller: a decimal 1e1000 spells out
-    // 1000 digits), and each row is below MAX_ROW_BYTES, so a batch stays below the 16 MiB a mutation
-    // may take with Cassandra's default commit log (src/jobs/sink/store-limits.ts).
-    const batches = cutBatches(records, ROWS_PER_BATCH, BATCH_BYTES, ({ value }) => (value as { bytes: number }).bytes + 32);
-    await Promise.all(
-      batches.map((batch) => {
-        const rows = new BatchRows(b.queryId, w.length, 64, batch.length);
-        for (const r of batch) {
-          const values = (r.value as { values: unknown[] }).values;
-          rows.row();
-          rows.int32(partition);
-          const offset = r.record.offset;
-          if (typeof offset === 'bigint') rows.int64(offset);
-          else rows.int64FromNumber(offset);
-          for (let i = 0; i < n; i++) w[2 + i]!(rows, values[i]);
-          if (ttl) rows.int32(left.get(r)!);
-        }
-        return insert.send(b, rows, routing);
-      }),
-    );
-  }
-
-  /**
-   * Upsert mode: per key only the batch's last record is written (an older one would lose to it anyway),
-   * `USING TIMESTAMP <offset>` so that the highest offset wins whatever order writes land in. A key is a
-   * Cassandra partition: its writes are one mutation, and keys on the same replicas share an unlogged
-   * batch (its partitions are applied independently: the checkpoint follows them all, and a batch
-   * written again changes nothing), encoded as log mode's rows are.
-   */
-  private async writeUpsert(records: readonly DecodedRecord<SinkRow>[], signal: AbortSignal): Promise<void> {
-    const { config } = this;
-    // With unset cells a key's row is the merge of its records: each is written (at its own offset,
-    // so the cells each record set win in offset order whatever order the writes land in).
-    const all = config.columns.some((c) => c.onNull === 'unset');
-    const byKey = new Map<string, DecodedRecord<SinkRow>[]>();
-    for (const r of records) {
-      const k = keyText(r.value.key);
-      const list = byKey.get(k);
-      if (list === undefined) byKey.set(k, [r]);
-      else if (all) list.push(r);
-      else list[0] = r;
-    }
-    const ttl = config.ttl !== undefined;
-    // A TTL: the row expires at its record's time + TTL whenever it is (re)written. A record already past
-    // it deletes the key at its offset instead: the row its record stands for has expired, and an older
-    // record's row (with a later expiry) must not show through.
-    const now = Date.now();
-    const left = (w: DecodedRecord<SinkRow>) => (ttl && w.value.kind === 'row' ? ttlLeft(w.value.expiresAtMs!, now) : 1);
-    const { insert, del } = this.statements!;
-    const [ins, dl] = await Promise.all([insert.bound(), del!.bound()]);
-    const n = config.columns.length;
-    const keyAt = this.keyIndexes;
-    const routingOf = (key: unknown[]) => {
-      const routing: unknown[] = new Array(n).fill(null);
-      for (let c = 0; c < keyAt.length; c++) routing[keyAt[c]!] = key[c];
-      return routing;
-    };
-    // A key's records are one Cassandra partition: one mutation when cut no further (by rows and bytes,
-    // as log mode's batches). Keys of one replica set then share a batch, at most UPSERT_KEYS_PER_BATCH
-    // keys and UPSERT_BATCH_BYTES: the coordinator holds them all, and Cassandra neither warns nor refuses.
-    const bytesOf = (r: DecodedRecord<SinkRow>) => (r.value.kind === 'row' ? r.value.bytes : 16) + 32;
-    const pieces = [...byKey.values()].flatMap((group) => cutBatches(group, ROWS_PER_BATCH, BATCH_BYTES, bytesOf));
-    const sets = await Promise.all(pieces.map((p) => insert.replicaSet(ins, routingOf(p[0]!.value.key))));
-    const bySet = new Map<string, DecodedRecord<SinkRow>[][]>();
-    for (let i = 0; i < pieces.length; i++) {
-      const list = bySet.get(sets[i]!);
-      if (list === undefined) bySet.set(sets[i]!, [pieces[i]!]);
-      else list.push(pieces[i]!);
-    }
-    const pieceBytes = (piece: readonly DecodedRecord<SinkRow>[]) => piece.reduce((a, r) => a + bytesOf(r), 0);
-    const batches = [...bySet.values()].flatMap((list) => cutBatches(list, UPSERT_KEYS_PER_BATCH, UPSERT_BATCH_BYTES, pieceBytes));
-    let expired = 0;
-    const sendBatch = (batch: DecodedRecord<SinkRow>[][]) => {
-      const rows = new BatchRows(ins.queryId, ins.writers.length, 64, batch.reduce((a, p) => a + p.length, 0));
-      for (const piece of batch) {
-        for (const w of piece) {
-          const offset = toLong(w.record.offset);
-          const t = left(w);
-          if (w.value.kind === 'row' && t > 0) {
-            const values = w.value.values;
-            rows.row();
-            for (let c = 0; c < n; c++) ins.writers[c]!(rows, values[c]);
-            ins.writers[n]!(rows, offset);
-            if (ttl) rows.int32(t);
-          } else {
-            if (t <= 0) expired++;
-            rows.rowOf(dl.queryId, dl.writers.length);
-            dl.writers[0]!(rows, offset);
-            const key = w.value.key;
-            for (let c = 0; c < key.length; c++) dl.writers[1 + c]!(rows, key[c]);
-          }
-        }
-      }
-      return insert.send(ins, rows, routingOf(batch[0]![0]!.value.key));
-    };
-    for (let i = 0; i < batches.length; i += UPSERT_CONCURRENCY) {
-      signal.throwIfAborted();
-      await Promise.all(batches.slice(i, i + UPSERT_CONCURRENCY).map(sendBatch));
-    }
-    if (expired > 0) this.expiredCount?.inc(expired);
+    const onExpired = (n: number) => this.expiredCount?.inc(n);
+    if (this.config.mode === 'log') return writeLog(this.config, this.statements!, partition, records, onExpired);
+    return writeUpsert(this.config, this.statements!, this.keyIndexes, records, signal, onExpired);
   }
 }
