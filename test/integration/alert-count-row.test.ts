@@ -57,7 +57,7 @@ test('a count row without its through_offset: read again for a while, then the p
   const w = new AlertWriter(DEFAULT_ALERT_RULE, config.alertsTopic);
   w.open({ session, keyspace: ks, publish: (topic, records) => producer.send(topic, records) });
   // Read again (retriable, as a node that does not answer), while it may still heal …
-  await assert.rejects(w.index(0, events(0, 5)), code('EO_CASSANDRA_UNAVAILABLE', /without its through_offset/));
+  await assert.rejects(w.index(0, events(0, 5)), code('EO_CASSANDRA_UNAVAILABLE', /without its through_offset; reading it again/));
   await assert.rejects(later(INCOMPLETE_ROW_STOP_MS - 5_000, () => w.index(0, events(0, 5))), code('EO_CASSANDRA_UNAVAILABLE'));
   // … and once it has been incomplete for INCOMPLETE_ROW_STOP_MS, a stop no retry undoes, naming the row and the way out.
   await assert.rejects(

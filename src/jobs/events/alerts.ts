@@ -248,7 +248,7 @@ export class AlertWriter {
     // back, gone a few seconds later: read again, as for a node that does not answer), or a row changed
     // outside the workers (a cell deleted or nulled by hand), which no read fixes: once the row has
     // been incomplete for INCOMPLETE_ROW_STOP_MS, the partition stops, coded, instead of retrying for good.
-    const row$ = `${this.ks}.alert_window_counts row (${source}, ${new Date(end).toISOString()}, partition ${partition})`;
+    const where = `${source}, ${new Date(end).toISOString()}, partition ${partition}`;
     const key = `${partition}\u0000${end}\u0000${source}`;
     if (count === null || through === null) {
       const missing = count === null ? 'event_count' : 'through_offset';
@@ -258,11 +258,11 @@ export class AlertWriter {
         this.incompleteSince.delete(key);
         throw new ExactlyOnceError(
           'EO_PERMANENT_ERROR',
-          `the ${row$} has had no ${missing} for ${Math.round((Date.now() - since) / 1000)} s: workers write both cells in one statement, so the row was changed outside them, and the window's count cannot be known from it. ` +
+          `the ${this.ks}.alert_window_counts row (${where}) has had no ${missing} for ${Math.round((Date.now() - since) / 1000)} s: workers write both cells in one statement, so the row was changed outside them, and the window's count cannot be known from it. ` +
             'The partition is stopped at its checkpoint and nothing is skipped. To recount every window from the stored events, stop the workers and run `exactlyonce alerts rule` with the job\'s current rule (docs/aggregates.md, "One job, one configuration — and changing the rule"), then start them again',
         );
       }
-      throw new ExactlyOnceError('EO_CASSANDRA_UNAVAILABLE', `the ${row$} was answered without its ${missing}; reading it again`);
+      throw new ExactlyOnceError('EO_CASSANDRA_UNAVAILABLE', `${this.ks}.alert_window_counts answered the row (${where}) without its ${missing}; reading it again`);
     }
     this.incompleteSince.delete(key);
     return { count, through: through.toNumber() };
