@@ -1,6 +1,6 @@
 /**
  * What the topic identity check costs on its own: the metadata request a worker makes before writing
- * each batch (src/engine/position-watcher.ts, IdentityGate: `KafkaAdmin.topicId`), timed back to back
+ * each batch (src/engine/identity-gate.ts: `KafkaAdmin.topicId`), timed back to back
  * on an otherwise idle client. Set beside the `identity` stage of a loaded worker (bench, "where a
  * batch's wall time goes"), the difference is the worker's event loop, busy with other partitions.
  *

@@ -26,7 +26,7 @@ const CHECKS = 'exactlyonce_identity_checks_total';
 export interface WorkerReading {
   stages: StageTotals;
   gc: StageTotals;
-  /** Topic identity checks started (src/engine/position-watcher.ts), added up. */
+  /** Topic identity checks started (src/engine/identity-gate.ts), added up. */
   identityChecks: number;
   /** The highest p99 and maximum over the processes, in ms; absent when none serves them. */
   loopDelay?: { p99Ms: number; maxMs: number };

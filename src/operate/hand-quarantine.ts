@@ -4,7 +4,7 @@
  * The record, read from Kafka, is quarantined with reason `refused` (HAND_QUARANTINE_REASON); a partition
  * stopped at or before it is reset in place — its own checkpoint, the next epoch — which the workers pick
  * up within seconds: the new task writes the records again from there, and when the store refuses this one
- * again it passes over it (src/engine/partition-task.ts). `verify` counts it as quarantined by hand.
+ * again it passes over it (src/engine/task-quarantine.ts). `verify` counts it as quarantined by hand.
  * Idempotent: run again, it writes the same row and resets nothing that is not stopped.
  */
 import type { Client } from '../cassandra/session.js';

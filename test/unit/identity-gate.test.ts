@@ -1,4 +1,4 @@
-// IdentityGate (src/engine/position-watcher.ts) with a fake admin: a batch goes on only after a
+// IdentityGate (src/engine/identity-gate.ts) with a fake admin: a batch goes on only after a
 // topic-identity check that started after it arrived; one check in flight serves every batch before it.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';

@@ -8,7 +8,7 @@
  *
  * Safe while workers run: until the job is bound to the new topic ID (the last step of the command),
  * every worker keeps every partition stopped (EO_TOPIC_RECREATED), and a worker checks the topic's
- * identity before it writes any batch (src/engine/position-watcher.ts, IdentityGate), so nothing of
+ * identity before it writes any batch (src/engine/identity-gate.ts), so nothing of
  * the new topic is written before the clearing, and nothing of the old one after it — except a batch
  * that was already past that check when the topic was deleted and is held (a paused process) across
  * the whole rebind; `verify` reports such a late row.
