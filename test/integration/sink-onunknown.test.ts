@@ -10,33 +10,18 @@ import path from 'node:path';
 import { test } from 'node:test';
 import { avroType, encodeAvro } from '../../src/formats/avro.js';
 import { withWireHeader } from '../../src/formats/wire.js';
-import { Producer } from '../../src/kafka/producer.js';
-import { SchemaRegistry } from '../../src/registry/schema-registry.js';
 import { canonical } from '../../src/jobs/sink/cql-types.js';
-import { BROKERS, CASSANDRA, cassandraSession, ensureRegistry, freshTopic, REGISTRY_ENV, runCli, startCli, testConfig, waitFor } from '../helpers.js';
+import { BROKERS, CASSANDRA, produceRecords, REGISTRY_ENV, registryTopic, runCli, startCli, waitFor } from '../helpers.js';
 import { freePort } from '../pipeline.js';
 
 test('onUnknown: ignore: v2 records stored with the v1 columns, the new field counted; verify --job exact; schema apply adds the column', async (t) => {
-  await ensureRegistry();
-  const config = testConfig();
-  await freshTopic(t, config, 1);
-  const session = await cassandraSession(t, config);
-  const registry = new SchemaRegistry(config.schemaRegistry);
-  const subject = `${config.topic}-value`;
+  const { config, session, registry, subject } = await registryTopic(t);
   const v1 = { type: 'record', name: 'Click', fields: [{ name: 'id', type: 'long' }, { name: 'page', type: 'string' }] };
   const v2 = { ...v1, fields: [...v1.fields, { name: 'channel', type: ['null', 'string'], default: null }] };
   const file = path.join(mkdtempSync(path.join(os.tmpdir(), 'eo-unknown-')), 'sink.json');
   writeFileSync(file, JSON.stringify({ name: 'clicks_unknown', topic: config.topic, format: 'avro', table: 'clicks', mode: 'log' }));
   const conn = ['--brokers', BROKERS, '--cassandra', CASSANDRA, '--keyspace', config.keyspace];
-  const produce = async (values: Buffer[]) => {
-    const p = new Producer(config);
-    try {
-      await p.connect();
-      await p.send(config.topic, values.map((value) => ({ key: null, value, partition: 0 })));
-    } finally {
-      await p.close();
-    }
-  };
+  const produce = (values: Buffer[]) => produceRecords(config, values.map((value) => ({ value })));
   const rows = async () => (await session.execute(`SELECT * FROM ${config.keyspace}.clicks WHERE partition = 0`)).rows.map((r) => canonical({ ...r }) as Record<string, unknown>).reverse();
   const verify = async () => {
     const v = await runCli(['verify', ...conn, '--job', file, '--no-record', '--json'], REGISTRY_ENV);

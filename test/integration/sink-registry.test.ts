@@ -13,7 +13,7 @@ import { Producer } from '../../src/kafka/producer.js';
 import { SchemaRegistry } from '../../src/registry/schema-registry.js';
 import { canonical } from '../../src/jobs/sink/cql-types.js';
 import { startServer, stopServer } from '../../src/stack/index.js';
-import { CASSANDRA, BROKERS, cassandraSession, ensureRegistry, freshTopic, localStack, REGISTRY_ENV, REGISTRY_PORT, runCli, startCli, testConfig, waitFor } from '../helpers.js';
+import { CASSANDRA, BROKERS, cassandraSession, ensureRegistry, freshTopic, localStack, REGISTRY_ENV, REGISTRY_PORT, registryTopic, runCli, startCli, testConfig, waitFor } from '../helpers.js';
 import type { ConnectionConfig } from '../../src/config.js';
 import type { TestContext } from 'node:test';
 
@@ -66,12 +66,8 @@ const ORDER_V1 = {
 };
 
 test('an Avro topic into a log table: columns derived from the registered schema, every type exact (int64 extremes, decimal, uuid, date, timestamps, unions with null, maps, arrays, nested); verify --job', async (t) => {
-  await ensureRegistry();
-  const config = testConfig();
-  await freshTopic(t, config, 1);
-  const session = await cassandraSession(t, config);
-  const registry = new SchemaRegistry(config.schemaRegistry);
-  const id = await registry.register(`${config.topic}-value`, 'AVRO', JSON.stringify(ORDER_V1));
+  const { config, session, registry, subject } = await registryTopic(t);
+  const id = await registry.register(subject, 'AVRO', JSON.stringify(ORDER_V1));
   const type = avroType(JSON.stringify(ORDER_V1));
   const file = sinkFile({ name: 'orders_avro', topic: config.topic, format: 'avro', table: 'orders', mode: 'log' });
 
@@ -188,13 +184,8 @@ test('Avro evolution keeps flowing; unknown schema id, payload not matching, mis
 });
 
 test('Protobuf and JSON Schema topics through the same registry: columns derived, values exact, a payload that does not match quarantined with its schema id', async (t) => {
-  await ensureRegistry();
   for (const format of ['protobuf', 'json-schema'] as const) {
-    const config = testConfig();
-    await freshTopic(t, config, 1);
-    const session = await cassandraSession(t, config);
-    const registry = new SchemaRegistry(config.schemaRegistry);
-    const subject = `${config.topic}-value`;
+    const { config, session, registry, subject } = await registryTopic(t);
     let good: Buffer;
     let bad: Buffer;
     let id: number;
@@ -235,12 +226,7 @@ test('Protobuf and JSON Schema topics through the same registry: columns derived
 });
 
 test('a record whose schema is registered a moment after it was produced is stored, not quarantined; an id never registered still ends quarantined unknown_schema', async (t) => {
-  await ensureRegistry();
-  const config = testConfig();
-  await freshTopic(t, config, 1);
-  const session = await cassandraSession(t, config);
-  const registry = new SchemaRegistry(config.schemaRegistry);
-  const subject = `${config.topic}-value`;
+  const { config, session, registry, subject } = await registryTopic(t);
   // The registry gives the same content the same id: the test's own schemas (named by its topic) are new to it.
   const v1 = { type: 'record', name: 'Visit', doc: config.topic, fields: [{ name: 'id', type: 'long' }, { name: 'page', type: 'string' }] };
   const v2 = { ...v1, fields: [...v1.fields, { name: 'channel', type: 'string', default: 'web' }] };
