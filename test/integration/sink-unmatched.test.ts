@@ -4,8 +4,7 @@
 // so under its report — never in silence.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { Producer } from '../../src/kafka/producer.js';
-import { freshKeyspace, freshTopic, runCli, sinkConfigFile, startSinkJob, testConfig, waitFor, waitSinkDrained } from '../helpers.js';
+import { connectedProducer, freshKeyspaceAndTopic, runCli, sinkConfigFile, startSinkJob, waitFor, waitSinkDrained } from '../helpers.js';
 import { freePort } from '../pipeline.js';
 
 /** The sum of a metric's series on a worker's /metrics, by its label set (`column="source"`). */
@@ -17,9 +16,7 @@ async function metric(port: number, name: string): Promise<Map<string, number>> 
 }
 
 test('a column whose field path matches no record of a batch is counted per batch (exactlyonce_sink_unmatched_columns_total), warned about and named by verify --job; one that matches some records is not', async (t) => {
-  const config = testConfig();
-  const session = await freshKeyspace(t, config);
-  const admin = await freshTopic(t, config, 2);
+  const { config, session, admin } = await freshKeyspaceAndTopic(t, 2);
   const sinkFile = sinkConfigFile(
     t,
     'readings.json',
@@ -32,8 +29,7 @@ test('a column whose field path matches no record of a batch is counted per batc
       columns: { n: { type: 'int', required: true }, source: { type: 'text', field: 'headers.source' }, note: { type: 'text' } },
     }),
   );
-  const producer = new Producer(config);
-  t.after(() => producer.close());
+  const producer = await connectedProducer(t, config);
   const N = 40;
   await producer.send(
     config.topic,
