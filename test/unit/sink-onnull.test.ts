@@ -4,7 +4,8 @@ import { test } from 'node:test';
 import type { SourceRecord } from '../../src/kafka/record.js';
 import { canonical } from '../../src/jobs/sink/cql-types.js';
 import { sinkConfig } from '../../src/jobs/sink/sink-config.js';
-import { SinkCodec, UNSET } from '../../src/jobs/sink/sink-codec.js';
+import { SinkCodec } from '../../src/jobs/sink/sink-codec.js';
+import { UNSET } from '../../src/jobs/sink/column-values.js';
 import { SinkJob } from '../../src/jobs/sink/sink-job.js';
 import { configProblem } from './sink-fakes.js';
 

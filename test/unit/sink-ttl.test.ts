@@ -4,7 +4,8 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import type { SourceRecord } from '../../src/kafka/record.js';
 import { sinkConfig } from '../../src/jobs/sink/sink-config.js';
-import { SinkCodec, ttlLeft } from '../../src/jobs/sink/sink-codec.js';
+import { SinkCodec } from '../../src/jobs/sink/sink-codec.js';
+import { ttlLeft } from '../../src/jobs/sink/row-ttl.js';
 import { SinkJob } from '../../src/jobs/sink/sink-job.js';
 import { configProblem } from './sink-fakes.js';
 

@@ -10,7 +10,9 @@ import { int32 } from '../../cassandra/encode.js';
 import { PreparedBatch } from '../../cassandra/prepared-batch.js';
 import { toLong, type Client } from '../../cassandra/session.js';
 import type { DecodedRecord } from '../../engine/job.js';
-import { keyText, ttlLeft, type SinkRow } from './sink-codec.js';
+import type { SinkRow } from './sink-codec.js';
+import { keyText } from './record-key.js';
+import { ttlLeft } from './row-ttl.js';
 import type { SinkConfig } from './sink-config.js';
 
 /** Upsert batches in flight at once. */
