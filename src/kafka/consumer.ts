@@ -5,9 +5,10 @@
  * by the cooperative-sticky assignor, so a rebalance moves only the partitions that must move.
  *
  * Built on @confluentinc/kafka-javascript's lower-level KafkaConsumer (librdkafka's consumer, pulled
- * with `consume(n)`), not its KafkaJS-style layer: the layer's message cache, worker barriers and
- * payload objects cost the worker about 4-5 ms of CPU per 1,000 records (bench/kafka-consume.ts,
- * bench/README.md). What the layer did for us is done here, in one fetch loop:
+ * with `consume(n)`, src/kafka/native-consumer.ts), not its KafkaJS-style layer, whose message cache,
+ * worker barriers and payload objects cost CPU per record that this path does not spend
+ * (bench/kafka-consume.ts measures both). What such a layer would do is done here, in one fetch loop
+ * (the records waiting for their batch: src/kafka/fetch-queues.ts):
  * - the rebalance is awaited: librdkafka hands an assignment to `rebalance_cb` during a `consume`
  *   call and waits until the partitions are assigned; the loop fetches nothing more until the
  *   handler has planned the starts and they are assigned. Revoked partitions are unassigned only after
