@@ -9,13 +9,11 @@ import assert from 'node:assert/strict';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { test } from 'node:test';
+import { test, type TestContext } from 'node:test';
 import type { ConnectionConfig } from '../../src/config.js';
 import { avroType, encodeAvro } from '../../src/formats/avro.js';
 import { withWireHeader } from '../../src/formats/wire.js';
-import { Producer } from '../../src/kafka/producer.js';
-import { SchemaRegistry } from '../../src/registry/schema-registry.js';
-import { BROKERS, CASSANDRA, cassandraSession, ensureRegistry, freshTopic, REGISTRY_ENV, runCli, startCli, testConfig, waitFor } from '../helpers.js';
+import { BROKERS, CASSANDRA, produceRecords, REGISTRY_ENV, registryTopic, runCli, startCli, waitFor } from '../helpers.js';
 
 const conn = (c: ConnectionConfig) => ['--brokers', BROKERS, '--cassandra', CASSANDRA, '--keyspace', c.keyspace];
 const N = 600; // records per partition
@@ -26,34 +24,28 @@ const GONE = 60; // partition 1's records below this offset are deleted from the
 const kind = (i: number) => (i % 50 === 7 ? 'never' : i % 3 === 1 ? 'late' : 'known');
 const long = (i: number) => i % 2 === 1;
 
-async function produce(config: ConnectionConfig, records: Array<{ value: Buffer; partition: number; key?: string }>): Promise<void> {
-  const p = new Producer(config);
-  try {
-    await p.connect();
-    for (let i = 0; i < records.length; i += 500) await p.send(config.topic, records.slice(i, i + 500).map((r) => ({ key: null, ...r })));
-  } finally {
-    await p.close();
-  }
-}
-
-test('redrive after the schema is registered: killed half-way beside a running worker, run again, and again: table, quarantine and verify --job exact', async (t) => {
-  await ensureRegistry();
-  const config = testConfig();
-  const admin = await freshTopic(t, config, 2);
-  const session = await cassandraSession(t, config);
-  const registry = new SchemaRegistry(config.schemaRegistry);
-  const subject = `${config.topic}-value`;
-  // The test's own schemas (named by its topic): new content to the registry, so new ids.
+/**
+ * A test's start: a fresh topic of `partitions` through the registry; the test's own Item schemas (named
+ * by its topic: new content to the registry, so new ids), v1 registered, v2 (adds channel) not yet: `late`
+ * is the id the registry hands out next (ids are sequential); the Avro sink job `sink` (columns id, page,
+ * channel) in a file `name`, its schema applied.
+ */
+async function itemsJob(t: TestContext, partitions: number, name: string, sink: { name: string; table: string; mode: 'log' | 'upsert'; key?: string[] }) {
+  const { config, admin, session, registry, subject } = await registryTopic(t, partitions);
   const v1 = { type: 'record', name: 'Item', doc: config.topic, fields: [{ name: 'id', type: 'long' }, { name: 'page', type: 'string' }] };
   const v2 = { ...v1, fields: [...v1.fields, { name: 'channel', type: 'string', default: 'web' }] };
   const id1 = await registry.register(subject, 'AVRO', JSON.stringify(v1));
-  const late = id1 + 1; // the id the registry hands out next (ids are sequential)
   const [t1, t2] = [v1, v2].map((s) => avroType(JSON.stringify(s)));
-  const file = path.join(mkdtempSync(path.join(os.tmpdir(), 'eo-redrive-')), 'items.json');
-  const job = 'items_avro';
-  writeFileSync(file, JSON.stringify({ name: job, topic: config.topic, format: 'avro', table: 'items', mode: 'log', columns: { id: 'bigint', page: 'text', channel: 'text' } }));
+  const file = path.join(mkdtempSync(path.join(os.tmpdir(), 'eo-redrive-')), name);
+  writeFileSync(file, JSON.stringify({ name: sink.name, topic: config.topic, format: 'avro', table: sink.table, mode: sink.mode, ...(sink.key === undefined ? {} : { key: sink.key }), columns: { id: 'bigint', page: 'text', channel: 'text' } }));
   const apply = await runCli(['schema', 'apply', ...conn(config), '--job', file], REGISTRY_ENV);
   assert.equal(apply.code, 0, apply.stderr);
+  return { config, admin, session, registry, subject, v2, id1, late: id1 + 1, t1, t2, file };
+}
+
+test('redrive after the schema is registered: killed half-way beside a running worker, run again, and again: table, quarantine and verify --job exact', async (t) => {
+  const job = 'items_avro';
+  const { config, admin, session, registry, subject, v2, id1, late, t1, t2, file } = await itemsJob(t, 2, 'items.json', { name: job, table: 'items', mode: 'log' });
 
   // Short records are 8 bytes whole (kept whole by --max-quarantine-bytes 12), long ones are cut.
   const record = (p: number, i: number) => {
@@ -62,7 +54,7 @@ test('redrive after the schema is registered: killed half-way beside a running w
     const value = k === 'known' ? encodeAvro(t1!, { id: BigInt(i), page }) : k === 'late' ? encodeAvro(t2!, { id: BigInt(i), page, channel: '' }) : Buffer.from([2, 0]);
     return { value: withWireHeader(k === 'known' ? id1 : k === 'late' ? late : NEVER, value), partition: p };
   };
-  await produce(config, [0, 1].flatMap((p) => Array.from({ length: N }, (_, i) => record(p, i))));
+  await produceRecords(config, [0, 1].flatMap((p) => Array.from({ length: N }, (_, i) => record(p, i))));
   const worker = startCli(t, ['sink', ...conn(config), '--config', file, '--max-batch', '50', '--max-quarantine-bytes', '12'], REGISTRY_ENV);
   const checkpoint = async (p: number) =>
     (await session.execute(`SELECT next_offset FROM ${config.keyspace}.job_checkpoints WHERE job = ? AND topic = ? AND partition = ?`, [job, config.topic, p], { prepare: true })).first()?.['next_offset']?.toString();
@@ -100,7 +92,7 @@ test('redrive after the schema is registered: killed half-way beside a running w
 
   // A redrive killed right after its first step, while the worker runs and more records arrive.
   const more = [0, 1].flatMap((p) => Array.from({ length: 100 }, (_, j) => ({ value: withWireHeader(id1, encodeAvro(t1!, { id: BigInt(N + j), page: '' })), partition: p })));
-  const producing = produce(config, more);
+  const producing = produceRecords(config, more);
   const killed = startCli(t, ['quarantine', 'redrive', ...conn(config), '--job', file, '--batch', '3'], REGISTRY_ENV);
   await waitFor(() => /: redrove \d+ records?, offsets/.test(killed.output()), { timeoutMs: 120_000, message: 'the first redrive writes its first step' });
   killed.kill('SIGKILL');
@@ -168,25 +160,11 @@ test('redrive after the schema is registered: killed half-way beside a running w
 });
 
 test('redrive into an upsert sink: a redriven old record never overwrites a newer one of its key (offset timestamps); verify --job exact', async (t) => {
-  await ensureRegistry();
-  const config = testConfig();
-  await freshTopic(t, config, 1);
-  const session = await cassandraSession(t, config);
-  const registry = new SchemaRegistry(config.schemaRegistry);
-  const subject = `${config.topic}-value`;
-  const v1 = { type: 'record', name: 'Item', doc: config.topic, fields: [{ name: 'id', type: 'long' }, { name: 'page', type: 'string' }] };
-  const v2 = { ...v1, fields: [...v1.fields, { name: 'channel', type: 'string', default: 'web' }] };
-  const id1 = await registry.register(subject, 'AVRO', JSON.stringify(v1));
-  const late = id1 + 1;
-  const [t1, t2] = [v1, v2].map((s) => avroType(JSON.stringify(s)));
-  const file = path.join(mkdtempSync(path.join(os.tmpdir(), 'eo-redrive-')), 'latest.json');
-  writeFileSync(file, JSON.stringify({ name: 'latest_items', topic: config.topic, format: 'avro', table: 'latest', mode: 'upsert', key: ['id'], columns: { id: 'bigint', page: 'text', channel: 'text' } }));
-  const apply = await runCli(['schema', 'apply', ...conn(config), '--job', file], REGISTRY_ENV);
-  assert.equal(apply.code, 0, apply.stderr);
+  const { config, session, registry, subject, v2, id1, late, t1, t2, file } = await itemsJob(t, 1, 'latest.json', { name: 'latest_items', table: 'latest', mode: 'upsert', key: ['id'] });
   // Key 1: an old record of the late schema, then a newer one of the known schema. Key 2: only the late one.
   const known = (id: bigint, page: string) => withWireHeader(id1, encodeAvro(t1!, { id, page }));
   const lateRecord = (id: bigint, page: string) => withWireHeader(late, encodeAvro(t2!, { id, page, channel: 'app' }));
-  await produce(config, [
+  await produceRecords(config, [
     { key: '1', value: lateRecord(1n, '/old'), partition: 0 },
     { key: '1', value: known(1n, '/new'), partition: 0 },
     { key: '2', value: lateRecord(2n, '/only'), partition: 0 },
