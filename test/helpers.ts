@@ -69,14 +69,14 @@ export async function connectedProducer(t: TestContext, config: ConnectionConfig
 }
 
 /**
- * Sends records to the config's topic with a producer of its own, closed after: key null and partition 0
- * unless a record says otherwise, 500 records a send.
+ * Sends records to `topic` (the config's by default) with a producer of its own, closed after: key null
+ * and partition 0 unless a record says otherwise, 500 records a send.
  */
-export async function produceRecords(config: ConnectionConfig, records: ReadonlyArray<Omit<OutgoingRecord, 'key'> & { key?: OutgoingRecord['key'] }>): Promise<void> {
+export async function produceRecords(config: ConnectionConfig, records: ReadonlyArray<Omit<OutgoingRecord, 'key'> & { key?: OutgoingRecord['key'] }>, topic = config.topic): Promise<void> {
   const p = new Producer(config);
   try {
     await p.connect();
-    for (let i = 0; i < records.length; i += 500) await p.send(config.topic, records.slice(i, i + 500).map((r) => ({ ...r, key: r.key ?? null, partition: r.partition ?? 0 })));
+    for (let i = 0; i < records.length; i += 500) await p.send(topic, records.slice(i, i + 500).map((r) => ({ ...r, key: r.key ?? null, partition: r.partition ?? 0 })));
   } finally {
     await p.close();
   }
@@ -128,14 +128,19 @@ export async function freshKeyspace(t: TestContext, config: ConnectionConfig): P
   return client;
 }
 
-/** Creates the config's topic and its compacted alerts topic, and deletes both when the test ends. */
-export async function freshTopic(t: TestContext, config: ConnectionConfig, partitions = 3): Promise<KafkaAdmin> {
+/** An admin client of the test's own that, when the test ends, deletes `topics` (the test creates them, or has a command create them) and closes. */
+export function topicsAdmin(t: TestContext, config: ConnectionConfig, topics: readonly string[]): KafkaAdmin {
   const admin = new KafkaAdmin(config);
   t.after(async () => {
-    await admin.deleteTopic(config.topic).catch(() => undefined);
-    await admin.deleteTopic(config.alertsTopic).catch(() => undefined);
+    for (const topic of topics) await admin.deleteTopic(topic).catch(() => undefined);
     await admin.close();
   });
+  return admin;
+}
+
+/** Creates the config's topic and its compacted alerts topic, and deletes both when the test ends. */
+export async function freshTopic(t: TestContext, config: ConnectionConfig, partitions = 3): Promise<KafkaAdmin> {
+  const admin = topicsAdmin(t, config, [config.topic, config.alertsTopic]);
   await admin.ensureTopic({ topic: config.topic, partitions, replicationFactor: 1 });
   await admin.ensureTopic({ topic: config.alertsTopic, partitions, replicationFactor: 1, configs: { 'cleanup.policy': 'compact' } });
   return admin;
@@ -244,6 +249,11 @@ export function sinkConfigFile(t: TestContext, name: string, content: string | r
   const file = path.join(dir, name);
   writeFileSync(file, typeof content === 'string' ? content : [...content, ''].join('\n'));
   return file;
+}
+
+/** A YAML sink config's first lines: its name, the config's topic, its table (the name unless given) and its mode. */
+export function sinkYamlHead(config: ConnectionConfig, name: string, mode: 'log' | 'upsert', table = name): string[] {
+  return [`name: ${name}`, `topic: ${config.topic}`, `table: ${table}`, `mode: ${mode}`];
 }
 
 /** `schema apply --job <file>`, which must succeed; returns the job's arguments (the connection and --job). */

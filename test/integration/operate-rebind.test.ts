@@ -3,24 +3,15 @@
 // table, binds the job to the new topic, and the worker starts over on it: rows, quarantine and verify
 // --job exact for the new topic.
 import assert from 'node:assert/strict';
-import { mkdtempSync, writeFileSync } from 'node:fs';
-import os from 'node:os';
-import path from 'node:path';
 import { test } from 'node:test';
 import type { ConnectionConfig } from '../../src/config.js';
-import { Producer } from '../../src/kafka/producer.js';
-import { BROKERS, CASSANDRA, cassandraSession, freshTopic, recreateTopic, runCli, startCli, testConfig, waitFor } from '../helpers.js';
+import { BROKERS, CASSANDRA, cassandraSession, freshTopic, produceRecords, recreateTopic, runCli, startCli, testConfig, waitFor } from '../helpers.js';
+import { applyPagesSink } from '../pages-sink.js';
 
 const conn = (c: ConnectionConfig) => ['--brokers', BROKERS, '--cassandra', CASSANDRA, '--keyspace', c.keyspace];
 
-async function produce(config: ConnectionConfig, count: number, badAt: number): Promise<void> {
-  const p = new Producer(config);
-  try {
-    await p.connect();
-    await p.send(config.topic, Array.from({ length: count }, (_, i) => ({ key: null, value: i === badAt ? '{' : JSON.stringify({ id: 1000 + i, name: `n${i}` }), partition: 0 })));
-  } finally {
-    await p.close();
-  }
+function produce(config: ConnectionConfig, count: number, badAt: number): Promise<void> {
+  return produceRecords(config, Array.from({ length: count }, (_, i) => ({ value: i === badAt ? '{' : JSON.stringify({ id: 1000 + i, name: `n${i}` }) })));
 }
 
 test("a sink's topic re-created under a running worker: reset --job --all --to earliest --rebind clears the sink's rows and quarantine, and the worker starts over on the new topic", async (t) => {
@@ -28,10 +19,7 @@ test("a sink's topic re-created under a running worker: reset --job --all --to e
   const admin = await freshTopic(t, config, 1);
   const session = await cassandraSession(t, config);
   const job = 'pages_rebind';
-  const file = path.join(mkdtempSync(path.join(os.tmpdir(), 'eo-rebind-')), 'pages.json');
-  writeFileSync(file, JSON.stringify({ name: job, topic: config.topic, format: 'json', table: 'pages', mode: 'log', columns: { id: 'bigint', name: { type: 'text', required: true } } }));
-  const apply = await runCli(['schema', 'apply', ...conn(config), '--job', file]);
-  assert.equal(apply.code, 0, apply.stderr);
+  const file = await applyPagesSink(t, config, job);
   await produce(config, 300, 7);
   const worker = startCli(t, ['sink', ...conn(config), '--config', file]);
   const checkpoint = async () =>

@@ -6,34 +6,21 @@ import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
 import { test } from 'node:test';
 import { BATCH_BYTES, ROWS_PER_BATCH } from '../../src/cassandra/batches.js';
-import { Producer } from '../../src/kafka/producer.js';
-import { freshKeyspace, freshTopic, runCli, sinkConfigFile, startSinkJob, testConfig, waitSinkDrained } from '../helpers.js';
+import { connectedProducer, freshKeyspaceAndTopic, runCli, sinkConfigFile, startSinkJob, waitSinkDrained } from '../helpers.js';
 
 const sha = (s: string) => createHash('sha256').update(s).digest('hex');
 
 test('a log-mode sink stores records of 30 KB each whole: its batches are cut by bytes, not only by rows', async (t) => {
-  const config = testConfig();
-  const session = await freshKeyspace(t, config);
-  const admin = await freshTopic(t, config, 1);
-  const sinkFile = sinkConfigFile(
-    t,
-    'pages.json',
-    JSON.stringify({
-      name: 'pages',
-      topic: config.topic,
-      table: 'pages',
-      mode: 'log',
-      columns: { n: { type: 'int', required: true }, body: { type: 'text', required: true } },
-    }),
-  );
+  const { config, session, admin } = await freshKeyspaceAndTopic(t, 1);
+  const columns = { n: { type: 'int', required: true }, body: { type: 'text', required: true } };
+  const sinkFile = sinkConfigFile(t, 'pages.json', JSON.stringify({ name: 'pages', topic: config.topic, table: 'pages', mode: 'log', columns }));
   const N = 1200;
   const BODY = 30_000;
   // Distinct at both ends, so a row written from the wrong record would differ.
   const body = (i: number) => `${i}:`.padEnd(BODY - 8, 'x') + String(i).padStart(8, '0');
   // One partition's records in one batch (--max-batch 2000) hold far more than a mutation may.
   assert.ok(ROWS_PER_BATCH * BODY > 16 * 2 ** 20 && BODY < BATCH_BYTES);
-  const producer = new Producer(config);
-  t.after(() => producer.close());
+  const producer = await connectedProducer(t, config);
   for (let i = 0; i < N; i += 100) {
     await producer.send(config.topic, Array.from({ length: 100 }, (_, k) => ({ key: null, value: JSON.stringify({ n: i + k, body: body(i + k) }), partition: 0 })));
   }

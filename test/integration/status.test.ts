@@ -2,15 +2,11 @@
 // start) shows the stop's code and the command that gets it going; that very command does; status then
 // shows nothing stopped, no lag, the quarantine by reason and the last verify.
 import assert from 'node:assert/strict';
-import { mkdtempSync, writeFileSync } from 'node:fs';
 import { hostname } from 'node:os';
-import os from 'node:os';
-import path from 'node:path';
 import { test } from 'node:test';
 import type { ConnectionConfig } from '../../src/config.js';
-import { CheckpointStore } from '../../src/engine/checkpoint-store.js';
-import { Producer } from '../../src/kafka/producer.js';
 import { BROKERS, CASSANDRA, cassandraSession, freshTopic, runCli, startCli, testConfig, waitFor } from '../helpers.js';
+import { stoppedPagesSink } from '../pages-sink.js';
 
 const conn = (c: ConnectionConfig) => ['--brokers', BROKERS, '--cassandra', CASSANDRA, '--keyspace', c.keyspace];
 
@@ -24,17 +20,8 @@ test('status names a stopped partition, its code and the command that gets it go
   const admin = await freshTopic(t, config, 2);
   const session = await cassandraSession(t, config);
   const job = 'pages_status';
-  const file = path.join(mkdtempSync(path.join(os.tmpdir(), 'eo-status-')), 'pages.json');
-  writeFileSync(file, JSON.stringify({ name: job, topic: config.topic, format: 'json', table: 'pages', mode: 'log', columns: { id: 'bigint', name: { type: 'text', required: true } } }));
-  const apply = await runCli(['schema', 'apply', ...conn(config), '--job', file]);
-  assert.equal(apply.code, 0, apply.stderr);
-  const p = new Producer(config);
-  await p.connect();
-  await p.send(config.topic, [0, 1].flatMap((part) => Array.from({ length: 100 }, (_, i) => ({ key: null, value: i === 50 ? 'not json' : JSON.stringify({ id: i, name: `n${i}` }), partition: part }))));
-  await p.close();
   // Partition 1 resumes at 5, but the log now starts at 20: the worker must stop it, not skip.
-  await admin.deleteRecords(config.topic, 1, 20n);
-  await new CheckpointStore(session, config.keyspace, config.topic, job).write(1, 5n, 0);
+  const file = await stoppedPagesSink(t, config, session, admin, job);
 
   const worker = startCli(t, ['sink', ...conn(config), '--config', file]);
   const owner = `${hostname()}-${worker.pid}`;
