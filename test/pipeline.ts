@@ -300,6 +300,17 @@ export async function finishRun(
   phases.mark('stopped');
 }
 
+/** One worker until the topic is drained (with what `produce` sends), then stopped: SIGTERM once it has started, exit code 0. */
+export async function drainWith(t: TestContext, config: ConnectionConfig, session: Client, produce: () => Promise<unknown>): Promise<void> {
+  const worker = startWorker(t, config);
+  await produce();
+  await waitStarted(worker);
+  await waitDrained(session, config);
+  worker.kill('SIGTERM');
+  const [code] = await once(worker, 'exit');
+  assert.equal(code, 0, worker.output());
+}
+
 /** Stops workers cleanly (SIGTERM once each has started) and asserts each exits with code 0. */
 export async function stopWorkers(workers: ReadonlyArray<ReturnType<typeof startWorker>>): Promise<void> {
   for (const w of workers) await waitStarted(w);

@@ -1,13 +1,11 @@
 import assert from 'node:assert/strict';
 import { once } from 'node:events';
 import { test } from 'node:test';
-import { freshKeyspace, freshTopic, testConfig } from '../helpers.js';
-import { FAST_FAILOVER, assertExactlyOnce, generate, randomBetween, sleep, startWorker, waitDrained, timeline, waitProgress, waitStarted, watchCheckpoints } from '../pipeline.js';
+import { freshKeyspaceAndTopic } from '../helpers.js';
+import { FAST_FAILOVER, assertExactlyOnce, finishRun, generate, randomBetween, sleep, startWorker, timeline, waitProgress, watchCheckpoints } from '../pipeline.js';
 
 test('a worker SIGKILLed at random moments and restarted stores every offset exactly once', async (t) => {
-  const config = testConfig();
-  const session = await freshKeyspace(t, config);
-  const admin = await freshTopic(t, config, 3);
+  const { config, session, admin } = await freshKeyspaceAndTopic(t, 3);
   const watch = watchCheckpoints(t, session, config);
   const producing = generate(config, ['--count', '20000', '--rate', '1000', '--clients', '12', '--health-mix', '0:60,1:30,2:10', '--bad-ratio', '0.01', '--seed', '42']);
 
@@ -24,16 +22,9 @@ test('a worker SIGKILLed at random moments and restarted stores every offset exa
     worker = startWorker(t, config, FAST_FAILOVER);
   }
   phases.mark('killed');
-  await producing;
-  phases.mark('produced');
-  await waitDrained(session, config);
-  phases.mark('drained');
-  // The last worker may start after an earlier one drained the topic: stopped only once its signal
-  // handlers are in place (a SIGTERM before that ends it by the signal, code null).
-  await waitStarted(worker);
-  worker.kill('SIGTERM');
-  const [code] = await once(worker, 'exit');
-  assert.equal(code, 0, worker.output());
+  // The last worker may start after an earlier one drained the topic: finishRun stops it only once its
+  // signal handlers are in place (a SIGTERM before that ends it by the signal, code null).
+  await finishRun(producing, [worker], session, config, phases);
 
   const { regressions, polls } = await watch.stop();
   assert.deepEqual(regressions, []);

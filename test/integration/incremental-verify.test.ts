@@ -3,15 +3,13 @@
 // under another reset epoch or other job settings is not trusted; alert windows are judged where new
 // records fall.
 import assert from 'node:assert/strict';
-import { once } from 'node:events';
-import { test, type TestContext } from 'node:test';
+import { test } from 'node:test';
 import type { AuditReport, Violation } from '../../src/verify/report.js';
 import { encodeEvent } from '../../src/jobs/events/event.js';
-import type { Client } from '../../src/cassandra/session.js';
 import type { ConnectionConfig } from '../../src/config.js';
 import { Producer } from '../../src/kafka/producer.js';
 import { freshKeyspace, freshTopic, runCli, testConfig } from '../helpers.js';
-import { connectionArgs, generate, startWorker, waitDrained, waitStarted } from '../pipeline.js';
+import { connectionArgs, drainWith, generate } from '../pipeline.js';
 
 type Report = AuditReport & { auditRun: { id: string } | { error: string } | null };
 
@@ -24,17 +22,6 @@ async function verify(config: ConnectionConfig, extra: string[] = []): Promise<{
 const ids = (vs: readonly Violation[]) =>
   vs.map((v) => (v.alert === undefined ? `${v.kind} ${v.partition}/${v.offset}` : `${v.kind} ${v.where} ${v.alert.source}@${v.alert.ts} ${v.alert.expected}->${v.alert.found}`)).sort();
 const col = (r: AuditReport, f: (p: AuditReport['partitions'][number]) => string | number | null) => r.partitions.map(f);
-
-/** One worker until the topic is drained, then stopped. */
-async function drainWith(t: TestContext, config: ConnectionConfig, session: Client, produce: () => Promise<unknown>): Promise<void> {
-  const worker = startWorker(t, config);
-  await produce();
-  await waitStarted(worker);
-  await waitDrained(session, config);
-  worker.kill('SIGTERM');
-  const [code] = await once(worker, 'exit');
-  assert.equal(code, 0, worker.output());
-}
 
 test('a second verify checks only the new records, says so, and misses a corruption below the proof that --full finds', async (t) => {
   const config = testConfig();

@@ -2,7 +2,6 @@
 // purpose is reported precisely (partition/offset, or source + window) with a non-zero exit; offset
 // gaps (transaction markers, aborted transactions), retention and lag are explained, not called loss.
 import assert from 'node:assert/strict';
-import { once } from 'node:events';
 import { test, type TestContext } from 'node:test';
 import type { AuditReport, Violation } from '../../src/verify/report.js';
 import { alertTopicKey, alertTopicValue } from '../../src/jobs/events/alerts.js';
@@ -11,7 +10,7 @@ import type { ConnectionConfig } from '../../src/config.js';
 import { baseProperties, kafkaJS, type KafkaJSNamespace } from '../../src/kafka/client.js';
 import { Producer } from '../../src/kafka/producer.js';
 import { freshKeyspace, freshTopic, runCli, testConfig } from '../helpers.js';
-import { assertExactlyOnce, connectionArgs, generate, startWorker, waitDrained, waitStarted } from '../pipeline.js';
+import { assertExactlyOnce, connectionArgs, drainWith, generate } from '../pipeline.js';
 
 interface Verified {
   code: number | null;
@@ -50,16 +49,8 @@ async function assertHolds(config: ConnectionConfig): Promise<Verified> {
   return v;
 }
 
-/** Runs one worker over a stream until it is drained, then stops it. */
-async function finishedRun(t: TestContext, config: ConnectionConfig, session: Client, generateArgs: string[]): Promise<void> {
-  const worker = startWorker(t, config);
-  await generate(config, generateArgs);
-  await waitStarted(worker);
-  await waitDrained(session, config);
-  worker.kill('SIGTERM');
-  const [code] = await once(worker, 'exit');
-  assert.equal(code, 0, worker.output());
-}
+/** Runs one worker over a stream (`generate` with generateArgs) until it is drained, then stops it. */
+const finishedRun = (t: TestContext, config: ConnectionConfig, session: Client, generateArgs: string[]) => drainWith(t, config, session, () => generate(config, generateArgs));
 
 test('verify holds on a finished run and reports each corruption precisely, with a non-zero exit', async (t) => {
   const config = testConfig();
