@@ -1,7 +1,7 @@
 // One job configuration (issue 15, item 2): the settings that change what a record becomes are stored
 // with the job; workers and verify use them, refuse other values, and only `alerts rule` changes the rule.
 import assert from 'node:assert/strict';
-import { test } from 'node:test';
+import { test, type TestContext } from 'node:test';
 import type { Alert } from '../../src/jobs/events/alert-rule.js';
 import { alertTopicKey } from '../../src/jobs/events/alerts.js';
 import { encodeEvent, type HealthCode } from '../../src/jobs/events/event.js';
@@ -12,7 +12,7 @@ import { JobBinding } from '../../src/engine/job-binding.js';
 import { Producer } from '../../src/kafka/producer.js';
 import { readTopic } from '../../src/kafka/log-reader.js';
 import { alertsTable, recomputeAlerts } from '../alerts-check.js';
-import { freshKeyspace, freshTopic, runCli, testConfig, waitFor } from '../helpers.js';
+import { freshKeyspace, freshKeyspaceAndTopic, freshTopic, runCli, testConfig, waitFor } from '../helpers.js';
 import { checkpoints, connectionArgs, sleep, startServedWorker, startWorker, stopWorkers, waitDrained, waitStarted } from '../pipeline.js';
 
 /** Event time of the test's windows: a multiple of 10 s, so 5 s and 10 s windows both start there. */
@@ -35,6 +35,16 @@ async function produce(config: ConnectionConfig, values: string[]): Promise<void
   } finally {
     await producer.close();
   }
+}
+
+/** A fresh keyspace and topic of `partitions` whose job has run: a worker (`flags`) drained `n` events of source router and stopped. */
+async function drainedOnce(t: TestContext, partitions: number, n: number, flags: string[] = []): Promise<{ config: ConnectionConfig; session: Client }> {
+  const { config, session } = await freshKeyspaceAndTopic(t, partitions);
+  const worker = startWorker(t, config, flags);
+  await produce(config, burst('router', T, n));
+  await waitDrained(session, config);
+  await stopWorkers([worker]);
+  return { config, session };
 }
 
 /** The `error …` lines of a command's stderr (logs are JSON lines there too). */
@@ -103,13 +113,7 @@ test('a worker with another --max-record-bytes and --window-ms refuses, naming b
 });
 
 test("verify refuses settings or topics other than the job's", async (t) => {
-  const config = testConfig();
-  const session = await freshKeyspace(t, config);
-  await freshTopic(t, config, 2);
-  const worker = startWorker(t, config, ['--threshold', '3']);
-  await produce(config, burst('router', T, 4));
-  await waitDrained(session, config);
-  await stopWorkers([worker]);
+  const { config } = await drainedOnce(t, 2, 4, ['--threshold', '3']);
 
   const args = connectionArgs(config);
   const ok = await verifyJson(config);
@@ -263,13 +267,7 @@ test('alerts rule: recomputes the alerts of a drained job, lowers and deletes wi
 });
 
 test('an unfinished rule change stops workers and verify until the command is run again', async (t) => {
-  const config = testConfig();
-  const session = await freshKeyspace(t, config);
-  await freshTopic(t, config, 1);
-  const worker = startWorker(t, config);
-  await produce(config, burst('router', T, 10));
-  await waitDrained(session, config);
-  await stopWorkers([worker]);
+  const { config, session } = await drainedOnce(t, 1, 10);
   // As an interrupted `alerts rule --threshold 5` leaves it: the mark in the job's settings.
   const binding = new JobBinding(session, config.keyspace);
   const settings = (await binding.read('events'))!.settings;
@@ -290,13 +288,7 @@ test('an unfinished rule change stops workers and verify until the command is ru
 });
 
 test('a keyspace with the per-event alert index of an earlier version: workers refuse, coded, until `alerts rule` rebuilds the counts', async (t) => {
-  const config = testConfig();
-  const session = await freshKeyspace(t, config);
-  await freshTopic(t, config, 1);
-  const worker = startWorker(t, config);
-  await produce(config, burst('router', T, 10));
-  await waitDrained(session, config);
-  await stopWorkers([worker]);
+  const { config, session } = await drainedOnce(t, 1, 10);
   // As an earlier version left it: one index row per counted event, no counts.
   await session.execute(`TRUNCATE ${config.keyspace}.alert_window_counts`);
   for (let offset = 0; offset < 10; offset++) {
