@@ -9,8 +9,7 @@ import type { Client } from '../../src/cassandra/session.js';
 import type { ConnectionConfig } from '../../src/config.js';
 import { CheckpointStore } from '../../src/engine/checkpoint-store.js';
 import { join } from 'node:path';
-import { Producer } from '../../src/kafka/producer.js';
-import { freshKeyspace, freshTopic, recreateTopic, repoRoot, runCli, testConfig, waitFor } from '../helpers.js';
+import { connectedProducer, freshKeyspace, freshTopic, recreateTopic, repoRoot, runCli, testConfig, waitFor } from '../helpers.js';
 import { assertExactlyOnce, checkpoints, generate, sleep, startWorker, stopWorkers, waitDrained, waitOwns, type Worker } from '../pipeline.js';
 
 function cliArgs(config: ConnectionConfig): string[] {
@@ -301,9 +300,7 @@ test("a reset picked up while a job's onAssign still runs is not lost: the worke
   const config = testConfig();
   const session = await freshKeyspace(t, config);
   await freshTopic(t, config, 1);
-  const producer = new Producer(config);
-  t.after(() => producer.close());
-  await producer.connect();
+  const producer = await connectedProducer(t, config);
   await producer.send(config.topic, Array.from({ length: 200 }, (_, i) => ({ key: `k${i}`, value: `v${i}`, partition: 0 })));
   const job = ['--job', join(repoRoot, 'test', 'fixtures', 'slow-assign-job.ts')];
   const store = new CheckpointStore(session, config.keyspace, config.topic, 'slow-assign');
