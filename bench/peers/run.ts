@@ -34,21 +34,24 @@ const connectDir = path.join(root, 'bench', 'peers', 'connect-sink');
 const JOB = 'peer_events';
 const CLOCK_TICKS = 100; // USER_HZ of /proc/<pid>/stat times
 
+/** A string option with its default. */
+const text = (value: string) => ({ type: 'string', default: value }) as const;
+
 const { values: opt } = parseArgs({
   options: {
-    count: { type: 'string', default: '1000000' },
-    partitions: { type: 'string', default: '6' },
-    brokers: { type: 'string', default: '127.0.0.1:9092' },
-    cassandra: { type: 'string', default: '127.0.0.1:9042' },
-    datacenter: { type: 'string', default: 'datacenter1' },
-    'max-in-flight': { type: 'string', default: '64' },
-    'max-poll-records': { type: 'string', default: '2000' },
-    'connect-tasks': { type: 'string', default: '1' },
-    'connect-batch': { type: 'string', default: '1' },
-    'connect-heap': { type: 'string', default: '-Xms256M -Xmx2G' },
-    clients: { type: 'string', default: '600' },
+    count: text('1000000'),
+    partitions: text('6'),
+    brokers: text('127.0.0.1:9092'),
+    cassandra: text('127.0.0.1:9042'),
+    datacenter: text('datacenter1'),
+    'max-in-flight': text('64'),
+    'max-poll-records': text('2000'),
+    'connect-tasks': text('1'),
+    'connect-batch': text('1'),
+    'connect-heap': text('-Xms256M -Xmx2G'),
+    clients: text('600'),
     only: { type: 'string' },
-    'timeout-s': { type: 'string', default: '1800' },
+    'timeout-s': text('1800'),
     'no-verify': { type: 'boolean', default: false },
     rebuild: { type: 'boolean', default: false },
     help: { type: 'boolean', short: 'h', default: false },
