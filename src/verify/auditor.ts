@@ -1,43 +1,38 @@
 /**
- * The Auditor proves docs/design.md §4 against the broker's log, while workers run or after they stopped:
+ * The Auditor proves docs/design.md §4 for the events job against the broker's log, while workers run
+ * or after they stopped. It walks the partitions as every auditor does (src/verify/partition-walk.ts:
+ * checkpoints before watermarks, where each partition starts, lanes, the proof recorded up to the
+ * first violation), and on the way:
  *
- * 1. It reads the checkpoints first, then the watermarks: every row below a checkpoint is durable
- *    before the audit looks at it, so a live pipeline can be audited.
- * 2. Where each partition starts (src/verify/proof-plan.ts): from where the last recorded run's
- *    proof ended (incremental; nothing below is checked again), or from the log start (no proof yet,
- *    one made under another topic ID, reset epoch or job configuration, or `full`).
- * 3. For each partition it reads the topic from there up to the checkpoint, in offset order, and
- *    merges it chunk by chunk with the `events` and `quarantine` rows of the same offset range
- *    (PartitionLedger); `lanes` partitions at a time, each with a reader of its own. Memory: one chunk
- *    of records per lane, one page of rows per table, plus the alert windows the records fall in.
- * 4. Rows below the log start (records deleted by retention after they were stored) are counted, not
+ * 1. For each partition it reads the topic from where its proof ended (or the log start) up to the
+ *    checkpoint, in offset order, and merges it chunk by chunk with the `events` and `quarantine` rows
+ *    of the same offset range (PartitionLedger, src/verify/compare-rows.ts). Memory: one chunk of
+ *    records per lane, one page of rows per table, plus the alert windows the records fall in.
+ * 2. Rows below the log start (records deleted by retention after they were stored) are counted, not
  *    judged; rows at or after the checkpoint are "in flight" while the log holds their offset, and
  *    extra once they are beyond the log end (read again after the scan, so a record produced during
  *    the audit is never mistaken for an extra row).
- * 5. It recomputes the alerts of the windows the new events fall in and judges them against the
+ * 3. It recomputes the alerts of the windows the new events fall in and judges them against the
  *    `alerts` table and the alerts topic (src/verify/alert-audit.ts). The topic is the truth: where
- *    `events` equals it (step 3), this is the recomputation from `events`; where it does not, the
+ *    `events` equals it (step 1), this is the recomputation from `events`; where it does not, the
  *    difference is reported once, as an events violation.
- * 6. It records how far it proved each partition (its first violation stops it) for the next run.
  */
-import { fromLong, toLong, types, type Client, type Long, type Row } from '../cassandra/session.js';
+import { fromLong, toLong, type Client, type Long, type Row } from '../cassandra/session.js';
 import type { ConnectionConfig } from '../config.js';
 import { ExactlyOnceError } from '../errors.js';
-import { CheckpointStore, type StoredCheckpoint } from '../engine/checkpoint-store.js';
+import { CheckpointStore } from '../engine/checkpoint-store.js';
 import type { SourceRecord } from '../engine/job.js';
-import { KafkaAdmin, type Watermarks } from '../kafka/admin.js';
 import { IncompleteRead, type LogReader } from '../kafka/log-reader.js';
-import { inLanes, withReaders } from './lanes.js';
 import type { AlertRule } from '../jobs/events/alert-rule.js';
 import { decodeEvent, DEFAULT_MAX_RECORD_BYTES, type Event } from '../jobs/events/event.js';
 import { ORIGINAL_LAYOUT, type EventsLayout } from '../jobs/events/events-layout.js';
 import { AlertAudit } from './alert-audit.js';
 import { EventRows } from './event-rows.js';
-import { PartitionLedger, type EventRow, type QuarantineRowView } from './ledger.js';
-import { configFingerprint, planProof, type PartitionStart } from './proof-plan.js';
-import { ProofStore } from './proof-store.js';
+import { PartitionLedger, type EventRow, type QuarantineRowView } from './compare-rows.js';
+import { max, min, PartitionWalk, Progress, type ProofOptions, type WalkedPartition, type WalkOptions } from './partition-walk.js';
+import { configFingerprint } from './proof-plan.js';
 import { inParallel, pagedRows, pages } from './reads.js';
-import { buildReport, partitionReport, ViolationLog, type AlertsReport, type AuditReport, type PartitionReport } from './report.js';
+import { ViolationLog, type AlertsReport, type AuditReport } from './report.js';
 import { auditStatements } from './statements.js';
 
 export interface AuditOptions {
@@ -60,41 +55,16 @@ export interface AuditOptions {
   readonly readIdleTimeoutMs?: number;
   /** Records judged so far, of the total this run checks. */
   readonly onProgress?: (done: number, total: number) => void;
-  /**
-   * Continue from the recorded proofs and record this run's (`verify`). Without it the audit checks
-   * everything from the log start and neither reads nor writes proofs (the tests' own check).
-   */
-  readonly proofs?: {
-    /** Check every partition from the log start again (`verify --full`). */
-    readonly full: boolean;
-    /** Record this run's proof for the next run. */
-    readonly record: boolean;
-    /** The fingerprint of the job's settings (default: of the rule, the record limit and the layout). */
-    readonly config?: string;
-  };
+  /** The recorded proofs (src/verify/partition-walk.ts); `config` defaults to the fingerprint of the rule, the record limit and the layout. */
+  readonly proofs?: ProofOptions;
   /** Records at or beyond the checkpoints read to tell which alert windows can still change, at most (default 200,000). */
   readonly maxInFlightRecords?: number;
 }
 
-interface PartitionState {
-  readonly partition: number;
-  readonly low: bigint;
-  readonly high: bigint;
-  /** The last stable offset: the end of what a read_committed consumer can read (lag is counted to it). */
-  readonly stable: bigint;
-  readonly checkpoint: StoredCheckpoint | null;
-  /** The audit judges [ledgerFrom, end): `end` is the checkpoint, clamped into the log. */
-  readonly end: bigint;
-  readonly start: PartitionStart;
-  readonly ledgerFrom: bigint;
-  /** Where reading the topic starts: below ledgerFrom when the alert counts are behind the proof. */
+interface PartitionState extends WalkedPartition {
+  /** Where reading the topic starts: below `from` when the alert counts are behind the proof. */
   readonly scanFrom: bigint;
-  /** Records below this offset were read (and counted). */
-  scanned: bigint;
   readonly ledger: PartitionLedger;
-  /** A checkpoint outside the log: its proof does not advance. */
-  readonly blocked: boolean;
-  belowLogStart: number;
   aheadOfCheckpoint: number;
 }
 
@@ -125,9 +95,6 @@ async function* offsets(rows: AsyncIterable<EventRow>): AsyncGenerator<bigint> {
   for await (const r of rows) yield r.offset;
 }
 
-const min = (a: bigint, b: bigint) => (a < b ? a : b);
-const max = (a: bigint, b: bigint) => (a > b ? a : b);
-
 export class Auditor {
   private readonly q: ReturnType<typeof auditStatements>;
   private readonly violations: ViolationLog;
@@ -151,51 +118,38 @@ export class Auditor {
   }
 
   async run(): Promise<AuditReport> {
-    const started = Date.now();
-    const runId = types.TimeUuid.now().toString();
     const { config, options } = this;
-    const admin = new KafkaAdmin(config);
-    try {
-      if ((await admin.partitionCount(config.topic)) === null) {
-        throw new ExactlyOnceError('EO_TOPIC_MISMATCH', `topic ${config.topic} does not exist at ${config.brokers.join(',')}; nothing to verify`);
-      }
-      // Checkpoints first: every row below them is durable before we read it.
-      const checkpoints = new CheckpointStore(this.session, config.keyspace, config.topic);
-      const stored = await checkpoints.readStored().catch((e: unknown) => {
-        throw new ExactlyOnceError('EO_CASSANDRA_QUERY', `cannot read ${config.keyspace}.checkpoints (${(e as Error).message}); is the schema applied? run \`exactlyonce schema apply\``, { cause: e });
-      });
-      const before = await admin.watermarks(config.topic);
-
-      // Where each partition starts: the recorded proofs, if any are kept and trusted.
-      const store = options.proofs !== undefined && (await ProofStore.available(this.session, config.keyspace)) ? new ProofStore(this.session, config.keyspace, 'events', config.topic) : null;
-      const topicId = await admin.topicId(config.topic);
-      const proofConfig = options.proofs?.config ?? configFingerprint({ rule: options.rule, maxRecordBytes: this.maxBytes, layout: options.layout ?? ORIGINAL_LAYOUT });
-      const identity = { topicId, config: proofConfig, epochs: new Map([...stored].map(([p, c]) => [p, c.epoch])) };
-      const plan = planProof(
-        before.map((w) => w.partition),
-        store === null ? new Map() : await store.readProofs(),
-        identity,
-        new Map(before.map((w) => [w.partition, w.high])),
-        options.proofs?.full ?? true,
-      );
-      const starts = new Map(plan.map((s) => [s.partition, s]));
-      const full = plan.every((s) => s.from === null);
+    const walkOptions: WalkOptions = {
+      noTopic: `topic ${config.topic} does not exist at ${config.brokers.join(',')}; nothing to verify`,
+      readCheckpoints: () =>
+        new CheckpointStore(this.session, config.keyspace, config.topic).readStored().catch((e: unknown) => {
+          throw new ExactlyOnceError('EO_CASSANDRA_QUERY', `cannot read ${config.keyspace}.checkpoints (${(e as Error).message}); is the schema applied? run \`exactlyonce schema apply\``, { cause: e });
+        }),
+      job: 'events',
+      proofs: options.proofs,
+      defaultConfig: () => configFingerprint({ rule: options.rule, maxRecordBytes: this.maxBytes, layout: options.layout ?? ORIGINAL_LAYOUT }),
+      checkpointOutside: (w, cp) =>
+        cp < w.low
+          ? `partition ${w.partition}: checkpoint ${cp} is below the log start ${w.low}: records ${cp}..${w.low - 1n} were deleted (retention) before they were processed — lost`
+          : `partition ${w.partition}: checkpoint ${cp} is beyond the log end ${w.high} (was the topic deleted and re-created?)`,
+    };
+    return PartitionWalk.run(config, this.session, this.violations, walkOptions, async (walk) => {
+      const { plan, store, admin } = walk;
       if (options.checkAlerts ?? true) {
-        this.alerts = new AlertAudit({ rule: options.rule, keyspace: config.keyspace, alertsTopic: config.alertsTopic, session: this.session, admin, store, violations: this.violations, starts, full });
+        const starts = new Map(plan.map((s) => [s.partition, s]));
+        this.alerts = new AlertAudit({ rule: options.rule, keyspace: config.keyspace, alertsTopic: config.alertsTopic, session: this.session, admin, store, violations: this.violations, starts, full: walk.full });
       }
 
-      const states = before.map((w) => this.partitionState(w, stored.get(w.partition) ?? null, starts.get(w.partition)!));
-      const unknownPartitions = await this.unknownPartitions(new Set(states.map((s) => s.partition)), new Map([...stored].map(([p, c]) => [p, c.next])));
+      const states = walk.partitions().map((b) => this.partitionState(b));
+      const unknownPartitions = await this.unknownPartitions(new Set(states.map((s) => s.partition)), new Map([...walk.checkpoints].map(([p, c]) => [p, c.next])));
 
-      const total = states.reduce((n, s) => n + Number(max(0n, s.end - s.scanFrom)), 0);
-      const progress = { done: 0, total };
-      options.onProgress?.(0, total);
-      return await withReaders(config, options.lanes ?? 4, states.filter((s) => s.scanFrom < s.end).length, async (readers) => {
-        await inLanes(readers, states, async (reader, s) => {
-          await this.scan(reader, s, progress);
-          await this.belowLogStart(s);
-        });
-
+      const progress = new Progress(states.reduce((n, s) => n + Number(max(0n, s.end - s.scanFrom)), 0), options.onProgress);
+      progress.begin();
+      const scanEach = async (reader: LogReader, s: PartitionState) => {
+        await this.scan(reader, s, progress);
+        await this.belowLogStart(s);
+      };
+      return walk.inLanes(states, options.lanes, (s) => s.scanFrom < s.end, scanEach, async (readers) => {
         // Read after the scan: a row at or beyond this log end cannot belong to any record.
         const after = new Map((await admin.watermarks(config.topic)).map((w) => [w.partition, w.high]));
         this.events.rescan(); // buckets written during the scan
@@ -218,44 +172,22 @@ export class Auditor {
           countedTo = r.countedTo;
         }
 
-        const recorded = store !== null && options.proofs?.record === true && topicId !== null;
-        if (recorded) {
-          await Promise.all(
-            states.map((s) =>
-              store.writeProof(s.start, { topicId, epoch: s.checkpoint?.epoch ?? 0, config: proofConfig, proved: this.provedTo(s), counted: countedTo.get(s.partition) ?? s.start.counted, runId }),
-            ),
-          );
-        }
-        return buildReport({
-          started,
-          runId,
-          plan,
-          proofRecorded: recorded,
-          topic: config.topic,
-          keyspace: config.keyspace,
-          partitions: states.map((s) => this.partitionReport(s)),
-          violations: this.violations,
+        const recorded = await walk.recordProofs(states, (s) => countedTo.get(s.partition) ?? s.start.counted);
+        return walk.report(recorded, {
+          partitions: states.map((s) => walk.partitionReport(s, { ledger: s.ledger, aheadOfCheckpoint: s.aheadOfCheckpoint })),
           unknownPartitions,
           alerts: alertsReport,
         });
       });
-    } finally {
-      await admin.close();
-    }
-  }
-
-  /** Where a partition's proof ends after this run: its first violation stops it. */
-  private provedTo(s: PartitionState): bigint {
-    if (s.blocked) return s.start.proved;
-    return this.violations.provedTo(s.partition, max(s.scanned, s.start.proved));
+    });
   }
 
   /**
-   * Reads [scanFrom, checkpoint) of one partition and merges [ledgerFrom, checkpoint) of it chunk by
-   * chunk with the rows of the same range (records below ledgerFrom, if any, are only counted for the
+   * Reads [scanFrom, checkpoint) of one partition and merges [from, checkpoint) of it chunk by
+   * chunk with the rows of the same range (records below `from`, if any, are only counted for the
    * alerts); the next chunk is fetched from Kafka while the current one is checked against Cassandra.
    */
-  private async scan(reader: LogReader, s: PartitionState, progress: { done: number; total: number }): Promise<void> {
+  private async scan(reader: LogReader, s: PartitionState, progress: Progress): Promise<void> {
     const p = s.partition;
     const counted = s.start.counted;
     const check = async (records: readonly SourceRecord[], upTo: bigint) => {
@@ -268,8 +200,7 @@ export class Auditor {
           pages(this.session, this.q.quarantineRange, [p, toLong(from), toLong(upTo)], quarantineRow, this.options.fetchSize ?? 5000),
         );
       }
-      progress.done += Number(upTo - s.scanned);
-      this.options.onProgress?.(progress.done, progress.total);
+      progress.add(Number(upTo - s.scanned));
     };
     if (s.scanFrom >= s.end) return;
     const chunks = reader.read(this.config.topic, p, s.scanFrom, s.end, this.options.chunkRecords ?? 5000, this.options.readIdleTimeoutMs ?? 60_000);
@@ -281,9 +212,9 @@ export class Auditor {
         next = chunks.next();
         const records = c.value.records;
         // Below the proof but above the stored alert counts: counted, not judged again.
-        if (this.alerts !== null && records[0]!.offset < s.ledgerFrom) {
+        if (this.alerts !== null && records[0]!.offset < s.from) {
           for (const r of records) {
-            if (r.offset >= s.ledgerFrom) break;
+            if (r.offset >= s.from) break;
             if (r.offset < counted) continue;
             const d = decodeEvent(r.value, this.maxBytes);
             if (d.ok) this.alerts.count(p, d.value);
@@ -340,43 +271,18 @@ export class Auditor {
     return true;
   }
 
-  private partitionState(w: Watermarks, checkpoint: StoredCheckpoint | null, start: PartitionStart): PartitionState {
-    const p = w.partition;
-    const cp = checkpoint?.next ?? null;
-    if (cp !== null && cp < w.low) {
-      this.violations.add({
-        kind: 'checkpoint',
-        partition: p,
-        offset: String(cp),
-        message: `partition ${p}: checkpoint ${cp} is below the log start ${w.low}: records ${cp}..${w.low - 1n} were deleted (retention) before they were processed — lost`,
-      });
-    } else if (cp !== null && cp > w.high) {
-      this.violations.add({
-        kind: 'checkpoint',
-        partition: p,
-        offset: String(cp),
-        message: `partition ${p}: checkpoint ${cp} is beyond the log end ${w.high} (was the topic deleted and re-created?)`,
-      });
-    }
-    const c = cp ?? w.low;
-    const end = c < w.low ? w.low : c > w.high ? w.high : c;
-    const ledgerFrom = max(w.low, start.proved);
-    const scanFrom = this.alerts === null ? ledgerFrom : max(w.low, min(start.proved, start.counted));
+  private partitionState(b: WalkedPartition): PartitionState {
+    const p = b.partition;
+    const { start } = b;
+    const scanFrom = this.alerts === null ? b.from : max(b.low, min(start.proved, start.counted));
     const alerts = this.alerts;
-    const ledger = new PartitionLedger(p, ledgerFrom, {
+    const ledger = new PartitionLedger(p, b.from, {
       topic: this.config.topic,
       decode: (v) => decodeEvent(v, this.maxBytes),
       violations: this.violations,
       onEvent: alerts === null ? undefined : (e: Event, offset: bigint) => offset >= start.counted && alerts.count(p, e),
     });
-    return { partition: p, low: w.low, high: w.high, stable: w.stable, checkpoint, end, start, ledgerFrom, scanFrom, scanned: scanFrom, ledger, blocked: cp !== null && (cp < w.low || cp > w.high), belowLogStart: 0, aheadOfCheckpoint: 0 };
-  }
-
-  private partitionReport(s: PartitionState): PartitionReport {
-    return partitionReport(
-      { ...s, checkpoint: s.checkpoint?.next ?? null },
-      { checkedFrom: s.ledgerFrom, startedOver: s.start.why, provedTo: this.provedTo(s), ledger: s.ledger, belowLogStart: s.belowLogStart, aheadOfCheckpoint: s.aheadOfCheckpoint },
-    );
+    return { ...b, scanFrom, scanned: scanFrom, ledger, aheadOfCheckpoint: 0 };
   }
 
   /** Rows and checkpoints of partitions the topic does not have: all extra. */

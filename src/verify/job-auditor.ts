@@ -1,15 +1,13 @@
 /**
  * The auditor for any job that describes its output (`Job.audit`, src/engine/job-audit.ts): what
  * `exactlyonce verify --job` and `chaos --job` run. Same report, exit codes and proofs as the events
- * auditor (src/verify/auditor.ts), against the broker's log:
+ * auditor (src/verify/auditor.ts), against the broker's log. It walks the partitions as every auditor
+ * does (src/verify/partition-walk.ts: checkpoints before watermarks, where each partition starts,
+ * lanes, the proof recorded up to the first violation), and on the way:
  *
- * - checkpoints first (the job's own, src/engine/engine-tables.ts), then the watermarks: every row
- *   below a checkpoint is durable before the audit looks at it;
- * - each partition from where the last recorded proof ended (src/verify/proof-plan.ts), or from
- *   the log start (`full`, no proof, or one made under another topic ID, reset epoch or settings);
  * - every record below the checkpoint says what it must produce (`audit.expect`); a quarantined one
  *   must be in the job's quarantine with that reason, any other must not be there — merged offset by
- *   offset with the quarantine rows (src/verify/job-ledger.ts);
+ *   offset with the quarantine rows (JobLedger, src/verify/compare-rows.ts);
  * - log mode: exactly that row per offset, no other row, merged the same way with the table's rows of
  *   the offset range (the table is keyed PRIMARY KEY (partition, offset), as a sink's is); rows at or
  *   beyond the checkpoint are batches in flight while the log holds their offset;
@@ -21,23 +19,21 @@
  * Memory: one chunk of records per lane, one page of rows, and in upsert mode the keyed merge's budget
  * (`memoryMb`; beyond it sorted runs go to a temporary folder) — independent of the number of keys.
  */
-import { fromLong, toLong, types, type Client, type Row } from '../cassandra/session.js';
+import { fromLong, toLong, type Client, type Row } from '../cassandra/session.js';
 import type { ConnectionConfig } from '../config.js';
-import { CheckpointStore, type StoredCheckpoint } from '../engine/checkpoint-store.js';
+import { CheckpointStore } from '../engine/checkpoint-store.js';
 import type { JobAudit } from '../engine/job-audit.js';
 import type { Job, SourceRecord } from '../engine/job.js';
 import { engineTables, type EngineTables } from '../engine/engine-tables.js';
 import { retry } from '../engine/retry.js';
 import { ExactlyOnceError } from '../errors.js';
-import { KafkaAdmin, type Watermarks } from '../kafka/admin.js';
 import { IncompleteRead, type LogReader } from '../kafka/log-reader.js';
-import { inLanes, withReaders } from './lanes.js';
-import { JobLedger, type JobRecord } from './job-ledger.js';
-import { configFingerprint, planProof, type PartitionStart } from './proof-plan.js';
-import { ProofStore } from './proof-store.js';
+import { JobLedger, type JobRecord, type UpsertCounts } from './compare-rows.js';
+import { max, PartitionWalk, Progress, type ProofOptions, type WalkedPartition, type WalkOptions } from './partition-walk.js';
+import { configFingerprint } from './proof-plan.js';
 import { pagedRows, pages } from './reads.js';
-import { buildReport, partitionReport, ViolationLog, type AuditReport, type PartitionReport, type Unattributed } from './report.js';
-import { UpsertAudit, type UpsertCounts } from './upsert-audit.js';
+import { ViolationLog, type AuditReport, type Unattributed } from './report.js';
+import { UpsertAudit } from './upsert-audit.js';
 
 export interface JobAuditOptions {
   keepViolations?: number;
@@ -48,29 +44,16 @@ export interface JobAuditOptions {
   memoryMb?: number;
   /** Where the keyed merge's runs go (default: the OS's temporary folder). */
   spillDir?: string;
-  /** As the events auditor's `proofs` (src/verify/auditor.ts); without it: full, nothing recorded. */
-  proofs?: { full: boolean; record: boolean; config?: string };
+  /** The recorded proofs (src/verify/partition-walk.ts); `config` defaults to the fingerprint of the job's settings and topic. */
+  proofs?: ProofOptions;
 }
 
-interface PartitionState {
-  readonly partition: number;
-  readonly low: bigint;
-  readonly high: bigint;
-  /** The last stable offset: the end of what a read_committed consumer can read (lag is counted to it). */
-  readonly stable: bigint;
-  readonly checkpoint: StoredCheckpoint | null;
-  readonly end: bigint;
-  readonly start: PartitionStart;
+interface PartitionState extends WalkedPartition {
   readonly ledger: JobLedger;
-  readonly blocked: boolean;
-  /** Records below this offset were read. */
-  scanned: bigint;
   /** Upsert violations counted on this partition, and rows ahead of its checkpoint. */
   readonly counts: UpsertCounts;
-  belowLogStart: number;
 }
 
-const max = (a: bigint, b: bigint) => (a > b ? a : b);
 const NEVER = new AbortController().signal;
 
 export class JobAuditor {
@@ -106,30 +89,20 @@ export class JobAuditor {
   async run(): Promise<AuditReport> {
     const audit = this.job.audit;
     if (audit === undefined) throw new ExactlyOnceError('EO_USAGE', `job ${this.job.name} does not describe its output (no \`audit\`): it cannot be verified`);
-    const started = Date.now();
-    const runId = types.TimeUuid.now().toString();
     const { config, options } = this;
     const ks = config.keyspace;
-    const admin = new KafkaAdmin(config);
-    try {
-      if ((await admin.partitionCount(config.topic)) === null) throw new ExactlyOnceError('EO_TOPIC_MISMATCH', `topic ${config.topic} does not exist; nothing to verify`);
-      const stored = await new CheckpointStore(this.session, ks, config.topic, this.job.legacyTables === true ? undefined : this.job.name).readStored();
-      const marks = await admin.watermarks(config.topic);
-
-      const store = options.proofs !== undefined && (await ProofStore.available(this.session, ks)) ? new ProofStore(this.session, ks, this.job.name, config.topic) : null;
-      const topicId = await admin.topicId(config.topic);
-      const proofConfig = options.proofs?.config ?? configFingerprint({ ...(this.job.settings ?? {}), topic: config.topic });
-      const plan = planProof(
-        marks.map((w) => w.partition),
-        store === null ? new Map() : await store.readProofs(),
-        { topicId, config: proofConfig, epochs: new Map([...stored].map(([p, c]) => [p, c.epoch])) },
-        new Map(marks.map((w) => [w.partition, w.high])),
-        options.proofs?.full ?? true,
-      );
-      const full = plan.every((s) => s.from === null);
-      const states = marks.map((w, i) => this.partitionState(w, stored.get(w.partition) ?? null, plan[i]!));
+    const walkOptions: WalkOptions = {
+      noTopic: `topic ${config.topic} does not exist; nothing to verify`,
+      readCheckpoints: () => new CheckpointStore(this.session, ks, config.topic, this.job.legacyTables === true ? undefined : this.job.name).readStored(),
+      job: this.job.name,
+      proofs: options.proofs,
+      defaultConfig: () => configFingerprint({ ...(this.job.settings ?? {}), topic: config.topic }),
+      checkpointOutside: (w, cp) => `partition ${w.partition}: checkpoint ${cp} is outside the log [${w.low}, ${w.high}]`,
+    };
+    return PartitionWalk.run(config, this.session, this.violations, walkOptions, async (walk) => {
+      const states = walk.partitions().map((b) => this.partitionState(b));
       const byPartition = new Map(states.map((s) => [s.partition, s]));
-      for (const p of stored.keys()) if (!byPartition.has(p)) this.violations.add({ kind: 'checkpoint', partition: p, message: `partition ${p}: a checkpoint for a partition the topic does not have` });
+      for (const p of walk.checkpoints.keys()) if (!byPartition.has(p)) this.violations.add({ kind: 'checkpoint', partition: p, message: `partition ${p}: a checkpoint for a partition the topic does not have` });
       const unattributed: Unattributed = { missing: 0, extra: 0, mismatched: 0 };
       if (audit.mode === 'upsert') {
         this.upsert = new UpsertAudit({
@@ -147,47 +120,28 @@ export class JobAuditor {
         });
       }
 
-      const total = states.reduce((n, s) => n + Number(max(0n, this.readTo(s) - s.ledger.position)), 0);
-      const progress = { done: 0, total };
+      const progress = new Progress(states.reduce((n, s) => n + Number(max(0n, this.readTo(s) - s.ledger.position)), 0), options.onProgress);
+      const scanEach = async (reader: LogReader, s: PartitionState) => {
+        await this.scan(reader, s, progress);
+        await this.outsideRange(s);
+      };
       try {
-        await withReaders(config, options.lanes ?? 4, states.filter((s) => s.ledger.position < this.readTo(s)).length, (readers) =>
-          inLanes(readers, states, async (reader, s) => {
-            await this.scan(reader, s, progress);
-            await this.outsideRange(s);
-          }),
-        );
+        await walk.inLanes(states, options.lanes, (s) => s.ledger.position < this.readTo(s), scanEach, async () => undefined);
         await this.unknownPartitions(new Set(byPartition.keys()));
-        if (this.upsert !== null) await (full ? this.upsert.judgeAll() : this.upsert.judgeTouched());
+        if (this.upsert !== null) await (walk.full ? this.upsert.judgeAll() : this.upsert.judgeTouched());
       } finally {
         await this.upsert?.close();
       }
 
-      const recorded = store !== null && options.proofs?.record === true && topicId !== null;
-      if (recorded) {
-        await Promise.all(
-          states.map((s) => {
-            const proved = this.provedTo(s);
-            return store.writeProof(s.start, { topicId, epoch: s.checkpoint?.epoch ?? 0, config: proofConfig, proved, counted: proved, runId });
-          }),
-        );
-      }
-      const report = buildReport({
-        started,
-        runId,
-        plan,
-        proofRecorded: recorded,
-        topic: config.topic,
-        keyspace: ks,
-        partitions: states.map((s) => this.partitionReport(s)),
-        violations: this.violations,
+      const recorded = await walk.recordProofs(states, (_, proved) => proved);
+      const report = walk.report(recorded, {
+        partitions: states.map((s) => walk.partitionReport(s, { ledger: s.ledger, aheadOfCheckpoint: s.counts.aheadOfCheckpoint, also: s.counts })),
         unattributed,
         ...(this.upsert === null ? {} : { spilledRuns: this.upsert.spilledRuns }),
       });
       const notes = this.audit.notes?.() ?? [];
       return notes.length === 0 ? report : { ...report, notes };
-    } finally {
-      await admin.close();
-    }
+    });
   }
 
   /** Upsert mode reads to the log end, so that a row written by a batch in flight is recognised. */
@@ -195,19 +149,9 @@ export class JobAuditor {
     return this.audit.mode === 'upsert' ? s.high : s.end;
   }
 
-  private provedTo(s: PartitionState): bigint {
-    if (s.blocked) return s.start.proved;
-    return this.violations.provedTo(s.partition, max(s.scanned, s.start.proved));
-  }
-
-  private partitionState(w: Watermarks, checkpoint: StoredCheckpoint | null, start: PartitionStart): PartitionState {
-    const cp = checkpoint?.next ?? null;
-    const blocked = cp !== null && (cp < w.low || cp > w.high);
-    if (blocked) this.violations.add({ kind: 'checkpoint', partition: w.partition, offset: String(cp), message: `partition ${w.partition}: checkpoint ${cp} is outside the log [${w.low}, ${w.high}]` });
-    const end = cp === null ? w.low : cp < w.low ? w.low : cp > w.high ? w.high : cp;
-    const from = max(w.low, start.proved);
-    const ledger = new JobLedger(w.partition, from, this.violations, { mode: this.audit.mode, table: this.audit.table, valueColumns: this.audit.columns });
-    return { partition: w.partition, low: w.low, high: w.high, stable: w.stable, checkpoint, end, start, ledger, blocked, scanned: from, counts: { missing: 0, extra: 0, mismatched: 0, aheadOfCheckpoint: 0, skipped: {} }, belowLogStart: 0 };
+  private partitionState(b: WalkedPartition): PartitionState {
+    const ledger = new JobLedger(b.partition, b.from, this.violations, { mode: this.audit.mode, table: this.audit.table, valueColumns: this.audit.columns });
+    return { ...b, ledger, counts: { missing: 0, extra: 0, mismatched: 0, aheadOfCheckpoint: 0, skipped: {} } };
   }
 
   /** The job's quarantine rows of [from, upTo) of a partition, ascending, a page at a time. */
@@ -237,7 +181,7 @@ export class JobAuditor {
    * chunk by chunk with the quarantine (and a log-mode table); an upsert job's records go to the keyed
    * merge, those at or beyond the checkpoint marked in flight.
    */
-  private async scan(reader: LogReader, s: PartitionState, progress: { done: number; total: number }): Promise<void> {
+  private async scan(reader: LogReader, s: PartitionState, progress: Progress): Promise<void> {
     const p = s.partition;
     const log = this.audit.mode === 'log';
     const check = async (records: readonly JobRecord[], upTo: bigint) => {
@@ -255,8 +199,7 @@ export class JobAuditor {
         if (this.upsert !== null) {
           for (const r of records) if (r.e.kind === 'row' || r.e.kind === 'delete') await this.upsert.add(p, r.offset, r.e, r.offset >= s.end);
         }
-        progress.done += records.length;
-        this.options.onProgress?.(progress.done, progress.total);
+        progress.add(records.length);
       }
       await check([], s.end);
     } catch (e) {
@@ -304,12 +247,5 @@ export class JobAuditor {
       for await (const page of this.quarantine(p, -(2n ** 63n), null)) for (const { offset } of page) ledger.extraRow('quarantine', offset, `the topic has no partition ${p}`);
       if (a.mode === 'log') for await (const page of this.tableRows(p, -(2n ** 63n), null)) for (const { offset } of page) ledger.extraRow(a.table, offset, `the topic has no partition ${p}`);
     }
-  }
-
-  private partitionReport(s: PartitionState): PartitionReport {
-    return partitionReport(
-      { ...s, checkpoint: s.checkpoint?.next ?? null },
-      { checkedFrom: max(s.low, s.start.proved), startedOver: s.start.why, provedTo: this.provedTo(s), ledger: s.ledger, belowLogStart: s.belowLogStart, aheadOfCheckpoint: s.counts.aheadOfCheckpoint, also: s.counts },
-    );
   }
 }

@@ -1,47 +1,15 @@
 /**
- * The offset ledger of one partition (docs/design.md §4 invariant 1): merges the records the topic returns,
- * in offset order, with the `events` and `quarantine` rows of the same offset range, also in offset
- * order, and judges every offset once. Streaming: it holds one chunk of records and one row of each
- * table at a time, whatever the partition's size.
+ * The offset merge of one partition (docs/design.md §4 invariant 1): the records the topic returns, in
+ * offset order, against the rows of the same offset range, also in offset order, each offset judged
+ * once. Streaming: it holds one chunk of records and one row of each table at a time, whatever the
+ * partition's size. What each offset must have, and the verdict, is src/verify/compare-rows.ts.
  *
  * Offsets are not contiguous (transaction markers, aborted transactions, compaction), so an offset the
  * topic does not return is a *gap*, counted and explained, never a loss; a row stored for such an
  * offset is *extra*.
  */
-import { createHash } from 'node:crypto';
-import type { Decoded, SourceRecord } from '../engine/job.js';
-import { HAND_QUARANTINE_REASON } from '../engine/quarantine.js';
-import type { Event } from '../jobs/events/event.js';
+import type { SourceRecord } from '../engine/job.js';
 import type { Gaps, ViolationLog } from './report.js';
-
-/** An `events` row as the auditor reads it (nulls where a column is null). */
-export interface EventRow {
-  readonly offset: bigint;
-  readonly id: bigint | null;
-  readonly ts: number | null;
-  readonly source: string | null;
-  readonly client: string | null;
-  readonly health: number | null;
-}
-
-/** A `quarantine` row as the auditor reads it. */
-export interface QuarantineRowView {
-  readonly offset: bigint;
-  readonly topic: string | null;
-  readonly reason: string | null;
-  readonly rawLength: number | null;
-  readonly rawSha256: string | null;
-}
-
-export interface LedgerContext {
-  /** The events topic, as the quarantine rows must name it. */
-  readonly topic: string;
-  /** The workers' codec, with their record size limit. */
-  readonly decode: (value: Buffer | null) => Decoded<Event>;
-  readonly violations: ViolationLog;
-  /** Each valid event judged, with its offset, for the alert recomputation. */
-  readonly onEvent?: (e: Event, offset: bigint) => void;
-}
 
 /**
  * Peeks one row ahead of an async iterator of pages of rows sorted by offset. Within a page it answers
@@ -188,93 +156,4 @@ export abstract class OffsetLedger<R extends { offset: bigint }, Q extends { off
     this.gaps.ranges++;
     if (this.gaps.examples.length < MAX_GAP_EXAMPLES) this.gaps.examples.push(to - from === 1n ? `${from}` : `${from}..${to - 1n}`);
   }
-}
-
-/** The events job's ledger: each record against its `events` row and its `quarantine` row. */
-export class PartitionLedger extends OffsetLedger<EventRow, QuarantineRowView> {
-  constructor(
-    partition: number,
-    from: bigint,
-    private readonly ctx: LedgerContext,
-  ) {
-    super(partition, from, ctx.violations, ['events', 'quarantine']);
-  }
-
-  protected judge(r: SourceRecord, row: EventRow | undefined, q: QuarantineRowView | undefined): void {
-    const at = `partition ${this.partition} offset ${r.offset}`;
-    const v = (kind: 'missing' | 'mismatch' | 'quarantined_valid' | 'stored_malformed', message: string) =>
-      this.ctx.violations.add({ kind, partition: this.partition, offset: String(r.offset), message: `${at}: ${message}` });
-    const d = this.ctx.decode(r.value);
-    if (q?.reason === HAND_QUARANTINE_REASON) {
-      // An operator's decision (`quarantine add`: the store refused the record), accounted for as it is;
-      // its event counts towards the alerts only if it was stored after all.
-      if (d.ok && row !== undefined) this.ctx.onEvent?.(d.value, r.offset);
-      this.quarantined++;
-      this.reasons[q.reason] = (this.reasons[q.reason] ?? 0) + 1;
-      return;
-    }
-    if (d.ok) {
-      this.ctx.onEvent?.(d.value, r.offset);
-      if (row !== undefined) {
-        const diff = eventDiff(row, d.value);
-        if (diff.length > 0) {
-          this.mismatched++;
-          v('mismatch', `events row differs from the record: ${diff.join(', ')}`);
-        } else if (q === undefined) {
-          this.stored++;
-        }
-      } else if (q === undefined) {
-        this.missing++;
-        v('missing', 'a valid event has no row in events (nor in quarantine)');
-      }
-      if (q !== undefined) {
-        this.mismatched++;
-        v('quarantined_valid', `a valid event is in quarantine (reason ${q.reason ?? 'null'})${row === undefined ? '' : ' as well as in events'}`);
-      }
-    } else {
-      if (q !== undefined) {
-        const diff = quarantineDiff(q, r, d.reason, this.ctx.topic);
-        if (diff.length > 0) {
-          this.mismatched++;
-          v('mismatch', `quarantine row differs from the record: ${diff.join(', ')}`);
-        } else if (row === undefined) {
-          this.quarantined++;
-          this.reasons[d.reason] = (this.reasons[d.reason] ?? 0) + 1;
-        }
-      } else if (row === undefined) {
-        this.missing++;
-        v('missing', `a malformed record (${d.reason}) has no row in quarantine (nor in events)`);
-      }
-      if (row !== undefined) {
-        this.mismatched++;
-        v('stored_malformed', `a malformed record (${d.reason}) is stored in events`);
-      }
-    }
-  }
-}
-
-/** Every column that differs, as `column stored ≠ record`. */
-export function eventDiff(row: EventRow, e: Event): string[] {
-  const out: string[] = [];
-  const show = (v: unknown) => (typeof v === 'bigint' ? String(v) : JSON.stringify(v));
-  const cmp = (name: string, stored: unknown, want: unknown) => {
-    if (stored !== want) out.push(`${name} ${show(stored)} ≠ ${show(want)}`);
-  };
-  cmp('id', row.id, e.id);
-  cmp('ts', row.ts, e.ts);
-  cmp('source', row.source, e.source);
-  cmp('client', row.client, e.client);
-  cmp('health', row.health, e.health);
-  return out;
-}
-
-export function quarantineDiff(q: QuarantineRowView, r: SourceRecord, reason: string, topic: string): string[] {
-  const out: string[] = [];
-  const value = r.value ?? Buffer.alloc(0);
-  if (q.reason !== reason) out.push(`reason ${JSON.stringify(q.reason)} ≠ ${JSON.stringify(reason)}`);
-  if (q.topic !== topic) out.push(`topic ${JSON.stringify(q.topic)} ≠ ${JSON.stringify(topic)}`);
-  if (q.rawLength !== value.length) out.push(`raw_length ${q.rawLength} ≠ ${value.length}`);
-  const sha = createHash('sha256').update(value).digest('hex');
-  if (q.rawSha256 !== sha) out.push(`raw_sha256 ${q.rawSha256 ?? 'null'} ≠ ${sha}`);
-  return out;
 }

@@ -6,17 +6,18 @@
  *
  * A keyed merge: every record is written as one line `key, partition, offset, what it says` to an
  * external sort (src/verify/external-sort.ts), so a key's records come back together, in offset
- * order, whatever the number of keys; each key is then reduced to its last record and judged. A full
- * run sorts the table's rows (one scan, paged) the same way and merges the two sorted streams, which
- * also finds rows for keys no record names; an incremental run looks up the row of each key that has
- * a new record (a point read by its primary key), and judges nothing else. Memory: the sort's budget,
- * one key's records, and the point reads in flight — independent of the number of keys.
+ * order, whatever the number of keys; each key is then reduced to its last record and judged
+ * (judgeKey, src/verify/compare-rows.ts). A full run sorts the table's rows (one scan, paged) the
+ * same way and merges the two sorted streams, which also finds rows for keys no record names; an
+ * incremental run looks up the row of each key that has a new record (a point read by its primary
+ * key), and judges nothing else. Memory: the sort's budget, one key's records, and the point reads in
+ * flight — independent of the number of keys.
  */
 import { types, type Client, type Row } from '../cassandra/session.js';
 import type { Expectation } from '../engine/job-audit.js';
 import { canonical, decimalText } from '../jobs/sink/cql-types.js';
 import { ExternalSort } from './external-sort.js';
-import { TTL_SLACK_MS } from './report.js';
+import { judgeKey, type KeyContext, type KeyGroup, type TableRow } from './compare-rows.js';
 import { execute, pagedRows } from './reads.js';
 import type { ViolationKind, ViolationLog } from './report.js';
 
@@ -25,57 +26,17 @@ const SEP = '\u0000';
 /** Point reads in flight at once (incremental runs). */
 const READS_IN_FLIGHT = 64;
 
-/** What the upsert audit counts per partition (the partition of each key's last record). */
-export interface UpsertCounts {
-  missing: number;
-  extra: number;
-  mismatched: number;
-  aheadOfCheckpoint: number;
-  /** Keys that rightly have no row, by why (expired: their last record's TTL passed). */
-  skipped: Record<string, number>;
-}
-
-export interface UpsertContext {
+/** The table, its columns, the write timestamps and the counters are what judgeKey reads (KeyContext). */
+export interface UpsertContext extends KeyContext {
   readonly session: Client;
   readonly keyspace: string;
-  readonly table: string;
   readonly keyColumns: readonly string[];
-  readonly valueColumns: readonly string[];
-  /** The write timestamp each row's cells must carry, from its record's offset. */
-  readonly writeTimestamp: ((offset: bigint) => bigint) | undefined;
   readonly violations: ViolationLog;
-  /** The counters of a partition of the topic. */
-  readonly counts: (partition: number) => UpsertCounts;
   /** Violations on rows no record names (no partition to count them on). */
   readonly unattributed: { missing: number; extra: number; mismatched: number };
   /** Bytes of lines held before the sort spills a run to disk. */
   readonly memoryBytes: number;
   readonly spillDir?: string;
-}
-
-/** A key's records, reduced as they stream past. */
-interface KeyGroup {
-  key: string;
-  partitions: number[];
-  /** The last record below its partition's checkpoint, if any. */
-  last: { partition: number; offset: bigint; del: boolean; values: unknown[] | null; packedKey: unknown; expiresAtMs: number | null } | undefined;
-  /**
-   * Columns left unset by some record: per column, the offset whose record last wrote a non-null value
-   * since the last delete (null: a null written, or none), and whether any record since the last delete
-   * (or a delete itself) wrote it at all: an unknown column (unset by every record seen) is not judged.
-   */
-  setAt: Array<bigint | null> | undefined;
-  known: boolean[] | undefined;
-  /** Write timestamps of the key's records at or beyond the checkpoint (batches in flight). */
-  inFlight: Set<bigint>;
-  firstPartition: number;
-}
-
-/** A row as read: its canonical values and its latest write time. */
-interface TableRow {
-  key: string;
-  values: unknown[];
-  wt: string | null;
 }
 
 export class UpsertAudit {
@@ -221,6 +182,10 @@ export class UpsertAudit {
     if (g !== undefined) yield g;
   }
 
+  private judge(g: KeyGroup, row: TableRow | undefined): void {
+    judgeKey(this.ctx, (kind, partition, offset, message) => this.note(kind, partition, offset, message), g, row);
+  }
+
   private note(kind: ViolationKind, partition: number | undefined, offset: bigint | undefined, message: string): void {
     this.ctx.violations.add({ kind, message, ...(partition === undefined ? {} : { partition }), ...(offset === undefined ? {} : { offset: String(offset) }) });
     const c = partition === undefined ? this.ctx.unattributed : this.ctx.counts(partition);
@@ -232,55 +197,6 @@ export class UpsertAudit {
   /** A row for a key no record below the checkpoints names. */
   private unnamed(row: TableRow): void {
     this.note('extra', undefined, undefined, `${this.ctx.table} key ${row.key}: a row, though no record below the checkpoints names this key`);
-  }
-
-  private judge(g: KeyGroup, row: TableRow | undefined): void {
-    const { ctx } = this;
-    const table = ctx.table;
-    const last = g.last;
-    const partition = last?.partition ?? g.firstPartition;
-    // A write of a batch in flight: newer than the key's last record below the checkpoint.
-    if (row !== undefined && row.wt !== null && g.inFlight.has(BigInt(row.wt))) {
-      ctx.counts(partition).aheadOfCheckpoint++;
-      return;
-    }
-    if (row === undefined) {
-      if (last === undefined || last.del) return;
-      // Its last record's TTL passed: the row is gone (an expired record deletes it when written).
-      if (last.expiresAtMs !== null && last.expiresAtMs <= Date.now() + TTL_SLACK_MS) {
-        const c = ctx.counts(last.partition);
-        c.skipped['expired'] = (c.skipped['expired'] ?? 0) + 1;
-        return;
-      }
-      if (g.inFlight.size > 0) {
-        ctx.counts(partition).aheadOfCheckpoint++; // a batch in flight may have deleted it
-        return;
-      }
-      this.note('missing', last.partition, last.offset, `${table} key ${g.key}: no row, though its last record (partition ${last.partition} offset ${last.offset}) writes one`);
-      return;
-    }
-    if (last === undefined || last.del) {
-      const where = last === undefined ? 'no record below the checkpoints names this key' : `its last record (partition ${last.partition} offset ${last.offset}) deletes it`;
-      this.note('extra', last?.partition ?? partition, last?.offset, `${table} key ${g.key}: a row, though ${where}`);
-      return;
-    }
-    const want = last.values!;
-    // Merged (unset cells): a column no record seen wrote is not judged; the row's latest write is the
-    // latest record that wrote a value (none known: not judged).
-    const known = g.known;
-    const diff = ctx.valueColumns.map((c, i) => ({ c, i })).filter(({ i }) => (known === undefined || known[i]!) && JSON.stringify(row.values[i]) !== JSON.stringify(want[i]));
-    const latestSet = g.setAt?.reduce<bigint | null>((a, b) => (b !== null && (a === null || b > a) ? b : a), null);
-    const wantTs = latestSet === null ? undefined : ctx.writeTimestamp?.(latestSet ?? last.offset);
-    if (diff.length > 0) {
-      this.note(
-        'mismatch',
-        last.partition,
-        last.offset,
-        `${table} key ${g.key}: ${diff.map(({ c, i }) => `${c} is ${JSON.stringify(row.values[i])}, its last record (partition ${last.partition} offset ${last.offset}) says ${JSON.stringify(want[i])}`).join('; ')}`,
-      );
-    } else if (wantTs !== undefined && row.wt !== null && BigInt(row.wt) !== wantTs) {
-      this.note('mismatch', last.partition, last.offset, `${table} key ${g.key}: written at timestamp ${row.wt}, not ${wantTs} (from its last record's offset ${last.offset}): another writer touched the table`);
-    }
   }
 }
 

@@ -3,7 +3,7 @@
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
 import { test } from 'node:test';
-import { PartitionLedger, type EventRow, type QuarantineRowView } from '../../src/verify/ledger.js';
+import { PartitionLedger, type EventRow, type QuarantineRowView } from '../../src/verify/compare-rows.js';
 import { ViolationLog } from '../../src/verify/report.js';
 import { decodeEvent, encodeEvent, type Event } from '../../src/jobs/events/event.js';
 import type { SourceRecord } from '../../src/engine/job.js';
