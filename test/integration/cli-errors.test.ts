@@ -4,8 +4,7 @@ import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSy
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
-import { KafkaAdmin } from '../../src/kafka/admin.js';
-import { BROKERS, cliPath, freshKeyspace, repoRoot, runCli, startCli, testConfig, waitFor } from '../helpers.js';
+import { BROKERS, cliPath, freshKeyspace, repoRoot, runCli, startCli, testConfig, topicsAdmin, waitFor } from '../helpers.js';
 import { connectionArgs } from '../pipeline.js';
 
 test('a bad flag value gets one line naming the flag, and exit code 2', async () => {
@@ -64,11 +63,7 @@ test('a keyspace that does not exist: the hint names --keyspace and --job', asyn
 test('verify --job on a table that does not exist: one coded line naming the command that creates it, no stack trace', async (t) => {
   const config = testConfig();
   await freshKeyspace(t, config);
-  const admin = new KafkaAdmin(config);
-  t.after(async () => {
-    await admin.deleteTopic(config.topic).catch(() => undefined);
-    await admin.close();
-  });
+  const admin = topicsAdmin(t, config, [config.topic]);
   await admin.ensureTopic({ topic: config.topic, partitions: 1, replicationFactor: 1 });
   const dir = mkdtempSync(join(tmpdir(), 'eo-verify-'));
   t.after(() => rmSync(dir, { recursive: true, force: true }));
@@ -134,11 +129,7 @@ test('a worker whose topic or alerts topic does not exist exits with one line sa
     noTopic.stderr.split('\n').filter((l) => l.startsWith('error')).join('\n'),
     `error EO_TOPIC_MISMATCH: topic ${config.topic} does not exist at ${BROKERS}; run \`exactlyonce topic create --topic ${config.topic} --alerts-topic ${config.alertsTopic}\``,
   );
-  const admin = new KafkaAdmin(config);
-  t.after(async () => {
-    await admin.deleteTopic(config.topic).catch(() => undefined);
-    await admin.close();
-  });
+  const admin = topicsAdmin(t, config, [config.topic]);
   await admin.ensureTopic({ topic: config.topic, partitions: 1, replicationFactor: 1 });
   const noAlertsTopic = await runCli(['run', ...connectionArgs(config)]);
   assert.equal(noAlertsTopic.code, 5);
@@ -163,12 +154,7 @@ test("a sink whose topic does not exist: the hint creates that topic", async (t)
 test('a topic created a moment after the worker starts (metadata still spreading) is waited for, not refused', async (t) => {
   const config = testConfig();
   await freshKeyspace(t, config);
-  const admin = new KafkaAdmin(config);
-  t.after(async () => {
-    await admin.deleteTopic(config.topic).catch(() => undefined);
-    await admin.deleteTopic(config.alertsTopic).catch(() => undefined);
-    await admin.close();
-  });
+  const admin = topicsAdmin(t, config, [config.topic, config.alertsTopic]);
   assert.equal((await runCli(['schema', 'apply', ...connectionArgs(config)])).code, 0);
   await admin.ensureTopic({ topic: config.topic, partitions: 1, replicationFactor: 1 });
   const worker = startCli(t, ['run', ...connectionArgs(config)]);
@@ -183,12 +169,7 @@ test('a topic created a moment after the worker starts (metadata still spreading
 test('a keyspace an older version made (a column this version writes is missing) refuses a worker with one line: run schema apply; its schema_migrations rows lost in a crash do not', async (t) => {
   const config = testConfig();
   const session = await freshKeyspace(t, config);
-  const admin = new KafkaAdmin(config);
-  t.after(async () => {
-    await admin.deleteTopic(config.topic).catch(() => undefined);
-    await admin.deleteTopic(config.alertsTopic).catch(() => undefined);
-    await admin.close();
-  });
+  const admin = topicsAdmin(t, config, [config.topic, config.alertsTopic]);
   await admin.ensureTopic({ topic: config.topic, partitions: 1, replicationFactor: 1 });
   await admin.ensureTopic({ topic: config.alertsTopic, partitions: 1, replicationFactor: 1 });
   // What a periodic commit log's crash can take back: the rows recording the migrations (not the tables).

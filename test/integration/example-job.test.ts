@@ -1,10 +1,9 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { isDrained } from '../../src/harness/drain.js';
-import { KafkaAdmin } from '../../src/kafka/admin.js';
 import { Producer } from '../../src/kafka/producer.js';
 import { connectionArgs } from '../../src/harness/cli-process.js';
-import { CASSANDRA, cassandraSession, ensureRegistry, freshKeyspace, freshTopic, REGISTRY_ENV, runCli, startCli, testConfig, waitFor } from '../helpers.js';
+import { CASSANDRA, cassandraSession, ensureRegistry, freshKeyspace, freshTopic, REGISTRY_ENV, runCli, startCli, testConfig, topicsAdmin, waitFor } from '../helpers.js';
 import { assertExactlyOnce, checkpoints, generate, startWorker, waitDrained } from '../pipeline.js';
 
 const JOB = 'examples/page-views/job.ts';
@@ -18,11 +17,7 @@ function pageView(i: number): string {
 test('the example job runs from the public API, beside the events job on the same topic and keyspace, each with its own positions', async (t) => {
   const config = testConfig();
   const session = await cassandraSession(t, config);
-  const admin = new KafkaAdmin(config);
-  t.after(async () => {
-    await admin.deleteTopic(config.topic).catch(() => undefined);
-    await admin.close();
-  });
+  const admin = topicsAdmin(t, config, [config.topic]);
   await admin.ensureTopic({ topic: config.topic, partitions: 3, replicationFactor: 1 });
   await admin.ensureTopic({ topic: config.alertsTopic, partitions: 1, replicationFactor: 1, configs: { 'cleanup.policy': 'compact' } });
   t.after(() => admin.deleteTopic(config.alertsTopic).catch(() => undefined));

@@ -20,8 +20,7 @@ import path from 'node:path';
 import { test } from 'node:test';
 import { parse as parseYaml } from 'yaml';
 import { freePort } from '../../src/harness/worker-fleet.js';
-import { KafkaAdmin } from '../../src/kafka/admin.js';
-import { BROKERS, CASSANDRA, cassandraSession, cliPath, localStack, repoRoot, runProcess, suffix, testConfig, waitFor } from '../helpers.js';
+import { BROKERS, CASSANDRA, cassandraSession, cliPath, localStack, repoRoot, runProcess, suffix, testConfig, topicsAdmin, waitFor } from '../helpers.js';
 
 /** The README's section: its YAML block and its command blocks (fenced without a language). */
 export function fiveMinuteSink(readme: string): { yaml: string; commands: string[][] } {
@@ -147,11 +146,7 @@ test("the README's five-minute sink, followed literally from an empty folder: ea
   writeFileSync(path.join(dir, configPath), yaml.replace(/^name: orders\b/m, `name: ${name}`).replace(/^topic: shop\.orders$/m, `topic: ${topic}`));
 
   const config = testConfig({ topic, keyspace });
-  const admin = new KafkaAdmin(config);
-  t.after(async () => {
-    await admin.deleteTopic(topic).catch(() => undefined);
-    await admin.close();
-  });
+  const admin = topicsAdmin(t, config, [topic]);
   const session = await cassandraSession(t, config); // drops the keyspace when the test ends
   const env = { ...process.env, EXACTLYONCE_BROKERS: BROKERS, EXACTLYONCE_CASSANDRA: CASSANDRA, EXACTLYONCE_STACK_DIR: (await localStack()).dir, EXACTLYONCE_LOG_FORMAT: 'json' };
   const argsOf = (words: string[]) => words.slice(1).map((w, i, a) => substitute(w, a[i - 1]));

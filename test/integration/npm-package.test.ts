@@ -12,9 +12,8 @@ import { tmpdir } from 'node:os';
 import { join, relative, resolve } from 'node:path';
 import { test, type TestContext } from 'node:test';
 import { isDrained } from '../../src/harness/drain.js';
-import { KafkaAdmin } from '../../src/kafka/admin.js';
 import { Producer } from '../../src/kafka/producer.js';
-import { BROKERS, CASSANDRA, CASSANDRA_PORT, KAFKA_PORT, cassandraSession, freshTopic, localStack, repoRoot, runProcess, testConfig, waitFor, type CliResult } from '../helpers.js';
+import { BROKERS, CASSANDRA, CASSANDRA_PORT, cassandraSession, type CliResult, freshTopic, KAFKA_PORT, localStack, repoRoot, runProcess, testConfig, topicsAdmin, waitFor } from '../helpers.js';
 import { freePort } from '../pipeline.js';
 
 /** Runs a command to completion (npm, npx, tsc) in `cwd`, and how long it took. */
@@ -177,11 +176,7 @@ test('a user installs the packed package into a new project offline, runs a job 
   const session = await cassandraSession(t, config);
   await freshTopic(t, config, 3);
   const ordersTopic = `${config.topic}-orders`;
-  const admin = new KafkaAdmin(config);
-  t.after(async () => {
-    await admin.deleteTopic(ordersTopic).catch(() => undefined);
-    await admin.close();
-  });
+  const admin = topicsAdmin(t, config, [ordersTopic]);
   await admin.ensureTopic({ topic: ordersTopic, partitions: 2, replicationFactor: 1 });
   const env: NodeJS.ProcessEnv = {
     ...process.env,

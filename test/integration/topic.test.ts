@@ -1,16 +1,10 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { KafkaAdmin } from '../../src/kafka/admin.js';
-import { BROKERS, runCli, testConfig } from '../helpers.js';
+import { BROKERS, runCli, testConfig, topicsAdmin } from '../helpers.js';
 
 test('topic create says which topics it creates, is idempotent, and warns about a different partition count or replication factor', async (t) => {
   const config = testConfig();
-  const admin = new KafkaAdmin(config);
-  t.after(async () => {
-    await admin.deleteTopic(config.topic).catch(() => undefined);
-    await admin.deleteTopic(config.alertsTopic).catch(() => undefined);
-    await admin.close();
-  });
+  const admin = topicsAdmin(t, config, [config.topic, config.alertsTopic]);
   const args = ['topic', 'create', '--brokers', BROKERS, '--topic', config.topic, '--alerts-topic', config.alertsTopic];
 
   // A replication factor the single-broker stack cannot give: Kafka's reason, one line, nothing created.
