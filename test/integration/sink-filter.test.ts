@@ -3,19 +3,13 @@
 // rule's: a row (or a quarantine row) for a filtered offset is a violation.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { Producer } from '../../src/kafka/producer.js';
-import { freshKeyspace, freshTopic, runCli, sinkConfigFile, startSinkJob, testConfig, waitFor, waitSinkDrained } from '../helpers.js';
+import { connectedProducer, freshKeyspaceAndTopic, runCli, sinkConfigFile, sinkYamlHead, startSinkJob, verifyPasses, waitFor, waitSinkDrained } from '../helpers.js';
 import { freePort } from '../pipeline.js';
 
 test('a log sink with where: stores only the records it holds for; filtered ones are counted, checkpointed past and proved by verify --job', async (t) => {
-  const config = testConfig();
-  const session = await freshKeyspace(t, config);
-  const admin = await freshTopic(t, config, 2);
+  const { config, session, admin } = await freshKeyspaceAndTopic(t, 2);
   const file = sinkConfigFile(t, 'orders.yaml', [
-    'name: paid_orders',
-    `topic: ${config.topic}`,
-    'table: paid_orders',
-    'mode: log',
+    ...sinkYamlHead(config, 'paid_orders', 'log'),
     'where:',
     '  all:',
     '    - { field: value.status, in: [paid, shipped] }',
@@ -24,9 +18,8 @@ test('a log sink with where: stores only the records it holds for; filtered ones
     '  n: { type: int, required: true }',
     '  status: text',
   ]);
-  const producer = new Producer(config);
-  t.after(() => producer.close());
   const N = 40;
+  const producer = await connectedProducer(t, config);
   const status = (i: number) => ['paid', 'new', 'shipped', 'cancelled'][i % 4]!;
   const test_ = (i: number) => i % 5 === 0;
   const kept = Array.from({ length: N }, (_, i) => i).filter((i) => ['paid', 'shipped'].includes(status(i)) && !test_(i));
@@ -58,9 +51,7 @@ test('a log sink with where: stores only the records it holds for; filtered ones
   );
   assert.equal(counted, filtered);
 
-  const verify = await runCli(['verify', ...args, '--no-record', '--json']);
-  assert.equal(verify.code, 0, verify.stdout + verify.stderr);
-  const report = JSON.parse(verify.stdout) as { partitions: Array<{ skipped?: Record<string, number> }>; totals: { records: number; stored: number; quarantined: number; missing: number; extra: number; mismatched: number } };
+  const report = await verifyPasses(args);
   assert.deepEqual(
     { ...report.totals, filtered: report.partitions.reduce((n, p) => n + (p.skipped?.['filtered'] ?? 0), 0) },
     { ...report.totals, records: N, stored: kept.length, quarantined: 1, missing: 0, extra: 0, mismatched: 0, filtered },

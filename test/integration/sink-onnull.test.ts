@@ -4,18 +4,12 @@
 // sink's back is still a violation.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { Producer } from '../../src/kafka/producer.js';
-import { freshKeyspace, freshTopic, runCli, sinkConfigFile, startSinkJob, testConfig, waitSinkDrained } from '../helpers.js';
+import { connectedProducer, freshKeyspaceAndTopic, runCli, sinkConfigFile, sinkYamlHead, startSinkJob, verifyPasses, waitSinkDrained } from '../helpers.js';
 
 test('upsert with onNull unset, null and default: the row merges the key\'s records in offset order (across batches, reset by a delete); verify --job exact, a forged cell caught', async (t) => {
-  const config = testConfig();
-  const session = await freshKeyspace(t, config);
-  const admin = await freshTopic(t, config, 2);
+  const { config, session, admin } = await freshKeyspaceAndTopic(t, 2);
   const file = sinkConfigFile(t, 'profiles.yaml', [
-    'name: profiles',
-    `topic: ${config.topic}`,
-    'table: profiles',
-    'mode: upsert',
+    ...sinkYamlHead(config, 'profiles', 'upsert'),
     'key: [id]',
     'columns:',
     '  id: bigint',
@@ -24,8 +18,7 @@ test('upsert with onNull unset, null and default: the row merges the key\'s reco
     '  note: { type: text, onNull: "null" }',
     '  tier: { type: text, default: basic, onNull: default }',
   ]);
-  const producer = new Producer(config);
-  t.after(() => producer.close());
+  const producer = await connectedProducer(t, config);
   const send = (records: Array<[number, Record<string, unknown> | null]>) =>
     producer.send(config.topic, records.map(([id, v]) => ({ key: String(id), value: v === null ? null : JSON.stringify({ id, ...v }) })));
   // Batch one: key 1 in full, then without email (kept) and with city null (kept: unset); key 2 then deleted; key 3 once.
@@ -53,9 +46,7 @@ test('upsert with onNull unset, null and default: the row merges the key\'s reco
     '2': [null, 'Milan', null, 'basic'],
     '3': ['c@x', null, 'n3', 'basic'],
   });
-  const verify = await runCli(['verify', ...args, '--no-record', '--json']);
-  assert.equal(verify.code, 0, verify.stdout + verify.stderr);
-  const report = JSON.parse(verify.stdout) as { totals: { records: number; missing: number; mismatched: number; extra: number } };
+  const report = await verifyPasses(args);
   assert.deepEqual({ ...report.totals, records: report.totals.records }, { ...report.totals, records: 8, missing: 0, mismatched: 0, extra: 0 });
   // The merged value is proved, not skipped: key 1's email changed behind the sink, at the write time
   // the sink gave it (a tie Cassandra breaks by the larger value, 'forged'), is a mismatch.
