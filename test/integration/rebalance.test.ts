@@ -1,13 +1,11 @@
 import assert from 'node:assert/strict';
 import { once } from 'node:events';
 import { test } from 'node:test';
-import { freshKeyspace, freshTopic, testConfig } from '../helpers.js';
+import { freshKeyspaceAndTopic } from '../helpers.js';
 import { FAST_FAILOVER, assertExactlyOnce, finishRun, generate, killOneAtWork, startWorker, waitOwns, waitProgress, timeline, watchCheckpoints } from '../pipeline.js';
 
 test('3 workers killed and restarted at random, plus workers added and removed, store every offset exactly once', async (t) => {
-  const config = testConfig();
-  const session = await freshKeyspace(t, config);
-  const admin = await freshTopic(t, config, 6);
+  const { config, session, admin } = await freshKeyspaceAndTopic(t, 6);
   const watch = watchCheckpoints(t, session, config);
   const producing = generate(config, ['--count', '30000', '--rate', '2000', '--clients', '24', '--health-mix', '0:50,1:30,2:20', '--bad-ratio', '0.005', '--seed', '7']);
 

@@ -27,26 +27,26 @@ test('schema apply creates the original tables verbatim, and a second apply is a
     `keyspace ${config.keyspace}: created\n  applied 001_original_tables\n  applied 002_engine_tables\n  applied 003_alert_index\n` +
       '  applied 004_workers\n  applied 005_audit_runs\n  applied 006_job\n  applied 007_checkpoint_epoch\n  applied 010_job_tables\n  applied 020_alert_counts\n  applied 030_events_bucketed\n  applied 040_audit_proof\n  applied 045_job_input_partitions\n  applied 050_table_owner\n  applied 060_checkpoint_replay\n',
   );
-  // The bucketed layout's table: one Cassandra partition per (Kafka partition, bucket of offsets).
-  assert.deepEqual(await columns(session, config.keyspace, 'events_bucketed'), {
-    bucket: ['partition_key', 1, 'bigint', 'none'],
+  // An event's own fields, regular columns of both layouts' tables.
+  const fields = {
     client: ['regular', -1, 'text', 'none'],
     health: ['regular', -1, 'int', 'none'],
     id: ['regular', -1, 'bigint', 'none'],
-    offset: ['clustering', 0, 'bigint', 'asc'],
-    partition: ['partition_key', 0, 'int', 'none'],
     source: ['regular', -1, 'text', 'none'],
     ts: ['regular', -1, 'timestamp', 'none'],
+  };
+  // The bucketed layout's table: one Cassandra partition per (Kafka partition, bucket of offsets).
+  assert.deepEqual(await columns(session, config.keyspace, 'events_bucketed'), {
+    ...fields,
+    bucket: ['partition_key', 1, 'bigint', 'none'],
+    offset: ['clustering', 0, 'bigint', 'asc'],
+    partition: ['partition_key', 0, 'int', 'none'],
   });
 
   assert.deepEqual(await columns(session, config.keyspace, 'events'), {
-    client: ['regular', -1, 'text', 'none'],
-    health: ['regular', -1, 'int', 'none'],
-    id: ['regular', -1, 'bigint', 'none'],
+    ...fields,
     offset: ['clustering', 0, 'bigint', 'desc'],
     partition: ['partition_key', 0, 'int', 'none'],
-    source: ['regular', -1, 'text', 'none'],
-    ts: ['regular', -1, 'timestamp', 'none'],
   });
   assert.deepEqual(await columns(session, config.keyspace, 'alerts'), {
     event_count: ['regular', -1, 'int', 'none'],
