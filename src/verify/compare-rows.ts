@@ -291,8 +291,11 @@ export interface KeyContext {
   readonly counts: (partition: number) => UpsertCounts;
 }
 
+/** Reports a key's violation, on the partition (and offset) of the record that names it, if any. */
+export type KeyNote = (kind: ViolationKind, partition: number | undefined, offset: bigint | undefined, message: string) => void;
+
 /** An upsert job's key: its row against its last record (the merge of its records), and the row's write time. */
-export function judgeKey(ctx: KeyContext, note: (kind: ViolationKind, partition: number | undefined, offset: bigint | undefined, message: string) => void, g: KeyGroup, row: TableRow | undefined): void {
+export function judgeKey(ctx: KeyContext, note: KeyNote, g: KeyGroup, row: TableRow | undefined): void {
   const table = ctx.table;
   const last = g.last;
   const partition = last?.partition ?? g.firstPartition;
