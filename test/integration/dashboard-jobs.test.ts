@@ -5,27 +5,16 @@
 // headless Chromium, shows each job's partitions, stop code and the command that gets it going, its
 // quarantine by reason, its workers and its last verify.
 import assert from 'node:assert/strict';
-import { spawnSync } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { hostname, tmpdir } from 'node:os';
+import { mkdirSync } from 'node:fs';
+import { hostname } from 'node:os';
 import path from 'node:path';
 import { test } from 'node:test';
-import { chromium, type Page } from 'playwright-core';
 import { startDashboard } from '../../src/dashboard/dashboard.js';
-import { CheckpointStore } from '../../src/engine/checkpoint-store.js';
-import { KafkaAdmin } from '../../src/kafka/admin.js';
-import { Producer } from '../../src/kafka/producer.js';
 import type { JobStatusJson } from '../../src/operate/status.js';
-import { BROKERS, CASSANDRA, freshKeyspace, freshTopic, repoRoot, runCli, startCli, testConfig, waitFor } from '../helpers.js';
+import { browserPage, ensureChromium } from '../browser.js';
+import { BROKERS, CASSANDRA, freshKeyspace, freshTopic, repoRoot, runCli, startCli, testConfig, topicsAdmin, waitFor } from '../helpers.js';
+import { stoppedPagesSink } from '../pages-sink.js';
 import { connectionArgs, generate, startWorker, waitDrained, waitStarted } from '../pipeline.js';
-
-const CHROMIUM = '/usr/bin/chromium';
-
-function ensureChromium(): void {
-  if (existsSync(CHROMIUM)) return;
-  const r = spawnSync(path.join(repoRoot, 'scripts', 'install-browser.sh'), { stdio: 'inherit' });
-  assert.equal(r.status, 0, 'scripts/install-browser.sh installs chromium');
-}
 
 interface PageJob {
   name: string;
@@ -86,26 +75,11 @@ test('the dashboard shows per job what `exactlyonce status` shows: the events jo
 
   // The sink job `pages` on a topic of its own, 100 records per partition, one not JSON in each.
   const sinkTopic = `${config.topic}-pages`;
-  const cleanup = new KafkaAdmin(config);
-  t.after(async () => {
-    await cleanup.deleteTopic(sinkTopic).catch(() => undefined);
-    await cleanup.close();
-  });
+  const cleanup = topicsAdmin(t, config, [sinkTopic]);
   await admin.ensureTopic({ topic: sinkTopic, partitions: 2, replicationFactor: 1 });
   const job = 'pages';
-  const dir = mkdtempSync(path.join(tmpdir(), 'eo-dashboard-jobs-'));
-  t.after(() => rmSync(dir, { recursive: true, force: true }));
-  const file = path.join(dir, 'pages.json');
-  writeFileSync(file, JSON.stringify({ name: job, topic: sinkTopic, format: 'json', table: 'pages', mode: 'log', columns: { id: 'bigint', name: { type: 'text', required: true } } }));
-  const apply = await runCli(['schema', 'apply', ...conn, '--job', file]);
-  assert.equal(apply.code, 0, apply.stderr);
-  const producer = new Producer(config);
-  await producer.connect();
-  await producer.send(sinkTopic, [0, 1].flatMap((partition) => Array.from({ length: 100 }, (_, i) => ({ key: null, value: i === 50 ? 'not json' : JSON.stringify({ id: i, name: `n${i}` }), partition }))));
-  await producer.close();
   // Partition 1 resumes at 5, but its log now starts at 20: the worker stops it rather than skip.
-  await admin.deleteRecords(sinkTopic, 1, 20n);
-  await new CheckpointStore(session, config.keyspace, sinkTopic, job).write(1, 5n, 0);
+  const file = await stoppedPagesSink(t, config, session, admin, job, sinkTopic);
 
   // The events job: the generator's events, some malformed (quarantined).
   await generate(config, ['--count', '400', '--rate', '2000', '--bad-ratio', '0.05', '--seed', '5']);
@@ -204,21 +178,7 @@ test('the dashboard shows per job what `exactlyonce status` shows: the events jo
   assert.equal(Number(expected[0]!.lastVerify!.summary['records']), 400, 'the verify recorded covers the 400 events');
 
   // The page shows it: each job, its partitions, the stop's code, message and command, the quarantine, the verify.
-  const userDataDir = mkdtempSync(path.join(tmpdir(), 'eo-chromium-'));
-  t.after(() => rmSync(userDataDir, { recursive: true, force: true }));
-  const browser = await chromium.launchPersistentContext(userDataDir, {
-    executablePath: CHROMIUM,
-    headless: true,
-    viewport: { width: 1400, height: 1200 },
-    args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
-  });
-  t.after(() => browser.close());
-  const page: Page = browser.pages()[0] ?? (await browser.newPage());
-  const pageErrors: string[] = [];
-  page.on('pageerror', (e) => pageErrors.push(e.message));
-  page.on('console', (m) => {
-    if (m.type() === 'error') pageErrors.push(m.text());
-  });
+  const { page, pageErrors } = await browserPage(t);
   await page.goto(dashboard.url);
   let onPage: unknown;
   await waitFor(

@@ -1,25 +1,16 @@
 import assert from 'node:assert/strict';
-import { spawnSync } from 'node:child_process';
 import { once } from 'node:events';
-import { existsSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { test } from 'node:test';
-import { chromium, type Page } from 'playwright-core';
+import type { Page } from 'playwright-core';
 import type { AuditReport } from '../../src/verify/report.js';
 import { parsePrometheus, select, total, type Sample } from '../../src/dashboard/prometheus.js';
+import { browserPage, ensureChromium } from '../browser.js';
 import { freshKeyspace, freshTopic, repoRoot, runCli, startCli, testConfig, waitFor } from '../helpers.js';
 import { connectionArgs, checkpoints, freePort, generate, startWorker, waitDrained, waitStarted } from '../pipeline.js';
 
-const CHROMIUM = '/usr/bin/chromium';
 const SCREENSHOT = join(repoRoot, 'test-artifacts', 'dashboard.png');
-
-/** Debian's Chromium, installed on first use (a fresh CI machine has none). */
-function ensureChromium(): void {
-  if (existsSync(CHROMIUM)) return;
-  const r = spawnSync(join(repoRoot, 'scripts', 'install-browser.sh'), { stdio: 'inherit' });
-  assert.equal(r.status, 0, 'scripts/install-browser.sh installs chromium');
-}
 
 async function scrape(port: number): Promise<Sample[]> {
   return parsePrometheus(await (await fetch(`http://127.0.0.1:${port}/metrics`)).text());
@@ -138,22 +129,7 @@ test("the dashboard in headless Chromium during a run: live numbers that move an
   const id1 = select(await scrape(port1), 'exactlyonce_worker_info')[0]!.labels['worker_id']!;
   const id2 = select(await scrape(port2), 'exactlyonce_worker_info')[0]!.labels['worker_id']!;
 
-  const userDataDir = mkdtempSync(join(tmpdir(), 'eo-chromium-'));
-  t.after(() => rmSync(userDataDir, { recursive: true, force: true }));
-  // A fresh profile per run (launchPersistentContext passes it as --user-data-dir).
-  const browser = await chromium.launchPersistentContext(userDataDir, {
-    executablePath: CHROMIUM,
-    headless: true,
-    viewport: { width: 1400, height: 1200 },
-    args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
-  });
-  t.after(() => browser.close());
-  const page = browser.pages()[0] ?? (await browser.newPage());
-  const pageErrors: string[] = [];
-  page.on('pageerror', (e) => pageErrors.push(e.message));
-  page.on('console', (m) => {
-    if (m.type() === 'error') pageErrors.push(m.text());
-  });
+  const { page, pageErrors } = await browserPage(t);
   page.on('requestfailed', (r) => pageErrors.push(`request failed: ${r.url()}`));
   await page.goto(url);
 

@@ -7,7 +7,7 @@ import { test, type TestContext } from 'node:test';
 import type { Client } from '../../src/cassandra/session.js';
 import type { ConnectionConfig } from '../../src/config.js';
 import { KafkaAdmin } from '../../src/kafka/admin.js';
-import { freshKeyspace, freshTopic, recreateTopic, runCli, testConfig, waitFor } from '../helpers.js';
+import { freshKeyspaceAndTopic, freshTopic, recreateTopic, runCli, waitFor } from '../helpers.js';
 import { checkpoints, connectionArgs, generate, readyz, sleep, startServedWorker, waitDrained, type Worker } from '../pipeline.js';
 
 /** The worker's error-level log lines (pino level 50) carrying `code`, as {partition, msg}. */
@@ -51,9 +51,7 @@ async function drainedWorker(t: TestContext, config: ConnectionConfig, session: 
 }
 
 test('a topic deleted and re-created with more records than the checkpoints: stopped at assignment, nothing read', async (t) => {
-  const config = testConfig();
-  const session = await freshKeyspace(t, config);
-  const admin = await freshTopic(t, config, 2);
+  const { config, session, admin } = await freshKeyspaceAndTopic(t, 2);
   const { worker, ends } = await drainedWorker(t, config, session, 400, 2);
   await stop(worker);
   const oldId = (await admin.topicId(config.topic))!;
@@ -86,9 +84,7 @@ test('a topic deleted and re-created with more records than the checkpoints: sto
 });
 
 test('a topic re-created under a running worker: its partitions stop, no checkpoint moves', async (t) => {
-  const config = testConfig();
-  const session = await freshKeyspace(t, config);
-  const admin = await freshTopic(t, config, 1);
+  const { config, session, admin } = await freshKeyspaceAndTopic(t, 1);
   const { worker, ends } = await drainedWorker(t, config, session, 300, 1);
   await recreateTopic(admin, config, 1);
   await generate(config, ['--count', '2000', '--rate', '100000', '--clients', '6', '--seed', '9']);
@@ -101,9 +97,7 @@ test('a topic re-created under a running worker: its partitions stop, no checkpo
 });
 
 test("records deleted under a running worker before it read them: the partition stops, the consumer never jumps", async (t) => {
-  const config = testConfig();
-  const session = await freshKeyspace(t, config);
-  const admin = await freshTopic(t, config, 1);
+  const { config, session, admin } = await freshKeyspaceAndTopic(t, 1);
   await generate(config, ['--count', '60000', '--rate', '100000', '--clients', '6', '--seed', '10']);
   // Small batches and the smallest prefetch: the worker is far behind when the records go.
   const worker = await startServedWorker(t, config, ['--max-batch', '50', '--max-buffer-mb', '1']);
@@ -123,9 +117,7 @@ test("records deleted under a running worker before it read them: the partition 
 });
 
 test('a permanent Cassandra error (a column dropped under a running worker) stops the partition once, visibly', async (t) => {
-  const config = testConfig();
-  const session = await freshKeyspace(t, config);
-  await freshTopic(t, config, 1);
+  const { config, session } = await freshKeyspaceAndTopic(t, 1);
   const { worker, ends } = await drainedWorker(t, config, session, 200, 1);
   await session.execute(`ALTER TABLE ${config.keyspace}.events DROP client`);
   await generate(config, ['--count', '200', '--rate', '100000', '--clients', '6', '--seed', '11']);
@@ -141,9 +133,7 @@ test('a permanent Cassandra error (a column dropped under a running worker) stop
 });
 
 test('a keyspace serves one topic: a worker for another topic refuses with one coded line', async (t) => {
-  const config = testConfig();
-  const session = await freshKeyspace(t, config);
-  await freshTopic(t, config, 1);
+  const { config, session } = await freshKeyspaceAndTopic(t, 1);
   await drainedWorker(t, config, session, 50, 1).then(({ worker }) => stop(worker));
   const other = { ...config, topic: `${config.topic}-other`, alertsTopic: config.alertsTopic };
   await freshTopic(t, { ...other, alertsTopic: `${config.alertsTopic}-unused` }, 1);
@@ -156,9 +146,7 @@ test('a keyspace serves one topic: a worker for another topic refuses with one c
 });
 
 test('planning an assignment fails for good (the checkpoints table is gone): the partitions stop, never read from a default position', async (t) => {
-  const config = testConfig();
-  const session = await freshKeyspace(t, config);
-  await freshTopic(t, config, 2);
+  const { config, session } = await freshKeyspaceAndTopic(t, 2);
   await generate(config, ['--count', '100', '--rate', '100000', '--clients', '6', '--seed', '12']);
   await session.execute(`DROP TABLE ${config.keyspace}.checkpoints`);
   const worker = await startServedWorker(t, config);
