@@ -9,8 +9,13 @@
  *   offset that was not quarantined), or none when that record deletes the key; no other row exists.
  *   A column a record leaves unset keeps the value of the key's last record that set it (since the
  *   last delete).
+ * - aggregate mode (src/engine/aggregation.ts): each stored partial is the fold of its partition's
+ *   records of its group and window up to its `through` offset, and covers every such record below the
+ *   checkpoint; each result row is the merge of its partials, written at their merge timestamp.
  */
 import type { SourceRecord } from '../kafka/record.js';
+import type { Row } from '../cassandra/session.js';
+import type { Fold } from './aggregation.js';
 
 /** What one record must produce. Values are the ones the job binds to Cassandra (bigint, Date, …). */
 export type Expectation =
@@ -28,6 +33,8 @@ export type Expectation =
     }
   /** Upsert mode: the key's row is deleted (a tombstone record). */
   | { readonly kind: 'delete'; readonly key: Readonly<Record<string, unknown>> }
+  /** Aggregate mode: the record is folded into these (group, window)s, each named by its key text. */
+  | { readonly kind: 'contribute'; readonly slots: readonly string[]; readonly value: unknown }
   /** The record is quarantined, with this reason. */
   | { readonly kind: 'quarantine'; readonly reason: string }
   /**
@@ -39,7 +46,9 @@ export type Expectation =
 export interface JobAudit {
   /** The table the job writes, in the worker's keyspace. */
   readonly table: string;
-  readonly mode: 'log' | 'upsert';
+  readonly mode: 'log' | 'upsert' | 'aggregate';
+  /** Aggregate mode: how the job folds and where its partials and results are. */
+  readonly aggregate?: AggregateAudit;
   /** The table's primary key columns, in order. */
   readonly keyColumns: readonly string[];
   /** The other columns compared. */
@@ -63,4 +72,24 @@ export interface JobAudit {
   sample?(o: { seed: number; count: number; badRatio: number }): Iterable<{ key: string | Buffer | null; value: string | Buffer | null }>;
   /** What `sample` needs done first, once (a sink of Avro records registers its sample schema for the topic). */
   prepareSample?(): Promise<void>;
+}
+
+/** What `verify --job` needs of an aggregating job (src/verify/aggregate-audit.ts). */
+export interface AggregateAudit {
+  /** The partials table (the result table is `JobAudit.table`). */
+  readonly partialsTable: string;
+  /** The columns to read of each table (the result's and the partials'). */
+  readonly resultColumns: readonly string[];
+  readonly partialColumns: readonly string[];
+  readonly fold: Fold<unknown, unknown>;
+  /** A partials row: its (group, window) key text, partition, through offset and state. */
+  partial(row: Row): { slot: string; partition: number; through: bigint; state: unknown };
+  /** A result row: its (group, window) key text and its aggregate values, as canonical text. */
+  result(row: Row): { slot: string; values: Readonly<Record<string, string>> };
+  /** The aggregate values a merged state must show, as canonical text. */
+  resultValues(state: unknown): Readonly<Record<string, string>>;
+  /** A state as canonical text (two states are equal when their texts are). */
+  stateText(state: unknown): string;
+  /** The result column whose write time is the merge timestamp. */
+  readonly timedColumn: string;
 }

@@ -173,7 +173,7 @@ export class JobLedger extends OffsetLedger<JobTableRow, JobQuarantineRow, JobRe
     partition: number,
     from: bigint,
     violations: ViolationLog,
-    private readonly o: { mode: 'log' | 'upsert'; table: string; valueColumns: readonly string[] },
+    private readonly o: { mode: 'log' | 'upsert' | 'aggregate'; table: string; valueColumns: readonly string[] },
   ) {
     super(partition, from, violations, [o.table, 'quarantine']);
   }
@@ -222,7 +222,8 @@ export class JobLedger extends OffsetLedger<JobTableRow, JobQuarantineRow, JobRe
       this.mismatched++;
       this.v('quarantined_valid', r.offset, `quarantined (${q.reason}) though the job's record is valid`);
     }
-    if (this.o.mode === 'upsert') {
+    if (this.o.mode !== 'log') {
+      // Upsert: the key's row is judged by the keyed merge; aggregate: the partials by the aggregate audit.
       if (q === undefined) this.stored++;
       return;
     }

@@ -16,6 +16,10 @@
  *   (src/verify/upsert-audit.ts). The topic is read to its end, so that a row written by a batch in
  *   flight is recognised (counted as ahead of the checkpoint, not judged).
  *
+ * - aggregate mode: every stored partial is the fold of its partition's records up to its offset and
+ *   covers the records below the checkpoint, every result row the merge of its partials
+ *   (src/verify/aggregate-audit.ts); always from the log start, to the log end.
+ *
  * Memory: one chunk of records per lane, one page of rows, and in upsert mode the keyed merge's budget
  * (`memoryMb`; beyond it sorted runs go to a temporary folder) — independent of the number of keys.
  */
@@ -34,6 +38,7 @@ import { configFingerprint } from './proof-plan.js';
 import { pagedRows, pages } from './reads.js';
 import { ViolationLog, type AuditReport, type Unattributed } from './report.js';
 import { UpsertAudit } from './upsert-audit.js';
+import { AggregateAudit } from './aggregate-audit.js';
 
 export interface JobAuditOptions {
   keepViolations?: number;
@@ -60,6 +65,7 @@ export class JobAuditor {
   private readonly violations: ViolationLog;
   private readonly t: EngineTables;
   private upsert: UpsertAudit | null = null;
+  private aggregate: AggregateAudit | null = null;
 
   constructor(
     private readonly config: ConnectionConfig,
@@ -95,7 +101,8 @@ export class JobAuditor {
       noTopic: `topic ${config.topic} does not exist; nothing to verify`,
       readCheckpoints: () => new CheckpointStore(this.session, ks, config.topic, this.job.legacyTables === true ? undefined : this.job.name).readStored(),
       job: this.job.name,
-      proofs: options.proofs,
+      // A partial is a fold of the log's prefix: an aggregate job is proved from the log start every time.
+      proofs: audit.mode === 'aggregate' && options.proofs !== undefined ? { ...options.proofs, full: true } : options.proofs,
       defaultConfig: () => configFingerprint({ ...(this.job.settings ?? {}), topic: config.topic }),
       checkpointOutside: (w, cp) => `partition ${w.partition}: checkpoint ${cp} is outside the log [${w.low}, ${w.high}]`,
     };
@@ -120,6 +127,23 @@ export class JobAuditor {
         });
       }
 
+      if (audit.mode === 'aggregate') {
+        this.aggregate = new AggregateAudit({
+          session: this.session,
+          keyspace: ks,
+          table: audit.table,
+          described: audit.aggregate!,
+          violations: this.violations,
+          unattributed,
+          aheadOfCheckpoint: () => undefined,
+          count: (p, kind) => {
+            const c = byPartition.get(p)?.counts;
+            if (c !== undefined) c[kind]++;
+            else unattributed[kind]++;
+          },
+        });
+      }
+
       const progress = new Progress(states.reduce((n, s) => n + Number(max(0n, this.readTo(s) - s.ledger.position)), 0), options.onProgress);
       const scanEach = async (reader: LogReader, s: PartitionState) => {
         await this.scan(reader, s, progress);
@@ -129,6 +153,7 @@ export class JobAuditor {
         await walk.inLanes(states, options.lanes, (s) => s.ledger.position < this.readTo(s), scanEach, async () => undefined);
         await this.unknownPartitions(new Set(byPartition.keys()));
         if (this.upsert !== null) await (walk.full ? this.upsert.judgeAll() : this.upsert.judgeTouched());
+        if (this.aggregate !== null) await this.aggregate.judge(new Map(states.map((s) => [s.partition, s.end])));
       } finally {
         await this.upsert?.close();
       }
@@ -144,9 +169,9 @@ export class JobAuditor {
     });
   }
 
-  /** Upsert mode reads to the log end, so that a row written by a batch in flight is recognised. */
+  /** Upsert and aggregate modes read to the log end, so that a row written by a batch in flight is recognised. */
   private readTo(s: PartitionState): bigint {
-    return this.audit.mode === 'upsert' ? s.high : s.end;
+    return this.audit.mode === 'log' ? s.end : s.high;
   }
 
   private partitionState(b: WalkedPartition): PartitionState {
@@ -199,6 +224,7 @@ export class JobAuditor {
         if (this.upsert !== null) {
           for (const r of records) if (r.e.kind === 'row' || r.e.kind === 'delete') await this.upsert.add(p, r.offset, r.e, r.offset >= s.end);
         }
+        if (this.aggregate !== null) for (const r of records) if (r.e.kind === 'contribute') this.aggregate.add(p, r.offset, r.e.slots, r.e.value);
         progress.add(records.length);
       }
       await check([], s.end);

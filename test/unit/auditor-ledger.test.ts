@@ -1,4 +1,4 @@
-// The auditor's offset ledger (src/verify/ledger.ts): topic records merged with events and
+// The auditor's offset ledger (src/verify/compare-rows.ts): topic records merged with events and
 // quarantine rows, every offset judged once, gaps explained, each violation named by partition/offset.
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';

@@ -117,7 +117,7 @@ export function plainDecimal(text: string): string | undefined {
  * digits (fromString parses them in quadratic time: 3.5 ms for the 1000 digits of a 6-byte 1e1000):
  * through a native BigInt and the value's bytes (a 4-byte scale, the unscaled two's-complement varint).
  */
-function decimalOf(plain: string): InstanceType<typeof types.BigDecimal> {
+export function decimalOf(plain: string): InstanceType<typeof types.BigDecimal> {
   const point = plain.indexOf('.');
   const scale = point < 0 ? 0 : plain.length - 1 - point;
   const n = BigInt(point < 0 ? plain : plain.slice(0, point) + plain.slice(point + 1));

@@ -132,7 +132,7 @@ export class SinkCodec {
       }
       if (record.value === null) return { ok: true, value: { kind: 'delete', key } };
     } else if (record.value === null) {
-      return bad('null_value', 'a record without a value (a tombstone) has no row in a log-mode table');
+      return bad('null_value', `a record without a value (a tombstone) has ${config.mode === 'log' ? 'no row in a log-mode table' : 'nothing to aggregate'}`);
     }
     const v = this.valueDoc(record.value!);
     if (!v.ok) return bad(v.reason, v.detail);

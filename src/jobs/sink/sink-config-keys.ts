@@ -27,6 +27,14 @@ const WEAK_LEVELS: Readonly<Record<string, string>> = {
 
 /** Unquoted CQL identifiers in lower case (so the generated CQL needs no quoting). */
 const identifier = z.string().regex(/^[a-z][a-z0-9_]{0,47}$/, 'expected a lower-case CQL name: a letter, then letters, digits or _ (at most 48)');
+const duration = z.string().regex(/^[1-9]\d*(ms|s|m|h|d)$/, 'expected a whole number and a unit: 500ms, 30s, 1m, 12h or 1d');
+const windowSchema = z
+  .object({
+    time: identifier.describe('the timestamp column whose value places a record in its windows'),
+    size: duration.describe('how long a window is'),
+    slide: duration.optional().describe('how far apart windows start (default: size, tumbling windows)'),
+  })
+  .strict();
 const TYPES_HELP = `${SCALAR_TYPES.join(', ')}, varchar (text), list<T>, set<T> or map<text, T> of those (nested collections too)`;
 const cqlType = z.string().superRefine((s, ctx) => {
   // A mistyped name (varchr, bigitn) is named with the type meant; a collection's text is shown as it is.
@@ -64,8 +72,23 @@ export const sinkSchema = z
     table: identifier.describe('the table, in the keyspace of --keyspace (required)'),
     format: formats.optional().describe(`the values: ${FORMATS.join(', ')} (default json; the others through a Schema Registry)`),
     keyFormat: formats.optional().describe('the record keys, the same choices (default json: the key\'s canonical text, or a JSON object of several)'),
-    mode: z.enum(['log', 'upsert']).describe('log: one row per (partition, offset); upsert: one row per key, its record with the highest offset (required)'),
+    mode: z
+      .enum(['log', 'upsert', 'aggregate'])
+      .describe('log: one row per (partition, offset); upsert: one row per key, its record with the highest offset; aggregate: one row per group (and window), the aggregates of every record read (required)'),
     key: z.array(identifier).min(1).optional().describe('upsert: the key columns, e.g. [order_id]'),
+    groupBy: z.array(identifier).min(1).optional().describe('aggregate: the columns a group is, e.g. [customer] (text, int, bigint, smallint, tinyint, boolean, timestamp, uuid, timeuuid or decimal)'),
+    window: windowSchema
+      .optional()
+      .describe(
+        'aggregate: windows on event time, { time: <timestamp column>, size: 1m, slide: 30s } (slide left out: tumbling; size a whole multiple of slide); left out, one running total per group. A record counts in the window(s) its time falls in, however late it arrives',
+      ),
+    aggregates: z
+      .record(identifier, z.string())
+      .refine((a) => Object.keys(a).length > 0, { message: 'expected at least one aggregate' })
+      .optional()
+      .describe(
+        'aggregate: the result columns, name: count | sum(<column>) | min(<column>) | max(<column>) | avg(<column>). sum of int, bigint, smallint or tinyint is an exact bigint (beyond 64 bits the partition stops, coded), of decimal an exact decimal, of double or float a double; min and max keep the column\'s type (numbers and timestamps); avg is a double from the exact sum and count. A null or missing value counts in count, not in the others',
+      ),
     ttl: z
       .string()
       .regex(/^[1-9]\d*[smhd]$/, 'expected a whole number and a unit: 90s, 15m, 12h or 7d')
@@ -132,6 +155,7 @@ export function sinkConfigKeysHelp(): string {
 function knownKeys(at: readonly PropertyKey[]): string[] {
   if (at.length === 0) return Object.keys(sinkSchema.shape);
   if (at.length === 2 && at[0] === 'columns') return Object.keys(columnObject.shape);
+  if (at.length === 1 && at[0] === 'window') return Object.keys(windowSchema.shape);
   return [];
 }
 

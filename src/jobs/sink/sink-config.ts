@@ -62,6 +62,7 @@
  * exactlyonce_sink_unknown_fields_total{field}) or quarantined (unknown_field), by `onUnknown`;
  * `schema apply --job` adds the new fields' columns (src/jobs/sink/evolve.ts).
  */
+import { aggregateSpec, type AggregateSpec } from './aggregate-config.js';
 import { readFileSync } from 'node:fs';
 import { LosslessNumber } from 'lossless-json';
 import { parse as parseYaml } from 'yaml';
@@ -98,7 +99,7 @@ export interface SinkConfig {
   readonly name: string;
   readonly topic: string;
   readonly table: string;
-  readonly mode: 'log' | 'upsert';
+  readonly mode: 'log' | 'upsert' | 'aggregate';
   /** How record values and keys are decoded (src/formats/decoder.ts). */
   readonly format: Format;
   readonly keyFormat: Format;
@@ -117,6 +118,8 @@ export interface SinkConfig {
   readonly onUnknown: 'ignore' | 'quarantine';
   /** The values are Debezium change events: the row is their `after` (or `before`), op d a delete. */
   readonly envelope?: 'debezium';
+  /** Mode aggregate: the groups, windows and aggregates (src/jobs/sink/aggregate-config.ts). */
+  readonly aggregate?: AggregateSpec;
   /** The validated file as given, for the job's stored settings. */
   readonly source: string;
 }
@@ -180,6 +183,11 @@ export function sinkConfig(raw: unknown, where = 'sink config', derived = false)
   if (c.mode === 'log') {
     if (c.key !== undefined) problems.push('key: a log-mode table is keyed by (partition, offset); key is for mode upsert');
     for (const col of columns) if (LOG_COLUMNS.includes(col.name)) problems.push(`columns.${col.name}: the name is taken by the record's position in log mode (partition, offset)`);
+  } else if (c.mode === 'aggregate') {
+    if (c.key !== undefined) problems.push('key: an aggregate table is keyed by its groupBy columns (and window); key is for mode upsert');
+    if (c.ttl !== undefined || c.ttlField !== undefined) problems.push(`${c.ttl !== undefined ? 'ttl' : 'ttlField'}: not for mode aggregate (an aggregate row holds many records; a TTL would drop their partials one by one)`);
+    if (c.envelope !== undefined) problems.push('envelope: not for mode aggregate (a change event updates a row: aggregate its table with a log-mode sink of the changes)');
+    for (const col of columns) if (col.onNull === 'unset') problems.push(`columns.${col.name}.onNull: unset is for upsert tables; an aggregate skips a null or missing value (count counts the record)`);
   } else {
     if (c.key === undefined) problems.push('key: mode upsert needs the key columns, e.g. key: [order_id]');
     for (const [i, k] of (c.key ?? []).entries()) {
@@ -211,6 +219,11 @@ export function sinkConfig(raw: unknown, where = 'sink config', derived = false)
   if (c.envelope !== undefined && derived) problems.push('envelope: debezium needs its columns listed (columns derived from the registered schema would be the envelope\'s: before, after, source, op)');
   if (c.onUnknown !== undefined && !derived) problems.push('onUnknown: only for columns derived from the registered schema (leave columns out); listed columns store what they name, and the other fields are not read');
   const filter = c.where === undefined ? undefined : parsePredicate(c.where, 'where', problems);
+  const aggregate = aggregateSpec(c, columns, problems);
+  // A record without its group or its time belongs to no row: quarantined (missing_field), unless the column has a default.
+  for (const i of [...(aggregate?.groupBy ?? []), ...(aggregate?.window === undefined ? [] : [aggregate.window.time])]) {
+    if (columns[i]!.default === undefined) columns[i] = { ...columns[i]!, required: true };
+  }
   if (problems.length > 0) throw invalid(where, problems);
   return Object.freeze({
     name: c.name ?? c.table,
@@ -227,6 +240,7 @@ export function sinkConfig(raw: unknown, where = 'sink config', derived = false)
     ...(ttl === undefined ? {} : { ttl }),
     ...(filter === undefined ? {} : { where: filter }),
     ...(c.envelope === undefined ? {} : { envelope: c.envelope }),
+    ...(aggregate === undefined ? {} : { aggregate }),
     source: JSON.stringify(c),
   });
 }

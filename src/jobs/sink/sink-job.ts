@@ -47,6 +47,7 @@ import { SinkCodec, type SinkRow } from './sink-codec.js';
 import { sinkConfig, valueSubject, type SinkColumn, type SinkConfig } from './sink-config.js';
 import { checkSinkTable, createTableCql } from './sink-table.js';
 import { rowStatements, writeLog, writeUpsert, type RowStatements } from './sink-writes.js';
+import { aggregateAudit, aggregateKeyColumns, partialsTable, SinkAggregator, slotsOf } from './sink-aggregate.js';
 import { SchemaRegistry } from '../../registry/schema-registry.js';
 import { UnmatchedReporter } from './unmatched-columns.js';
 import { createLogger } from '../../log.js';
@@ -72,6 +73,8 @@ export class SinkJob implements Job<SinkRow> {
   /** Upsert: where each key column's value is among the insert's parameters (to route a key's batch). */
   private readonly keyIndexes: readonly number[];
   private readonly unmatched: UnmatchedReporter;
+  /** Mode aggregate: the partials and merges, made in open(). */
+  private aggregator: SinkAggregator | undefined;
   /** exactlyonce_sink_unmatched_columns_total{column}: batches in which a column's field matched no record. */
   private unmatchedCount: Counter<'column'> | undefined;
   /** exactlyonce_sink_expired_total: records not written because their TTL had passed (record time + TTL). */
@@ -112,9 +115,10 @@ export class SinkJob implements Job<SinkRow> {
       ...(config.onUnknown === 'quarantine' ? { onUnknown: 'quarantine' } : {}),
       ...(config.ttl === undefined ? {} : 'seconds' in config.ttl ? { ttl: `${config.ttl.seconds}s` } : { ttlField: settingOf(config.ttl.field) }),
       ...(config.envelope === undefined ? {} : { envelope: config.envelope }),
+      ...(config.aggregate === undefined ? {} : { aggregate: JSON.stringify(config.aggregate) }),
     };
     this.migrations = [{ version: 1, name: config.table, cql: createTableCql(config) }];
-    this.tables = [config.table];
+    this.tables = config.mode === 'aggregate' ? [config.table, partialsTable(config)] : [config.table];
     const codec = this.codec;
     // Which columns' fields some record of this audit had (src/jobs/sink/unmatched-columns.ts): one that
     // none had stored null for every row, which `verify --job` says under its report.
@@ -123,8 +127,9 @@ export class SinkJob implements Job<SinkRow> {
     this.audit = {
       table: config.table,
       mode: config.mode,
-      keyColumns: config.mode === 'log' ? ['partition', 'offset'] : config.key,
-      columns: config.columns.map((c) => c.name).filter((c) => !config.key.includes(c)),
+      keyColumns: config.mode === 'log' ? ['partition', 'offset'] : config.mode === 'upsert' ? config.key : aggregateKeyColumns(config),
+      columns: config.mode === 'aggregate' ? config.aggregate!.aggregates.map((a) => a.name) : config.columns.map((c) => c.name).filter((c) => !config.key.includes(c)),
+      ...(config.mode === 'aggregate' ? { aggregate: aggregateAudit(config) } : {}),
       writeTimestamp: config.mode === 'upsert' ? (offset) => offset : undefined,
       expect: (record) => {
         const d = codec.decode(record);
@@ -133,6 +138,7 @@ export class SinkJob implements Job<SinkRow> {
           const absent = new Set(d.value.absent);
           for (let i = 0; i < config.columns.length; i++) if (!absent.has(i)) matched.add(i);
         }
+        if (config.mode === 'aggregate' && d.ok && d.value.kind === 'row') return { kind: 'contribute', slots: slotsOf(config.aggregate!, d.value.values).map((s) => s.text), value: d.value.values };
         return codec.expect(record, d);
       },
       notes: () =>
@@ -220,12 +226,22 @@ export class SinkJob implements Job<SinkRow> {
         new Counter({ name: expired, help: 'Records not written because their TTL had passed when their batch was written (record timestamp + TTL; counted again when a batch is written again)', registers: [context.metrics] });
     }
     await checkSinkTable(context.session, context.keyspace, this.config);
-    this.statements = this.rowStatements(context.session, context.keyspace);
+    if (this.config.mode === 'aggregate') this.aggregator = new SinkAggregator(this.config, context.session, context.keyspace, this.consistency);
+    else this.statements = this.rowStatements(context.session, context.keyspace);
   }
 
   /** The row writes: log mode's insert; upsert's insert and delete. */
   private rowStatements(session: Client, keyspace: string): RowStatements {
     return rowStatements(this.config, session, keyspace, this.consistency);
+  }
+
+  /** Mode aggregate: what this worker remembers of a partition's partials is read back from Cassandra. */
+  onRewind(partition: number): void {
+    this.aggregator?.forget(partition);
+  }
+
+  onRevoke(partitions: readonly number[]): void {
+    for (const p of partitions) this.aggregator?.forget(p);
   }
 
   async write(partition: number, all: readonly DecodedRecord<SinkRow>[], signal: AbortSignal): Promise<void> {
@@ -234,6 +250,7 @@ export class SinkJob implements Job<SinkRow> {
     this.unmatched.batch(partition, records.map((r) => r.value), records.length);
     if (this.unknownCount !== undefined) for (const r of records) if (r.value.kind === 'row' && r.value.unknown !== undefined) for (const f of r.value.unknown) this.unknownCount.inc({ field: f });
     if (records.length === 0) return;
+    if (this.aggregator !== undefined) return this.aggregator.write(partition, records);
     const onExpired = (n: number) => this.expiredCount?.inc(n);
     if (this.config.mode === 'log') return writeLog(this.config, this.statements!, partition, records, onExpired);
     return writeUpsert(this.config, this.statements!, this.keyIndexes, records, signal, onExpired);

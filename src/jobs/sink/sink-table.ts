@@ -8,12 +8,14 @@ import type { Client } from '../../cassandra/session.js';
 import { ExactlyOnceError } from '../../errors.js';
 import { cqlColumnType } from './cql-types.js';
 import type { SinkConfig } from './sink-config.js';
+import { aggregateTablesCql, partialsTable } from './sink-aggregate.js';
 
 /** Write times at or above this are not offsets (2^44 µs is 1970-07-24: every wall clock is past it). */
 export const WALL_CLOCK_FLOOR = 1n << 44n;
 
 /** The CQL that creates the sink's table (`sink --print-cql`, and the job's migration 1). */
 export function createTableCql(config: SinkConfig, keyspace = '{{keyspace}}'): string {
+  if (config.mode === 'aggregate') return aggregateTablesCql(config, keyspace);
   const cols = config.columns.map((c) => `    ${c.name} ${cqlColumnType(c.type)}`);
   if (config.mode === 'log') {
     return [
@@ -43,19 +45,32 @@ export function createTableCql(config: SinkConfig, keyspace = '{{keyspace}}'): s
  * upsert mode one holding a write at wall-clock time (EO_SINK_TABLE_INVALID).
  */
 export async function checkSinkTable(session: Client, keyspace: string, config: SinkConfig): Promise<void> {
-  const r = await session.execute('SELECT column_name FROM system_schema.columns WHERE keyspace_name = ? AND table_name = ?', [keyspace, config.table], { prepare: true });
-  const have = new Set(r.rows.map((row) => row['column_name'] as string));
-  const want = [...(config.mode === 'log' ? ['partition', 'offset'] : []), ...config.columns.map((c) => c.name)];
-  const missing = want.filter((c) => !have.has(c));
-  if (missing.length > 0) {
-    throw new ExactlyOnceError(
-      'EO_SINK_TABLE_INVALID',
-      have.size === 0
-        ? `table ${keyspace}.${config.table} does not exist; run \`exactlyonce schema apply --job <this config>\` (or create it with \`exactlyonce sink --config <file> --print-cql\`)`
-        : `table ${keyspace}.${config.table} lacks the column${missing.length > 1 ? 's' : ''} ${missing.join(', ')} the sink writes`,
-    );
+  for (const [table, want] of tablesWritten(config)) {
+    const r = await session.execute('SELECT column_name FROM system_schema.columns WHERE keyspace_name = ? AND table_name = ?', [keyspace, table], { prepare: true });
+    const have = new Set(r.rows.map((row) => row['column_name'] as string));
+    const missing = want.filter((c) => !have.has(c));
+    if (missing.length > 0) {
+      throw new ExactlyOnceError(
+        'EO_SINK_TABLE_INVALID',
+        have.size === 0
+          ? `table ${keyspace}.${table} does not exist; run \`exactlyonce schema apply --job <this config>\` (or create it with \`exactlyonce sink --config <file> --print-cql\`)`
+          : `table ${keyspace}.${table} lacks the column${missing.length > 1 ? 's' : ''} ${missing.join(', ')} the sink writes`,
+      );
+    }
   }
   if (config.mode === 'upsert') await checkNoWallClockWrites(session, keyspace, config);
+}
+
+/** The tables a sink writes, each with the columns it writes there. */
+function tablesWritten(config: SinkConfig): Array<[string, string[]]> {
+  if (config.mode !== 'aggregate') return [[config.table, [...(config.mode === 'log' ? ['partition', 'offset'] : []), ...config.columns.map((c) => c.name)]]];
+  const spec = config.aggregate!;
+  const group = spec.groupBy.map((i) => config.columns[i]!.name);
+  const window = spec.window === undefined ? [] : ['window_start'];
+  return [
+    [config.table, [...group, ...window, ...(spec.window === undefined ? [] : ['window_end']), ...spec.aggregates.map((a) => a.name)]],
+    [partialsTable(config), [...group, ...window, 'partition', 'through_offset', 'records']],
+  ];
 }
 
 /** Rule 2 of the sink (src/jobs/sink/sink-job.ts), on a sample: a cell written at wall-clock time would win over every later record. */

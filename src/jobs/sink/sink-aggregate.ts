@@ -1,0 +1,223 @@
+/**
+ * A sink's `mode: aggregate` (src/jobs/sink/aggregate-config.ts) on the engine's exactly-once
+ * aggregation (src/engine/aggregation.ts): its two tables, its writes and what `verify --job` reads.
+ * `<table>_partials` holds, per group, window and Kafka partition, the fold of that partition's records
+ * up to `through_offset` (written USING TIMESTAMP through_offset); `<table>` holds, per group and
+ * window, their merge (written USING TIMESTAMP Σ(through_offset + 1)): what users query. The values'
+ * arithmetic is src/jobs/sink/aggregate-values.ts.
+ */
+import type { types } from 'cassandra-driver';
+import { fromLong, toLong, type Client, type Row } from '../../cassandra/session.js';
+import { applyBatch, mergePartials, mergeTimestamp, PartialCache, type Fold, type Partial } from '../../engine/aggregation.js';
+import type { AggregateAudit } from '../../engine/job-audit.js';
+import type { DecodedRecord } from '../../engine/job.js';
+import { ExactlyOnceError } from '../../errors.js';
+import { windowStarts, type AggregateColumn, type AggregateSpec } from './aggregate-config.js';
+import { aggregateFold, bind, numOf, resultValues, sumType, valueText, type AggState } from './aggregate-values.js';
+import { cqlColumnType } from './cql-types.js';
+import { keyText } from './record-key.js';
+import type { SinkRow } from './sink-codec.js';
+import type { SinkConfig } from './sink-config.js';
+
+export const partialsTable = (config: SinkConfig) => `${config.table}_partials`;
+
+/** The partials table's state columns of one aggregate (count has none: the records column; avg keeps its sum and count). */
+const stateColumns = (a: AggregateColumn): string[] => (a.fn === 'count' ? [] : a.fn === 'avg' ? [`${a.name}_sum`, `${a.name}_n`] : [a.name]);
+
+/** The CQL that creates an aggregate sink's two tables (its migration 1, `sink --print-cql`). */
+export function aggregateTablesCql(config: SinkConfig, keyspace: string): string {
+  const spec = config.aggregate!;
+  const group = spec.groupBy.map((i) => config.columns[i]!);
+  const groupCols = group.map((c) => `    ${c.name} ${cqlColumnType(c.type)},`);
+  const w = spec.window;
+  const partialState = spec.aggregates.flatMap((a) =>
+    a.fn === 'count' ? [] : a.fn === 'avg' ? [`    ${a.name}_sum ${sumType(a)},`, `    ${a.name}_n bigint,`] : [`    ${a.name} ${a.fn === 'sum' ? sumType(a) : a.type},`],
+  );
+  const names = group.map((c) => c.name).join(', ');
+  return [
+    `-- Sink ${config.name}: topic ${config.topic}, aggregate mode: one row per ${names}${w === undefined ? '' : ` and window (${w.sizeMs} ms, every ${w.slideMs} ms)`}: the aggregates of every record read.`,
+    '-- Written only by the sink, USING TIMESTAMP Σ(through_offset + 1) of the partials merged: never write it with wall-clock timestamps.',
+    `CREATE TABLE IF NOT EXISTS ${keyspace}.${config.table} (`,
+    ...groupCols,
+    ...(w === undefined ? [] : ['    window_start timestamp,', '    window_end timestamp,']),
+    ...spec.aggregates.map((a) => `    ${a.name} ${a.type},`),
+    `    PRIMARY KEY ((${names})${w === undefined ? '' : ', window_start'})`,
+    ');',
+    '-- Per Kafka partition, the fold of its records up to through_offset (written USING TIMESTAMP through_offset).',
+    `CREATE TABLE IF NOT EXISTS ${keyspace}.${partialsTable(config)} (`,
+    ...groupCols,
+    ...(w === undefined ? [] : ['    window_start timestamp,']),
+    '    partition int,',
+    '    through_offset bigint,',
+    '    records bigint,',
+    ...partialState,
+    `    PRIMARY KEY ((${names}${w === undefined ? '' : ', window_start'}), partition)`,
+    ');',
+    '',
+  ].join('\n');
+}
+
+/** The key columns of an aggregate sink's rows: its group columns, then window_start when it has windows. */
+export function aggregateKeyColumns(config: SinkConfig): string[] {
+  return [...config.aggregate!.groupBy.map((i) => config.columns[i]!.name), ...(config.aggregate!.window === undefined ? [] : ['window_start'])];
+}
+
+/** One (group, window): its key columns' values in the tables' order, and their text. */
+interface Slot {
+  key: unknown[];
+  text: string;
+  windowStart?: number;
+}
+
+/** The (group, window)s a row's values fall in. */
+export function slotsOf(spec: AggregateSpec, values: readonly unknown[]): Slot[] {
+  const group = spec.groupBy.map((i) => values[i]);
+  const w = spec.window;
+  if (w === undefined) return [{ key: group, text: keyText(group) }];
+  return windowStarts((values[w.time] as Date).getTime(), w).map((start) => {
+    const key = [...group, new Date(start)];
+    return { key, text: keyText(key), windowStart: start };
+  });
+}
+
+/** How a sink's tables are read and written: column names and the row ↔ state conversions. */
+class AggregateTables {
+  readonly spec: AggregateSpec;
+  readonly fold: Fold<unknown[], AggState>;
+  /** The key columns of a (group, window), in the tables' order. */
+  readonly keyNames: string[];
+  readonly stateNames: string[];
+  readonly partials: string;
+
+  constructor(readonly config: SinkConfig) {
+    this.spec = config.aggregate!;
+    this.fold = aggregateFold(this.spec, (at) => `partition ${at.partition}, offset ${at.offset}`);
+    this.keyNames = aggregateKeyColumns(config);
+    this.stateNames = this.spec.aggregates.flatMap(stateColumns);
+    this.partials = partialsTable(config);
+  }
+
+  /** A partials row as a partial (a row without its offset or count is a torn read: read again). */
+  partialOf(row: Row): Partial<AggState> {
+    const through = row['through_offset'];
+    const records = row['records'];
+    if (through === null || records === null) {
+      throw new ExactlyOnceError('EO_CASSANDRA_UNAVAILABLE', `${this.partials} answered a row without its through_offset or records; reading it again`);
+    }
+    const state: AggState = { records: fromLong(records as types.Long), values: [], counts: [] };
+    for (const a of this.spec.aggregates) {
+      const v = a.fn === 'count' ? null : row[a.fn === 'avg' ? `${a.name}_sum` : a.name];
+      state.values.push(v === null || v === undefined ? null : numOf(a.arithmetic!, v));
+      state.counts.push(a.fn === 'avg' ? fromLong(row[`${a.name}_n`] as types.Long) : 0n);
+    }
+    return { through: fromLong(through as types.Long), state };
+  }
+
+  /** The state columns' values of a partial, as bound. */
+  stateValues(state: AggState): unknown[] {
+    return this.spec.aggregates.flatMap((a, i) =>
+      a.fn === 'count' ? [] : a.fn === 'avg' ? [bind(state.values[i] ?? null, sumType(a)), toLong(state.counts[i]!)] : [bind(state.values[i] ?? null, a.fn === 'sum' ? sumType(a) : a.type)],
+    );
+  }
+}
+
+/** The writes of an aggregate sink: a batch's partials, then the merge of every (group, window) it touched. */
+export class SinkAggregator {
+  private readonly t: AggregateTables;
+  private readonly cache = new PartialCache<AggState>();
+  private readonly options: { prepare: true; consistency: number };
+  private readonly where: string;
+
+  constructor(
+    config: SinkConfig,
+    private readonly session: Client,
+    private readonly keyspace: string,
+    consistency: number,
+  ) {
+    this.t = new AggregateTables(config);
+    this.options = { prepare: true, consistency };
+    this.where = this.t.keyNames.map((n) => `${n} = ?`).join(' AND ');
+  }
+
+  forget(partition: number): void {
+    this.cache.forget(partition);
+  }
+
+  async write(partition: number, records: readonly DecodedRecord<SinkRow>[]): Promise<void> {
+    if (records.length === 0) return;
+    const slots = new Map<string, Slot>();
+    const contributions: Array<{ key: string; offset: bigint; value: unknown[] }> = [];
+    for (const r of records) {
+      if (r.value.kind !== 'row') continue;
+      for (const slot of slotsOf(this.t.spec, r.value.values)) {
+        if (!slots.has(slot.text)) slots.set(slot.text, slot);
+        contributions.push({ key: slot.text, offset: BigInt(r.record.offset), value: r.value.values });
+      }
+    }
+    const first = BigInt(records[0]!.record.offset);
+    const last = BigInt(records[records.length - 1]!.record.offset);
+    const known = this.cache.begin(partition, first);
+    const after = await applyBatch(this.t.fold, partition, contributions, async (k) => known.get(k) ?? (await this.readPartial(slots.get(k)!, partition)));
+    await Promise.all([...after].filter(([, a]) => a.added > 0).map(([k, a]) => this.writePartial(slots.get(k)!, partition, a.partial)));
+    this.cache.commit(partition, first, last, new Map([...after].map(([k, a]) => [k, a.partial])));
+    await Promise.all([...slots.values()].map((slot) => this.merge(slot)));
+  }
+
+  private selectPartials(andPartition: boolean): string {
+    return `SELECT through_offset, records${this.t.stateNames.map((n) => `, ${n}`).join('')} FROM ${this.keyspace}.${this.t.partials} WHERE ${this.where}${andPartition ? ' AND partition = ?' : ''}`;
+  }
+
+  private async readPartial(slot: Slot, partition: number): Promise<Partial<AggState>> {
+    const row = (await this.session.execute(this.selectPartials(true), [...slot.key, partition], this.options)).first();
+    return row === null ? { through: -1n, state: this.t.fold.empty() } : this.t.partialOf(row);
+  }
+
+  private async writePartial(slot: Slot, partition: number, p: Partial<AggState>): Promise<void> {
+    const names = [...this.t.keyNames, 'partition', 'through_offset', 'records', ...this.t.stateNames];
+    await this.session.execute(
+      `INSERT INTO ${this.keyspace}.${this.t.partials} (${names.join(', ')}) VALUES (${names.map(() => '?').join(', ')}) USING TIMESTAMP ?`,
+      [...slot.key, partition, toLong(p.through), toLong(p.state.records), ...this.t.stateValues(p.state), toLong(p.through)],
+      this.options,
+    );
+  }
+
+  /** Reads every partial of a (group, window) and writes their merge, at a timestamp above every merge that read less. */
+  private async merge(slot: Slot): Promise<void> {
+    const partials = (await this.session.execute(this.selectPartials(false), slot.key, this.options)).rows.map((row) => this.t.partialOf(row));
+    const state = mergePartials(this.t.fold as Fold<unknown, AggState>, partials.map((p) => p.state));
+    const w = this.t.spec.window;
+    const names = [...this.t.keyNames, ...(w === undefined ? [] : ['window_end']), ...this.t.spec.aggregates.map((a) => a.name)];
+    await this.session.execute(
+      `INSERT INTO ${this.keyspace}.${this.t.config.table} (${names.join(', ')}) VALUES (${names.map(() => '?').join(', ')}) USING TIMESTAMP ?`,
+      [...slot.key, ...(w === undefined ? [] : [new Date(slot.windowStart! + w.sizeMs)]), ...resultValues(this.t.spec, state), toLong(mergeTimestamp(partials.map((p) => p.through)))],
+      this.options,
+    );
+  }
+}
+
+/** What `verify --job` reads of an aggregate sink's tables (src/verify/aggregate-audit.ts). */
+export function aggregateAudit(config: SinkConfig): AggregateAudit {
+  const t = new AggregateTables(config);
+  const names = t.spec.aggregates.map((a) => a.name);
+  const texts = (values: readonly unknown[]) => Object.fromEntries(names.map((n, i) => [n, valueText(values[i])]));
+  const slotText = (row: Row) => keyText(t.keyNames.map((n) => row[n]));
+  return {
+    partialsTable: t.partials,
+    resultColumns: [...t.keyNames, ...names],
+    partialColumns: [...t.keyNames, 'partition', 'through_offset', 'records', ...t.stateNames],
+    fold: t.fold as Fold<unknown, unknown>,
+    partial: (row) => {
+      const p = t.partialOf(row);
+      return { slot: slotText(row), partition: row['partition'] as number, through: p.through, state: p.state };
+    },
+    result: (row) => ({ slot: slotText(row), values: texts(names.map((n) => row[n])) }),
+    resultValues: (state) => texts(resultValues(t.spec, state as AggState)),
+    stateText: (state) => {
+      const s = state as AggState;
+      // Only avg keeps its count in the table; the fold counts every aggregate's values.
+      return JSON.stringify([String(s.records), s.values.map(valueText), t.spec.aggregates.map((a, i) => (a.fn === 'avg' ? String(s.counts[i]) : ''))]);
+    },
+    // A column never null: the count, or the window's end; else the first aggregate (null when no record had a value).
+    timedColumn: t.spec.aggregates.find((a) => a.fn === 'count')?.name ?? (t.spec.window === undefined ? names[0]! : 'window_end'),
+  };
+}

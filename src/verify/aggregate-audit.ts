@@ -1,0 +1,131 @@
+/**
+ * An aggregating job's tables against its log (`verify --job`, Job.audit.aggregate, the mechanism of
+ * src/engine/aggregation.ts). The proof is a chain from the log to the rows users query:
+ *
+ * 1. Every stored partial (group and window, partition, through offset, state) equals the fold of
+ *    that partition's records of that group and window up to its through offset: it includes no record
+ *    twice, none it should not, and none beyond its offset.
+ * 2. Every record below its partition's checkpoint is included: the partial of each of its groups and
+ *    windows reaches at least its offset (missing otherwise); a partial of a group and partition that
+ *    no record names is extra.
+ * 3. Every result row equals the merge of its group and window's stored partials, written at their
+ *    merge timestamp (Σ through + 1): the last merge read every final partial, and no other writer
+ *    touched the row. A group and window with partials has its row; a row without partials is extra.
+ *
+ * The topic is read to its end (a batch in flight may have written partials beyond its checkpoint),
+ * and always from the log start: a partial is a fold of the log's prefix. Memory: each contributing
+ * record's offset and values per group and window it falls in, for the length of the run.
+ */
+import { fromLong, type Client } from '../cassandra/session.js';
+import { mergePartials, mergeTimestamp } from '../engine/aggregation.js';
+import type { AggregateAudit as Described } from '../engine/job-audit.js';
+import { pagedRows } from './reads.js';
+import type { Unattributed, ViolationKind, ViolationLog } from './report.js';
+
+interface Stored {
+  partition: number;
+  through: bigint;
+  state: unknown;
+}
+
+export class AggregateAudit {
+  /** Per group and window (its key text), per partition, the contributing records in offset order. */
+  private readonly contributions = new Map<string, Map<number, Array<{ offset: bigint; value: unknown }>>>();
+
+  constructor(
+    private readonly o: {
+      readonly session: Client;
+      readonly keyspace: string;
+      readonly table: string;
+      readonly described: Described;
+      readonly violations: ViolationLog;
+      readonly unattributed: Unattributed;
+      /** Counts a result row not judged: a partial of it is beyond its partition's checkpoint (a batch in flight). */
+      readonly aheadOfCheckpoint: () => void;
+      /** Counts a violation on a partition's line of the report. */
+      readonly count: (partition: number, kind: 'missing' | 'extra' | 'mismatched') => void;
+    },
+  ) {}
+
+  /** A record folded into these groups and windows. */
+  add(partition: number, offset: bigint, slots: readonly string[], value: unknown): void {
+    for (const slot of slots) {
+      let byPartition = this.contributions.get(slot);
+      if (byPartition === undefined) this.contributions.set(slot, (byPartition = new Map()));
+      let list = byPartition.get(partition);
+      if (list === undefined) byPartition.set(partition, (list = []));
+      list.push({ offset, value });
+    }
+  }
+
+  private v(kind: ViolationKind, message: string, partition?: number, offset?: bigint): void {
+    this.o.violations.add({ kind, message, ...(partition === undefined ? {} : { partition }), ...(offset === undefined ? {} : { offset: String(offset) }) });
+    const counted = kind === 'mismatch' ? 'mismatched' : (kind as 'missing' | 'extra');
+    if (partition === undefined) this.o.unattributed[counted]++;
+    else this.o.count(partition, counted);
+  }
+
+  /** Judges the partials and the result rows; `ends`: each partition's checkpoint (records below it must be included). */
+  async judge(ends: ReadonlyMap<number, bigint>): Promise<void> {
+    const d = this.o.described;
+    const fold = d.fold;
+    const ks = this.o.keyspace;
+    const stored = new Map<string, Stored[]>();
+    for await (const p of pagedRows(this.o.session, `SELECT ${d.partialColumns.join(', ')} FROM ${ks}.${d.partialsTable}`, [], (row) => d.partial(row))) {
+      let list = stored.get(p.slot);
+      if (list === undefined) stored.set(p.slot, (list = []));
+      list.push(p);
+    }
+    // 1 and 2: each partial against the log, and the log's records against the partials.
+    for (const [slot, byPartition] of this.contributions) {
+      for (const [partition, records] of byPartition) {
+        const end = ends.get(partition) ?? 0n;
+        const partial = stored.get(slot)?.find((p) => p.partition === partition);
+        const due = records.filter((r) => r.offset < end);
+        if (partial === undefined) {
+          if (due.length > 0) this.v('missing', `partition ${partition}: no partial of ${slot} in ${d.partialsTable}, though ${due.length} record(s) of it are below the checkpoint ${end} (the first at offset ${due[0]!.offset})`, partition, due[0]!.offset);
+          continue;
+        }
+        const lost = due.find((r) => r.offset > partial.through);
+        if (lost !== undefined) this.v('missing', `partition ${partition}: the partial of ${slot} includes records up to offset ${partial.through}, below the checkpoint ${end}: the record at offset ${lost.offset} is not included`, partition, lost.offset);
+        let want = fold.empty();
+        for (const r of records) if (r.offset <= partial.through) want = fold.add(want, r.value, { partition, offset: r.offset });
+        if (d.stateText(want) !== d.stateText(partial.state)) {
+          this.v('mismatch', `partition ${partition}: the partial of ${slot} through offset ${partial.through} holds ${d.stateText(partial.state)}, its records give ${d.stateText(want)}`, partition, partial.through);
+        }
+      }
+    }
+    for (const [slot, partials] of stored) {
+      for (const p of partials) {
+        if (this.contributions.get(slot)?.has(p.partition) !== true) this.v('extra', `partition ${p.partition}: a partial of ${slot} in ${d.partialsTable} (through offset ${p.through}), though no record of the partition falls in it`, p.partition, p.through);
+      }
+    }
+    // 3: each result row against the merge of its partials.
+    const seen = new Set<string>();
+    const timed = d.timedColumn;
+    for await (const row of pagedRows(this.o.session, `SELECT ${d.resultColumns.join(', ')}, WRITETIME(${timed}) AS merged_at FROM ${ks}.${this.o.table}`, [], (r) => r)) {
+      const { slot, values } = d.result(row);
+      seen.add(slot);
+      const partials = stored.get(slot);
+      if (partials === undefined) {
+        this.v('extra', `a row of ${slot} in ${this.o.table}, though no partial of it exists`);
+        continue;
+      }
+      // A batch in flight may have written a partial beyond its checkpoint and not merged it yet.
+      if (partials.some((p) => p.through >= (ends.get(p.partition) ?? 0n))) {
+        this.o.aheadOfCheckpoint();
+        continue;
+      }
+      const want = d.resultValues(mergePartials(fold, partials.map((p) => p.state)));
+      const diff = Object.keys(want).filter((k) => want[k] !== values[k]);
+      if (diff.length > 0) this.v('mismatch', `the row of ${slot} in ${this.o.table}: ${diff.map((k) => `${k} is ${values[k]}, its partials give ${want[k]}`).join('; ')}`);
+      const at = row['merged_at'] === null ? null : fromLong(row['merged_at']);
+      const mergedAt = mergeTimestamp(partials.map((p) => p.through));
+      if (at !== mergedAt && !(at === null && row[timed] === null)) this.v('mismatch', `the row of ${slot} in ${this.o.table} was written at ${at}, not at its partials' merge timestamp ${mergedAt}: written by a merge that read other partials, or by another writer`);
+    }
+    for (const [slot, partials] of stored) {
+      if (seen.has(slot) || partials.some((p) => p.through >= (ends.get(p.partition) ?? 0n))) continue;
+      this.v('missing', `no row of ${slot} in ${this.o.table}, though it has partials`);
+    }
+  }
+}
