@@ -6,6 +6,7 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { createRequire } from 'node:module';
 import type { TestContext } from 'node:test';
 import { applySchema } from '../src/cassandra/migrate.js';
 import { connect, type Client } from '../src/cassandra/session.js';
@@ -314,4 +315,17 @@ export async function waitSinkDrained(
     },
     { timeoutMs: o.timeoutMs ?? 120_000, ...(o.intervalMs === undefined ? {} : { intervalMs: o.intervalMs }), message: o.message ?? 'the sink reaches the log end' },
   );
+}
+
+/** Adds partitions with the client's low-level admin (its KafkaJS-style admin has no CreatePartitions). */
+export async function growTopic(config: ConnectionConfig, topic: string, total: number): Promise<void> {
+  const { AdminClient } = createRequire(import.meta.url)('@confluentinc/kafka-javascript') as {
+    AdminClient: { create(c: Record<string, unknown>): { createPartitions(t: string, n: number, ms: number, cb: (e: unknown) => void): void; disconnect(): void } };
+  };
+  const admin = AdminClient.create({ 'bootstrap.servers': config.brokers.join(',') });
+  try {
+    await new Promise<void>((resolve, reject) => admin.createPartitions(topic, total, 30_000, (e) => (e ? reject(e as Error) : resolve())));
+  } finally {
+    admin.disconnect();
+  }
 }

@@ -1,11 +1,12 @@
 // Issue 39: a sink in mode aggregate against the stack. Counts, exact decimal and integer sums, min,
 // max and avg per customer and hopping window, with late records, bad records and a filter, through a
-// worker SIGKILLed mid-run and then two workers merging the same windows at once. The result table is
-// compared row by row with what the records give (computed here, apart from the sink's code), and
-// verify --job proves every partial and every row from the log — and fails on a changed partial.
+// worker SIGKILLed mid-run, the topic gaining a partition, and two workers merging the same windows at
+// once. The result table is compared row by row with what the records give (computed here, apart from
+// the sink's code), and verify --job proves every partial and every row from the log — and fails on a
+// changed partial.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { connectedProducer, freshKeyspaceAndTopic, runCli, sinkConfigFile, sinkYamlHead, startCli, startSinkJob, verifyPasses, waitFor, waitSinkDrained } from '../helpers.js';
+import { connectedProducer, freshKeyspaceAndTopic, growTopic, runCli, sinkConfigFile, sinkYamlHead, startCli, startSinkJob, verifyPasses, waitFor, waitSinkDrained } from '../helpers.js';
 
 const N = 3000;
 const BASE = Date.UTC(2026, 0, 5, 9, 0, 0);
@@ -67,7 +68,7 @@ function expectedRows(): Map<string, Record<string, string>> {
   );
 }
 
-test('an aggregate sink: exact counts, sums, min, max and avg per group and hopping window, through a SIGKILL and two workers merging at once; verify --job proves it', async (t) => {
+test('an aggregate sink: exact counts, sums, min, max and avg per group and hopping window, through a SIGKILL, a partition added and two workers merging at once; verify --job proves it', async (t) => {
   const { config, session, admin } = await freshKeyspaceAndTopic(t, 3);
   const file = sinkConfigFile(t, 'totals.yaml', [
     ...sinkYamlHead(config, 'order_totals', 'aggregate'),
@@ -88,13 +89,12 @@ test('an aggregate sink: exact counts, sums, min, max and avg per group and hopp
     '  first_at: min(placed_at)',
     '  avg_items: avg(items)',
   ]);
-  const producer = await connectedProducer(t, config);
-  const send = (from: number, to: number) =>
-    producer.send(
+  const send = async (from: number, to: number, partitions: number) =>
+    (await connectedProducer(t, config)).send(
       config.topic,
-      Array.from({ length: to - from }, (_, k) => ({ key: null, value: record(from + k), partition: (from + k) % 3 })),
+      Array.from({ length: to - from }, (_, k) => ({ key: null, value: record(from + k), partition: (from + k) % partitions })),
     );
-  await send(0, N / 2);
+  await send(0, N / 2, 3);
   const { args, worker } = await startSinkJob(t, config, file);
   // SIGKILL while it works: a batch's partials may be written and its merge or checkpoint not.
   await waitFor(
@@ -106,7 +106,10 @@ test('an aggregate sink: exact counts, sums, min, max and avg per group and hopp
   );
   worker.kill('SIGKILL');
   await new Promise((r) => worker.once('exit', r));
-  await send(N / 2, N);
+  // The topic gains a partition: a group's records need not share one, so the sink goes on.
+  await growTopic(config, config.topic, 4);
+  await waitFor(async () => ((await admin.partitionCount(config.topic)) === 4 ? true : undefined), { timeoutMs: 60_000, message: 'the topic has 4 partitions' });
+  await send(N / 2, N, 4);
   const run = ['run', ...args, '--session-timeout-ms', '6000'];
   const b = startCli(t, run);
   const c = startCli(t, run);
@@ -140,6 +143,7 @@ test('an aggregate sink: exact counts, sums, min, max and avg per group and hopp
     { ...report.totals, filtered: report.partitions.reduce((n, p) => n + (p.skipped?.['filtered'] ?? 0), 0) },
     { ...report.totals, records: N, stored: N - quarantined.length - filteredCount, quarantined: quarantined.length, missing: 0, extra: 0, mismatched: 0, filtered: filteredCount },
   );
+  assert.equal(report.partitions.length, 4, 'the added partition is verified too');
   const reasons = await session.execute(`SELECT offset, reason FROM ${config.keyspace}.job_quarantine`);
   assert.deepEqual(
     reasons.rows.map((row) => row['reason'] as string).sort(),

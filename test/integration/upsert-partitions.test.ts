@@ -5,7 +5,6 @@
 // exactly its last record from before the change, checked key by key, with the librdkafka default
 // partitioner (consistent_random: CRC32) and the Java client's (murmur2_random).
 import assert from 'node:assert/strict';
-import { createRequire } from 'node:module';
 import { writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -13,23 +12,10 @@ import { test, type TestContext } from 'node:test';
 import { CheckpointStore } from '../../src/engine/checkpoint-store.js';
 import { Producer } from '../../src/kafka/producer.js';
 import type { ConnectionConfig } from '../../src/config.js';
-import { freshKeyspace, freshTopic, runCli, startCli, suffix, testConfig, waitFor } from '../helpers.js';
+import { freshKeyspace, freshTopic, growTopic, runCli, startCli, suffix, testConfig, waitFor } from '../helpers.js';
 import { connectionArgs, freePort } from '../pipeline.js';
 
 const KEYS = 400;
-
-/** Adds partitions with the client's low-level admin (its KafkaJS-style admin has no CreatePartitions). */
-async function growTopic(config: ConnectionConfig, topic: string, total: number): Promise<void> {
-  const { AdminClient } = createRequire(import.meta.url)('@confluentinc/kafka-javascript') as {
-    AdminClient: { create(c: Record<string, unknown>): { createPartitions(t: string, n: number, ms: number, cb: (e: unknown) => void): void; disconnect(): void } };
-  };
-  const admin = AdminClient.create({ 'bootstrap.servers': config.brokers.join(',') });
-  try {
-    await new Promise<void>((resolve, reject) => admin.createPartitions(topic, total, 30_000, (e) => (e ? reject(e as Error) : resolve())));
-  } finally {
-    admin.disconnect();
-  }
-}
 
 /** Every key once, keyed by its id (the Kafka key names the value's key, as an upsert sink requires). */
 async function produceRound(config: ConnectionConfig, partitioner: string, round: number): Promise<void> {
