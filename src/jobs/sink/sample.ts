@@ -96,11 +96,22 @@ export function* sampleRecords(config: SinkConfig, o: { seed: number; count: num
     keyCols.length === 1
       ? keyCols[0]!.type.kind === 'scalar' && ['text', 'uuid', 'timestamp'].includes(keyCols[0]!.type.name) ? (JSON.parse(k[0]!.raw) as unknown as string).toString() : k[0]!.raw
       : render(keyCols.map((c, i) => [c.field, k[i]!]));
+  // An aggregate's records fall in few groups and windows (20 groups, half an hour), so that windows
+  // gather records of every partition and merges meet.
+  const agg = config.aggregate;
+  const groups = agg === undefined ? [] : Array.from({ length: 20 }, () => agg.groupBy.map((i) => value(config.columns[i]!.type, rand)));
+  const aggValue = (c: SinkColumn, group: Json[]): Json | undefined => {
+    const at = config.columns.indexOf(c);
+    if (agg?.window?.time === at) return { raw: String(1_700_000_000_000 + Math.floor(rand() * 1_800_000)) };
+    const g = agg?.groupBy.indexOf(at) ?? -1;
+    return g >= 0 ? group[g] : undefined;
+  };
   for (let i = 0; i < o.count; i++) {
     const key = config.mode === 'upsert' ? keys[Math.floor(rand() * keys.length)]! : undefined;
+    const group = agg === undefined ? [] : groups[Math.floor(rand() * groups.length)]!;
     const fields: Array<[readonly string[], Json]> = config.columns
       .filter((c: SinkColumn) => c.required || config.key.includes(c.name) || rand() < 0.8)
-      .map((c) => [c.field, key !== undefined && config.key.includes(c.name) ? key[config.key.indexOf(c.name)]! : value(c.type, rand)]);
+      .map((c) => [c.field, key !== undefined && config.key.includes(c.name) ? key[config.key.indexOf(c.name)]! : ((agg === undefined ? undefined : aggValue(c, group)) ?? value(c.type, rand))]);
     const bad = rand() < o.badRatio;
     if (bad) {
       const kind = Math.floor(rand() * 3);
