@@ -21,6 +21,8 @@ export interface CaseResult {
   processes: ProcessFacts[];
   /** CPU milliseconds per 1,000 events, summed over the case's processes (ceiling: its writer). */
   cpuMsPer1000Events?: number | null;
+  /** An aggregate sink: the Cassandra rows it wrote (partials and merged results) per 1,000 records. */
+  cassandraWritesPer1000Events?: number | null;
   /** CPU milliseconds per 1,000 events the local Kafka and Cassandra servers used during the case. */
   serverCpuMsPer1000Events?: { kafka: number | null; cassandra: number | null };
   /** Latency cases: CPU ms per 1,000 events of the bench process itself (producing and watching). */
@@ -84,6 +86,7 @@ export interface BenchResults {
     sinkUpsertToExactlyOnce?: number | null;
     sinkLogCpuToExactlyOnce?: number | null;
     sinkUpsertCpuToExactlyOnce?: number | null;
+    sinkAggregateToLog?: number | null;
     /** The 1-worker case's CPU per 1,000 events over the Kafka client's alone through its KafkaJS layer (the worker's path until 2acee8e). */
     workerCpuToClient?: number | null;
     /** The same over the client's lower-level consume (the worker's path since 2acee8e: src/kafka/consumer.ts). */

@@ -92,6 +92,7 @@ export async function runBench(base: ConnectionConfig, o: BenchOptions, hooks: R
       if (wants('sink')) {
         steps.push([`the sink, log mode, 1 worker${nth}`, async () => record('sinkLog', await runSink(ctx, 'sinkLog', topic.topic, 'log'))]);
         steps.push([`the sink, upsert mode, 1 worker${nth}`, async () => record('sinkUpsert', await runSink(ctx, 'sinkUpsert', topic.topic, 'upsert'))]);
+        steps.push([`the sink, aggregate mode, 1 worker${nth}`, async () => record('sinkAggregate', await runSink(ctx, 'sinkAggregate', topic.topic, 'aggregate'))]);
       }
     }
     if (wants('eoN')) {
@@ -156,6 +157,7 @@ export async function runBench(base: ConnectionConfig, o: BenchOptions, hooks: R
         sinkUpsertToExactlyOnce: div(cases['sinkUpsert']?.eventsPerSec, eo1),
         sinkLogCpuToExactlyOnce: div(cases['sinkLog']?.cpuMsPer1000Events ?? undefined, cases['exactlyOnce1']?.cpuMsPer1000Events ?? undefined),
         sinkUpsertCpuToExactlyOnce: div(cases['sinkUpsert']?.cpuMsPer1000Events ?? undefined, cases['exactlyOnce1']?.cpuMsPer1000Events ?? undefined),
+        sinkAggregateToLog: div(cases['sinkAggregate']?.eventsPerSec, cases['sinkLog']?.eventsPerSec),
         workerCpuToClient: div(cases['exactlyOnce1']?.cpuMsPer1000Events ?? undefined, cases['clientKafkaJS']?.cpuMsPer1000Events ?? undefined),
         workerCpuToClientConsume: div(cases['exactlyOnce1']?.cpuMsPer1000Events ?? undefined, cases['clientConsume']?.cpuMsPer1000Events ?? undefined),
       },

@@ -133,6 +133,8 @@ export class SinkAggregator {
     private readonly session: Client,
     private readonly keyspace: string,
     consistency: number,
+    /** Counts rows written: a batch's partials, and its merged rows. */
+    private readonly onWrite: (table: 'partials' | 'results', rows: number) => void = () => undefined,
   ) {
     this.t = new AggregateTables(config);
     this.options = { prepare: true, consistency };
@@ -158,9 +160,12 @@ export class SinkAggregator {
     const last = BigInt(records[records.length - 1]!.record.offset);
     const known = this.cache.begin(partition, first);
     const after = await applyBatch(this.t.fold, partition, contributions, async (k) => known.get(k) ?? (await this.readPartial(slots.get(k)!, partition)));
-    await Promise.all([...after].filter(([, a]) => a.added > 0).map(([k, a]) => this.writePartial(slots.get(k)!, partition, a.partial)));
+    const changed = [...after].filter(([, a]) => a.added > 0);
+    await Promise.all(changed.map(([k, a]) => this.writePartial(slots.get(k)!, partition, a.partial)));
+    this.onWrite('partials', changed.length);
     this.cache.commit(partition, first, last, new Map([...after].map(([k, a]) => [k, a.partial])));
     await Promise.all([...slots.values()].map((slot) => this.merge(slot)));
+    this.onWrite('results', slots.size);
   }
 
   private selectPartials(andPartition: boolean): string {

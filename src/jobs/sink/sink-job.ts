@@ -81,6 +81,8 @@ export class SinkJob implements Job<SinkRow> {
   private expiredCount: Counter | undefined;
   /** exactlyonce_sink_filtered_total: records the config's `where` left out. */
   private filteredCount: Counter | undefined;
+  /** exactlyonce_sink_aggregate_writes_total{table}: an aggregate sink's rows written (partials, results). */
+  private aggregateWrites: Counter<'table'> | undefined;
   /** exactlyonce_sink_unknown_fields_total{field}: fields of stored records that no column stores (onUnknown: ignore). */
   private unknownCount: Counter<'field'> | undefined;
 
@@ -220,13 +222,17 @@ export class SinkJob implements Job<SinkRow> {
       this.unknownCount =
         (context.metrics.getSingleMetric(unknown) as Counter<'field'> | undefined) ??
         new Counter({ name: unknown, help: "Fields of stored records that no column stores: a newer schema version's, with columns derived from an older one (onUnknown: ignore; run schema apply --job and restart; counted again when a batch is written again)", labelNames: ['field'], registers: [context.metrics] });
+      const writes = 'exactlyonce_sink_aggregate_writes_total';
+      this.aggregateWrites =
+        (context.metrics.getSingleMetric(writes) as Counter<'table'> | undefined) ??
+        new Counter({ name: writes, help: "An aggregate sink's rows written: partials (one per group, window and batch that added to it) and results (one merge per group and window a batch touched); counted again when a batch is written again", labelNames: ['table'], registers: [context.metrics] });
       const expired = 'exactlyonce_sink_expired_total';
       this.expiredCount =
         (context.metrics.getSingleMetric(expired) as Counter | undefined) ??
         new Counter({ name: expired, help: 'Records not written because their TTL had passed when their batch was written (record timestamp + TTL; counted again when a batch is written again)', registers: [context.metrics] });
     }
     await checkSinkTable(context.session, context.keyspace, this.config);
-    if (this.config.mode === 'aggregate') this.aggregator = new SinkAggregator(this.config, context.session, context.keyspace, this.consistency);
+    if (this.config.mode === 'aggregate') this.aggregator = new SinkAggregator(this.config, context.session, context.keyspace, this.consistency, (table, n) => this.aggregateWrites?.inc({ table }, n));
     else this.statements = this.rowStatements(context.session, context.keyspace);
   }
 
