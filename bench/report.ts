@@ -137,6 +137,7 @@ export function formatGoals(all: readonly BenchResults[]): string {
     ['latency p99 ≤ 100 ms at 25 %', (r) => check(r.cases['latency25']?.latency?.p99Ms, (v) => v <= 100, (v) => `${Math.round(v)} ms`)],
     ['the stages account for ≥ 90 % of p50 (25 %)', (r) => check(stageShareOfP50(r.cases['latency25']), (v) => v >= 0.9, pct)],
     ['peak RSS ≤ 256 MiB at 1,000,000 behind', (r) => check(r.cases['memoryBehind']?.processes[0]?.peakRssMiB, (v) => v <= 256, (v) => `${Math.round(v)} MiB`)],
+    ['aggregate sink: peak RSS ≤ 256 MiB, ~100,000 groups in one window', (r) => check(r.cases['sinkAggregateGroups']?.processes[0]?.peakRssMiB, (v) => v <= 256, (v) => `${Math.round(v)} MiB`)],
     ['the sink: peak RSS ≤ 256 MiB at 1,000,000 behind', (r) => check(r.cases['sinkMemoryBehind']?.processes[0]?.peakRssMiB, (v) => v <= 256, (v) => `${Math.round(v)} MiB`)],
   ];
   return formatTable(

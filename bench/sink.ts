@@ -21,7 +21,7 @@ import { drainTarget, measureProcessDrain } from './drain.js';
 import { startWorker, waitAssigned } from './processes.js';
 import type { CaseResult } from './results.js';
 
-export type SinkMode = 'log' | 'upsert' | 'aggregate';
+export type SinkMode = 'log' | 'upsert' | 'aggregate' | 'aggregate-groups';
 
 /** The sink config of a mode: the events' five fields as columns; upsert adds the record key as its key. */
 export function sinkConfig(mode: SinkMode, topic: string): object {
@@ -32,6 +32,11 @@ export function sinkConfig(mode: SinkMode, topic: string): object {
     client: { type: 'text', required: true },
     health: { type: 'int', required: true },
   };
+  if (mode === 'aggregate-groups') {
+    // Many groups in one window: the workload's event time has 10,000 records a second, so its
+    // milliseconds make ~100,000 groups per 1,000,000 records, all in one day's window.
+    return { name: 'bench_events', topic, table: 'events_sink', mode: 'aggregate', groupBy: ['ts'], window: { time: 'ts', size: '1d' }, columns, aggregates: { events: 'count', health_sum: 'sum(health)' } };
+  }
   if (mode === 'aggregate') {
     // The workload's 3 clients × 1-minute windows of event time: a count, a sum and a max (ids are random
     // 64-bit numbers: their sum would pass bigint's range and stop the partition, as it should).
@@ -65,7 +70,7 @@ export async function runSink(ctx: BenchContext, name: string, topic: string, mo
       },
       processes: [{ role: 'worker 1', proc }],
     });
-    if (mode !== 'aggregate') return result;
+    if (mode !== 'aggregate' && mode !== 'aggregate-groups') return result;
     // Rows an aggregate sink wrote (its metric): they fall per 1,000 records as batches grow.
     const text = await (await fetch(`http://127.0.0.1:${proc.metricsPort}/metrics`)).text();
     const rows = [...text.matchAll(/^exactlyonce_sink_aggregate_writes_total\{table="(\w+)"\} (\S+)$/gm)].reduce((n, m) => n + Number(m[2]), 0);

@@ -43,7 +43,7 @@ test('bench runs every case on a few thousand events and writes its results', as
   const runs = (['periodic', 'batch'] as const).map((mode) => [mode, JSON.parse(readFileSync(path.join(out, `latest-${mode}.json`), 'utf8')) as BenchResults] as const);
   for (const [mode, results] of runs) {
     assert.equal(results.commitlog, mode);
-    const expected = ['ceiling', 'clientKafkaJS', 'clientConsume', 'baseline', 'exactlyOnce1', 'exactlyOnce2', 'exactlyOnce1Alerts', 'latency25', 'latency50', 'latency75', 'memoryBehind', 'sinkLog', 'sinkUpsert', 'sinkAggregate', 'sinkMemoryBehind'];
+    const expected = ['ceiling', 'clientKafkaJS', 'clientConsume', 'baseline', 'exactlyOnce1', 'exactlyOnce2', 'exactlyOnce1Alerts', 'latency25', 'latency50', 'latency75', 'memoryBehind', 'sinkLog', 'sinkUpsert', 'sinkAggregate', 'sinkMemoryBehind', 'sinkAggregateGroups'];
     assert.deepEqual(Object.keys(results.cases).sort(), [...expected].sort());
     for (const name of expected) {
       const c = results.cases[name]!;
@@ -59,10 +59,11 @@ test('bench runs every case on a few thousand events and writes its results', as
     const writes = results.cases['sinkAggregate']!.cassandraWritesPer1000Events;
     assert.ok(typeof writes === 'number' && writes > 0 && writes < 1000, `the aggregate sink wrote ${writes} rows per 1,000 records: fewer than one per record`);
     assert.equal(results.cases['sinkMemoryBehind']!.events, 5000);
+    assert.equal(results.cases['sinkAggregateGroups']!.events, 5000);
     for (const ratio of ['sinkLogToExactlyOnce', 'sinkUpsertToExactlyOnce', 'sinkLogCpuToExactlyOnce', 'sinkUpsertCpuToExactlyOnce', 'sinkAggregateToLog'] as const) {
       assert.ok(Number.isFinite(results.ratios[ratio]), `${ratio} = ${results.ratios[ratio]}`);
     }
-    for (const name of ['exactlyOnce1', 'exactlyOnce2', 'memoryBehind', 'sinkLog', 'sinkMemoryBehind']) {
+    for (const name of ['exactlyOnce1', 'exactlyOnce2', 'memoryBehind', 'sinkLog', 'sinkMemoryBehind', 'sinkAggregateGroups']) {
       for (const p of results.cases[name]!.processes) assert.ok(p.peakRssMiB !== null && p.peakRssMiB > 0, `${name} ${p.role} peak RSS`);
     }
     // Where the batches' time went, read from the workers' /metrics: every stage of a batch was timed.
