@@ -253,7 +253,7 @@ export function sinkConfigFile(t: TestContext, name: string, content: string | r
 }
 
 /** A YAML sink config's first lines: its name, the config's topic, its table (the name unless given) and its mode. */
-export function sinkYamlHead(config: ConnectionConfig, name: string, mode: 'log' | 'upsert' | 'aggregate', table = name): string[] {
+export function sinkYamlHead(config: ConnectionConfig, name: string, mode: 'log' | 'upsert', table = name): string[] {
   return [`name: ${name}`, `topic: ${config.topic}`, `table: ${table}`, `mode: ${mode}`];
 }
 

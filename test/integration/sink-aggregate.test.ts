@@ -6,7 +6,7 @@
 // changed partial.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { connectedProducer, freshKeyspaceAndTopic, growTopic, runCli, sinkConfigFile, sinkYamlHead, startCli, startSinkJob, verifyPasses, waitFor, waitSinkDrained } from '../helpers.js';
+import { connectedProducer, freshKeyspaceAndTopic, growTopic, runCli, sinkConfigFile, startCli, startSinkJob, verifyPasses, waitFor, waitSinkDrained } from '../helpers.js';
 
 const N = 3000;
 const BASE = Date.UTC(2026, 0, 5, 9, 0, 0);
@@ -70,25 +70,18 @@ function expectedRows(): Map<string, Record<string, string>> {
 
 test('an aggregate sink: exact counts, sums, min, max and avg per group and hopping window, through a SIGKILL, a partition added and two workers merging at once; verify --job proves it', async (t) => {
   const { config, session, admin } = await freshKeyspaceAndTopic(t, 3);
-  const file = sinkConfigFile(t, 'totals.yaml', [
-    ...sinkYamlHead(config, 'order_totals', 'aggregate'),
-    'groupBy: [customer]',
-    'window: { time: placed_at, size: 1m, slide: 30s }',
-    'where: { not: { field: value.status, equals: test } }',
-    'columns:',
-    '  customer: text',
-    '  placed_at: { type: timestamp, field: placedAt }',
-    '  total: { type: decimal, required: true }',
-    '  items: int',
-    'aggregates:',
-    '  orders: count',
-    '  revenue: sum(total)',
-    '  items: sum(items)',
-    '  largest: max(total)',
-    '  smallest: min(total)',
-    '  first_at: min(placed_at)',
-    '  avg_items: avg(items)',
-  ]);
+  const sink = {
+    name: 'order_totals',
+    topic: config.topic,
+    table: 'order_totals',
+    mode: 'aggregate',
+    groupBy: ['customer'],
+    window: { time: 'placed_at', size: '1m', slide: '30s' },
+    where: { not: { field: 'value.status', equals: 'test' } },
+    columns: { customer: 'text', placed_at: { type: 'timestamp', field: 'placedAt' }, total: { type: 'decimal', required: true }, items: 'int' },
+    aggregates: { orders: 'count', revenue: 'sum(total)', items: 'sum(items)', largest: 'max(total)', smallest: 'min(total)', first_at: 'min(placed_at)', avg_items: 'avg(items)' },
+  };
+  const file = sinkConfigFile(t, 'totals.json', JSON.stringify(sink, null, 2));
   const send = async (from: number, to: number, partitions: number) =>
     (await connectedProducer(t, config)).send(
       config.topic,
