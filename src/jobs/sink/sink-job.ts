@@ -1,6 +1,6 @@
 /**
  * The declarative sink as a Job (`exactlyonce sink --config`): the records of one topic into one table,
- * in one of two modes. Records are decoded by the config's formats (src/formats/decoder.ts: JSON, or
+ * in one of three modes. Records are decoded by the config's formats (src/formats/decoder.ts: JSON, or
  * Avro, Protobuf or JSON Schema through the Schema Registry, whose schemas the job's lookup fetches
  * before each batch is decoded); the column mapping does not care which.
  *
@@ -31,6 +31,10 @@
  *      docs/guarantees.md, "When the topic gains partitions").
  * A deletion's tombstone is kept gc_grace_seconds (10 days by default); a zombie write older than
  * that could only come from a worker paused for longer.
+ *
+ * aggregate: one row per group (and window of event time) holding counts, sums, minima, maxima and
+ * averages of its records, over per-partition partials in a second table (src/jobs/sink/sink-aggregate.ts,
+ * on src/engine/aggregation.ts). A group's records need not share a partition.
  */
 import { Counter } from 'prom-client';
 import { consistencies, type Client } from '../../cassandra/session.js';
@@ -59,7 +63,7 @@ export class SinkJob implements Job<SinkRow> {
   readonly topic: string;
   readonly settings: Readonly<Record<string, string>>;
   readonly migrations: readonly JobMigration[];
-  /** Its one table, bound to this sink alone (EO_TABLE_OWNED for a second job on it). */
+  /** Its table (and an aggregate's partials table), bound to this sink alone (EO_TABLE_OWNED for a second job on it). */
   readonly tables: readonly string[];
   readonly audit: JobAudit;
   readonly lookup: DecodeLookup | undefined;
