@@ -4,13 +4,13 @@
  * values, and that the alerts equal their recomputation; runs on a live or a stopped pipeline. From
  * the second run on it checks only what came after the last recorded proof (`--full`: everything).
  * `--every`: again and again while the pipeline runs. Exit 0 only when everything holds;
- * EO_VERIFY_FAILED (exit 9) otherwise. The flags and the output are here; what runs is src/cli/verify-run.ts.
+ * EO_VERIFY_FAILED (exit 9) otherwise. The flags and the output are here; what runs is src/verify/command.ts.
  */
 import { Command, Option, type CommandUnknownOpts } from '@commander-js/extra-typings';
 import type { VerifyRun } from '../verify/run.js';
 import { ExactlyOnceError } from '../errors.js';
 import { durationOption, intOption } from './flags.js';
-import { auditEvery, auditRunner, type AuditTarget } from './verify-run.js';
+import { auditEvery, auditRunner, type AuditTarget } from '../verify/command.js';
 import { formatReport, verifyFailed } from '../verify/report-text.js';
 import { settingFlags, settingOption, unvalidatedSettings, withAlertRule } from './alert-flags.js';
 import { action, connection, withConnection } from './common.js';

@@ -10,11 +10,11 @@ import { metricsAccess, metricsBindHost, serveMetrics } from '../engine/metrics-
 import { ExactlyOnceError } from '../errors.js';
 import { isSinkConfig, loadJobModule, parseJobOptions } from '../job-loader.js';
 import { createLogger } from '../log.js';
-import { AuditMetrics } from '../verify/audit-metrics.js';
-import { auditContinuously } from '../verify/continuous.js';
-import type { AuditReport } from '../verify/report.js';
-import { formatRound } from '../verify/report-text.js';
-import { verify, verifyJob, type VerifyRun } from '../verify/run.js';
+import { AuditMetrics } from './audit-metrics.js';
+import { auditContinuously } from './continuous.js';
+import type { AuditReport } from './report.js';
+import { formatRound } from './report-text.js';
+import { verify, verifyJob, type VerifyRun } from './run.js';
 
 /** One audit run: its report, its audit_runs row, what the summary starts with and what --json adds. */
 export interface Run {
