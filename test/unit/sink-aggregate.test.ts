@@ -37,6 +37,7 @@ test('mode aggregate: each mistake is refused naming its key', () => {
   assert.equal(problem({ key: ['customer'] }), 's.yaml: key: an aggregate table is keyed by its groupBy columns (and window); key is for mode upsert');
   assert.equal(problem({ ttl: '7d' }), 's.yaml: ttl: not for mode aggregate (an aggregate row holds many records; a TTL would drop their partials one by one)');
   assert.equal(configProblem({ ...base, mode: 'log', aggregates: undefined, window: undefined }), 's.yaml: groupBy: only for mode aggregate');
+  assert.throws(() => sinkConfig(base, 's.yaml', true), /^ExactlyOnceError: s\.yaml: columns: mode aggregate needs its columns listed \(groupBy, window and aggregates name them; columns derived from the registered schema would grow under them\)$/);
 });
 
 test('the group and time columns are required (a record without them belongs to no row); the others are not', () => {

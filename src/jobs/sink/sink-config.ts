@@ -188,6 +188,7 @@ export function sinkConfig(raw: unknown, where = 'sink config', derived = false)
     if (c.ttl !== undefined || c.ttlField !== undefined) problems.push(`${c.ttl !== undefined ? 'ttl' : 'ttlField'}: not for mode aggregate (an aggregate row holds many records; a TTL would drop their partials one by one)`);
     if (c.envelope !== undefined) problems.push('envelope: not for mode aggregate (a change event updates a row: aggregate its table with a log-mode sink of the changes)');
     for (const col of columns) if (col.onNull === 'unset') problems.push(`columns.${col.name}.onNull: unset is for upsert tables; an aggregate skips a null or missing value (count counts the record)`);
+    if (derived) problems.push('columns: mode aggregate needs its columns listed (groupBy, window and aggregates name them; columns derived from the registered schema would grow under them)');
   } else {
     if (c.key === undefined) problems.push('key: mode upsert needs the key columns, e.g. key: [order_id]');
     for (const [i, k] of (c.key ?? []).entries()) {
