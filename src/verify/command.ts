@@ -46,7 +46,13 @@ export async function auditRunner(config: ConnectionConfig, target: AuditTarget,
   if (target.job !== undefined) {
     const spec = target.job;
     const job = await loadJobModule(spec, { config, options: parseJobOptions(target.jobOption), log: createLogger('verify') });
-    const mode = job.audit?.mode === 'upsert' ? `upsert: table ${job.audit.table}, key by key against each key's last record` : `log: table ${job.audit?.table}, offset by offset`;
+    const a = job.audit;
+    const mode =
+      a?.mode === 'upsert'
+        ? `upsert: table ${a.table}, key by key against each key's last record`
+        : a?.mode === 'aggregate'
+          ? `aggregate: table ${a.table} and ${a.aggregate?.partialsTable}, every partial and row from the log start`
+          : `log: table ${a?.table}, offset by offset`;
     return async (full, onProgress) => {
       const r = await verifyJob(config, job, { record: o.record, full, lanes: o.lanes, memoryMb: o.memoryMb, onProgress }).catch((e: unknown) => {
         throw missingTable(e, config.keyspace, spec) ?? e;

@@ -143,6 +143,9 @@ test('an aggregate sink: exact counts, sums, min, max and avg per group and hopp
     quarantined.map((i) => (customer(i) === undefined ? 'missing_field' : 'bad_value')).sort(),
   );
 
+  const text = await runCli(['verify', ...args, '--no-record']);
+  assert.match(text.stdout, /^job order_totals \(aggregate: table order_totals and order_totals_partials, every partial and row from the log start\)/m);
+
   // A partial changed behind the sink's back (one record more, at a timestamp above the sink's): verify fails, naming it.
   const one = (await session.execute(`SELECT customer, window_start, partition, records FROM ${config.keyspace}.order_totals_partials LIMIT 1`)).first();
   await session.execute(
