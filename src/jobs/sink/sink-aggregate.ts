@@ -121,12 +121,32 @@ class AggregateTables {
   }
 }
 
+/** Statements an aggregate sink has in flight at once, over all its partitions: many small groups mean many statements per batch. */
+const IN_FLIGHT = 64;
+
+/** At most `limit` calls of `fn` running at once, the others queued in order. */
+function limited(limit: number): <T>(fn: () => Promise<T>) => Promise<T> {
+  let running = 0;
+  const queue: Array<() => void> = [];
+  return async (fn) => {
+    if (running >= limit) await new Promise<void>((go) => queue.push(go));
+    running++;
+    try {
+      return await fn();
+    } finally {
+      running--;
+      queue.shift()?.();
+    }
+  };
+}
+
 /** The writes of an aggregate sink: a batch's partials, then the merge of every (group, window) it touched. */
 export class SinkAggregator {
   private readonly t: AggregateTables;
   private readonly cache = new PartialCache<AggState>();
   private readonly options: { prepare: true; consistency: number };
   private readonly where: string;
+  private readonly inFlight = limited(IN_FLIGHT);
 
   constructor(
     config: SinkConfig,
@@ -173,30 +193,30 @@ export class SinkAggregator {
   }
 
   private async readPartial(slot: Slot, partition: number): Promise<Partial<AggState>> {
-    const row = (await this.session.execute(this.selectPartials(true), [...slot.key, partition], this.options)).first();
+    const row = (await this.inFlight(() => this.session.execute(this.selectPartials(true), [...slot.key, partition], this.options))).first();
     return row === null ? { through: -1n, state: this.t.fold.empty() } : this.t.partialOf(row);
   }
 
   private async writePartial(slot: Slot, partition: number, p: Partial<AggState>): Promise<void> {
     const names = [...this.t.keyNames, 'partition', 'through_offset', 'records', ...this.t.stateNames];
-    await this.session.execute(
+    await this.inFlight(() => this.session.execute(
       `INSERT INTO ${this.keyspace}.${this.t.partials} (${names.join(', ')}) VALUES (${names.map(() => '?').join(', ')}) USING TIMESTAMP ?`,
       [...slot.key, partition, toLong(p.through), toLong(p.state.records), ...this.t.stateValues(p.state), toLong(p.through)],
       this.options,
-    );
+    ));
   }
 
   /** Reads every partial of a (group, window) and writes their merge, at a timestamp above every merge that read less. */
   private async merge(slot: Slot): Promise<void> {
-    const partials = (await this.session.execute(this.selectPartials(false), slot.key, this.options)).rows.map((row) => this.t.partialOf(row));
+    const partials = (await this.inFlight(() => this.session.execute(this.selectPartials(false), slot.key, this.options))).rows.map((row) => this.t.partialOf(row));
     const state = mergePartials(this.t.fold as Fold<unknown, AggState>, partials.map((p) => p.state));
     const w = this.t.spec.window;
     const names = [...this.t.keyNames, ...(w === undefined ? [] : ['window_end']), ...this.t.spec.aggregates.map((a) => a.name)];
-    await this.session.execute(
+    await this.inFlight(() => this.session.execute(
       `INSERT INTO ${this.keyspace}.${this.t.config.table} (${names.join(', ')}) VALUES (${names.map(() => '?').join(', ')}) USING TIMESTAMP ?`,
       [...slot.key, ...(w === undefined ? [] : [new Date(slot.windowStart! + w.sizeMs)]), ...resultValues(this.t.spec, state), toLong(mergeTimestamp(partials.map((p) => p.through)))],
       this.options,
-    );
+    ));
   }
 }
 
