@@ -4,7 +4,8 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { DEFAULT_ALERT_RULE } from '../../src/jobs/events/alert-rule.js';
-import { AlertWriter, INCOMPLETE_ROW_STOP_MS, ruleName } from '../../src/jobs/events/alerts.js';
+import { AlertWriter, ruleName } from '../../src/jobs/events/alerts.js';
+import { INCOMPLETE_ROW_STOP_MS } from '../../src/engine/incomplete-rows.js';
 import type { Event } from '../../src/jobs/events/event.js';
 import type { DecodedRecord } from '../../src/engine/job.js';
 import { isExactlyOnceError } from '../../src/errors.js';

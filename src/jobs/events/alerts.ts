@@ -27,6 +27,7 @@
  */
 import { consistencies, toLong, type Client, type Long } from '../../cassandra/session.js';
 import type { DecodedRecord, JobContext } from '../../engine/job.js';
+import { IncompleteRows } from '../../engine/incomplete-rows.js';
 import { ExactlyOnceError } from '../../errors.js';
 import type { Alert, AlertRule } from './alert-rule.js';
 import type { Event } from './event.js';
@@ -99,12 +100,6 @@ interface PartitionCache {
 /** Windows remembered per partition (the oldest touched is forgotten first, then read back if needed). */
 const CACHED_WINDOWS = 4096;
 
-/**
- * How long a count row may be read back without one of its cells before its partition stops
- * (EO_PERMANENT_ERROR): well past a recovery's torn answers, which last seconds.
- */
-export const INCOMPLETE_ROW_STOP_MS = 60_000;
-
 /** An offset as a JS number for the count rows (offsets stay far below 2^53; a larger one is refused). */
 function offsetNumber(o: bigint | number): number {
   const n = Number(o);
@@ -119,8 +114,8 @@ export class AlertWriter {
   private insert = '';
   private readonly rule: string;
   private readonly cache = new Map<number, PartitionCache>();
-  /** Count rows last read without one of their cells: since when (ms), by partition, window end and source. */
-  private readonly incompleteSince = new Map<string, number>();
+  /** Count rows read without one of their cells, by partition, window end and source. */
+  private readonly incomplete = new IncompleteRows();
 
   constructor(
     private readonly alertRule: AlertRule,
@@ -243,28 +238,20 @@ export class AlertWriter {
     if (row === null) return { count: 0, through: -1 };
     const count = row['event_count'] as number | null;
     const through = row['through_offset'] as Long | null;
-    // Both cells are written by one statement, so a row without them is either an answer put together
-    // from replicas in the middle of a recovery (make cluster-test met one right after two nodes came
-    // back, gone a few seconds later: read again, as for a node that does not answer), or a row changed
-    // outside the workers (a cell deleted or nulled by hand), which no read fixes: once the row has
-    // been incomplete for INCOMPLETE_ROW_STOP_MS, the partition stops, coded, instead of retrying for good.
+    // Both cells are written by one statement: a row without one is torn or changed by hand (IncompleteRows).
     const where = `${source}, ${new Date(end).toISOString()}, partition ${partition}`;
     const key = `${partition}\u0000${end}\u0000${source}`;
     if (count === null || through === null) {
       const missing = count === null ? 'event_count' : 'through_offset';
-      const since = this.incompleteSince.get(key) ?? Date.now();
-      this.incompleteSince.set(key, since);
-      if (Date.now() - since >= INCOMPLETE_ROW_STOP_MS) {
-        this.incompleteSince.delete(key);
-        throw new ExactlyOnceError(
-          'EO_PERMANENT_ERROR',
-          `the ${this.ks}.alert_window_counts row (${where}) has had no ${missing} for ${Math.round((Date.now() - since) / 1000)} s: workers write both cells in one statement, so the row was changed outside them, and the window's count cannot be known from it. ` +
-            'The partition is stopped at its checkpoint and nothing is skipped. To recount every window from the stored events, stop the workers and run `exactlyonce alerts rule` with the job\'s current rule (docs/aggregates.md, "One job, one configuration — and changing the rule"), then start them again',
-        );
-      }
-      throw new ExactlyOnceError('EO_CASSANDRA_UNAVAILABLE', `${this.ks}.alert_window_counts answered the row (${where}) without its ${missing}; reading it again`);
+      return this.incomplete.refuse(
+        key,
+        `${this.ks}.alert_window_counts answered the row (${where}) without its ${missing}; reading it again`,
+        (seconds) =>
+          `the ${this.ks}.alert_window_counts row (${where}) has had no ${missing} for ${seconds} s: workers write both cells in one statement, so the row was changed outside them, and the window's count cannot be known from it. ` +
+          'The partition is stopped at its checkpoint and nothing is skipped. To recount every window from the stored events, stop the workers and run `exactlyonce alerts rule` with the job\'s current rule (docs/aggregates.md, "One job, one configuration — and changing the rule"), then start them again',
+      );
     }
-    this.incompleteSince.delete(key);
+    this.incomplete.whole(key);
     return { count, through: through.toNumber() };
   }
 

@@ -11,7 +11,7 @@ import { fromLong, toLong, type Client, type Row } from '../../cassandra/session
 import { applyBatch, mergePartials, mergeTimestamp, PartialCache, type Fold, type Partial } from '../../engine/aggregation.js';
 import type { AggregateAudit } from '../../engine/job-audit.js';
 import type { DecodedRecord } from '../../engine/job.js';
-import { ExactlyOnceError } from '../../errors.js';
+import { IncompleteRows } from '../../engine/incomplete-rows.js';
 import { windowStarts, type AggregateColumn, type AggregateSpec } from './aggregate-config.js';
 import { aggregateFold, bind, numOf, resultValues, sumType, valueText, type AggState } from './aggregate-values.js';
 import { cqlColumnType } from './cql-types.js';
@@ -97,13 +97,22 @@ class AggregateTables {
     this.partials = partialsTable(config);
   }
 
-  /** A partials row as a partial (a row without its offset or count is a torn read: read again). */
-  partialOf(row: Row): Partial<AggState> {
+  /** Partials read without their offset or count: torn, or changed by hand (IncompleteRows). */
+  private readonly incomplete = new IncompleteRows();
+
+  /** A partials row (of the group and window `slot`) as a partial. */
+  partialOf(row: Row, slot: string): Partial<AggState> {
     const through = row['through_offset'];
     const records = row['records'];
+    const key = `${slot}\u0000${String(row['partition'])}`;
     if (through === null || records === null) {
-      throw new ExactlyOnceError('EO_CASSANDRA_UNAVAILABLE', `${this.partials} answered a row without its through_offset or records; reading it again`);
+      const where = `${this.partials} row of ${slot}, partition ${String(row['partition'])}`;
+      return this.incomplete.refuse(key, `${where} was answered without its through_offset or records; reading it again`, (seconds) =>
+        `the ${where} has had no through_offset or records for ${seconds} s: the sink writes them in one statement, so the row was changed outside it, and the partition's share of the window cannot be known. ` +
+        'The partition is stopped at its checkpoint and nothing is skipped. Truncate both tables of the sink and replay it from the log start (`exactlyonce checkpoints reset --job <config> --all --to earliest`)',
+      );
     }
+    this.incomplete.whole(key);
     const state: AggState = { records: fromLong(records as types.Long), values: [], counts: [] };
     for (const a of this.spec.aggregates) {
       const v = a.fn === 'count' ? null : row[a.fn === 'avg' ? `${a.name}_sum` : a.name];
@@ -189,12 +198,12 @@ export class SinkAggregator {
   }
 
   private selectPartials(andPartition: boolean): string {
-    return `SELECT through_offset, records${this.t.stateNames.map((n) => `, ${n}`).join('')} FROM ${this.keyspace}.${this.t.partials} WHERE ${this.where}${andPartition ? ' AND partition = ?' : ''}`;
+    return `SELECT partition, through_offset, records${this.t.stateNames.map((n) => `, ${n}`).join('')} FROM ${this.keyspace}.${this.t.partials} WHERE ${this.where}${andPartition ? ' AND partition = ?' : ''}`;
   }
 
   private async readPartial(slot: Slot, partition: number): Promise<Partial<AggState>> {
     const row = (await this.inFlight(() => this.session.execute(this.selectPartials(true), [...slot.key, partition], this.options))).first();
-    return row === null ? { through: -1n, state: this.t.fold.empty() } : this.t.partialOf(row);
+    return row === null ? { through: -1n, state: this.t.fold.empty() } : this.t.partialOf(row, slot.text);
   }
 
   private async writePartial(slot: Slot, partition: number, p: Partial<AggState>): Promise<void> {
@@ -208,7 +217,7 @@ export class SinkAggregator {
 
   /** Reads every partial of a (group, window) and writes their merge, at a timestamp above every merge that read less. */
   private async merge(slot: Slot): Promise<void> {
-    const partials = (await this.inFlight(() => this.session.execute(this.selectPartials(false), slot.key, this.options))).rows.map((row) => this.t.partialOf(row));
+    const partials = (await this.inFlight(() => this.session.execute(this.selectPartials(false), slot.key, this.options))).rows.map((row) => this.t.partialOf(row, slot.text));
     const state = mergePartials(this.t.fold as Fold<unknown, AggState>, partials.map((p) => p.state));
     const w = this.t.spec.window;
     const names = [...this.t.keyNames, ...(w === undefined ? [] : ['window_end']), ...this.t.spec.aggregates.map((a) => a.name)];
@@ -232,8 +241,9 @@ export function aggregateAudit(config: SinkConfig): AggregateAudit {
     partialColumns: [...t.keyNames, 'partition', 'through_offset', 'records', ...t.stateNames],
     fold: t.fold as Fold<unknown, unknown>,
     partial: (row) => {
-      const p = t.partialOf(row);
-      return { slot: slotText(row), partition: row['partition'] as number, through: p.through, state: p.state };
+      const slot = slotText(row);
+      const p = t.partialOf(row, slot);
+      return { slot, partition: row['partition'] as number, through: p.through, state: p.state };
     },
     result: (row) => ({ slot: slotText(row), values: texts(names.map((n) => row[n])) }),
     resultValues: (state) => texts(resultValues(t.spec, state as AggState)),
