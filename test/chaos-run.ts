@@ -32,8 +32,11 @@ export interface ChaosFigures {
  */
 export async function runChaos(t: TestContext, args: string[], env: Record<string, string> = {}): Promise<ChaosFigures> {
   const r = await runCli(['chaos', '--brokers', BROKERS, '--cassandra', CASSANDRA, '--json', ...args], env, 15 * 60_000);
-  t.diagnostic(r.stdout.split('\n').filter((l) => /^job |^chaos seed|^ {2}(records|transactions|faults|checkpoints|violations):|^ {4}(problem|warning):|^checked|^\[chaos.*job /.test(l)).join('\n'));
-  assert.equal(r.code, 0, `chaos failed:\n${r.stdout.slice(-6000)}\n${r.stderr.slice(-3000)}`);
+  const summary = r.stdout.split('\n').filter((l) => /^job |^chaos seed|^ {2}(records|transactions|faults|checkpoints|violations):|^ {4}(problem|warning):|^checked|^\[chaos.*job /.test(l)).join('\n');
+  t.diagnostic(summary);
+  // The verdict first (a log printer that shortens long messages keeps their head), then the tails.
+  const verdict = r.stdout.split('\n').filter((l) => /^ {4}(problem|warning):|^ {2}violations:|EO_[A-Z_]+|^FAIL|violation/.test(l)).slice(-40).join('\n');
+  assert.equal(r.code, 0, `chaos failed:\n${verdict}\n${r.stderr.slice(-3000)}\n--- the run's last output:\n${r.stdout.slice(-6000)}`);
   const figures = JSON.parse(r.stdout.trim().split('\n').filter((l) => l.startsWith('{"seed"')).pop()!) as ChaosFigures;
   assert.equal(figures.violations, 0);
   assert.deepEqual(figures.problems, []);

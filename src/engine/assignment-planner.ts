@@ -35,6 +35,11 @@ export interface PlannerDeps {
   binding: () => Binding;
   /** Runs a call with retries until the server answers (AbortedError on shutdown). */
   retrying: <T>(server: 'Cassandra' | 'Kafka', fn: () => Promise<T>) => Promise<T>;
+  /**
+   * True once the worker is stopping: an assignment that arrives while it leaves the group is not
+   * planned, so it moves no checkpoint (a crash replay's reset) that it would then never read again.
+   */
+  stopping?: () => boolean;
   /** Moves checkpoints whose rows a node crash may have taken back to where they are read again (LostWrites.resume). */
   resume?: (stored: ReadonlyMap<number, StoredCheckpoint>, assigned: readonly number[], logStarts: ReadonlyMap<number, bigint>) => Promise<ReadonlyMap<number, StoredCheckpoint>>;
 }
@@ -77,7 +82,8 @@ export class AssignmentPlanner {
    * otherwise fall back to its default assignment and read from a position nobody chose.
    */
   async plan(assigned: readonly number[]): Promise<AssignmentPlan> {
-    const { topic, checkpoints, admin, retrying } = this.deps;
+    const { topic, checkpoints, admin, retrying, stopping = () => false } = this.deps;
+    if (stopping()) return { kind: 'aborted' };
     try {
       // Read back where each partition stands; retried until the servers answer, because proceeding
       // without the checkpoint could only replay from the start or skip.
@@ -86,6 +92,7 @@ export class AssignmentPlanner {
       const { topicId: bound, settingsChanged, partitions: boundPartitions } = this.deps.binding();
       // A partition of another topic (re-created) or with a changed job is not read: nothing to move.
       const resume = this.deps.resume;
+      if (stopping()) return { kind: 'aborted' };
       const stored = resume === undefined || settingsChanged !== undefined || (topicId !== null && bound !== undefined && topicId !== bound)
         ? read
         : await retrying('Cassandra', () => resume(read, assigned, new Map(marks.map((m) => [m.partition, m.low]))));

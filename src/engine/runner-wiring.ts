@@ -82,6 +82,7 @@ export function wireTasks(w: TaskWiring): WiredTasks {
     admin,
     binding: () => w.binding,
     retrying: (server, fn) => w.retrying(server, fn),
+    stopping: () => w.signal.aborted,
     resume: (stored, assigned, logStarts) => w.lostWrites.resume(stored, assigned, logStarts),
   });
   const identity = new IdentityGate({

@@ -39,10 +39,11 @@ function wired(
   gate: () => Promise<void> = async () => undefined,
   ring: RingState = { down: [], lastStart: 0 },
   replay?: StoredCheckpoint['replay'],
+  stopping?: () => boolean,
 ) {
   const world = { stored: new Map([[0, { next: stored, epoch: 0, ...(replay === undefined ? {} : { replay }) }]]), marks: [{ partition: 0, low: 0n, high: 9000n, stable: 9000n }] };
   const lostWrites = new LostWrites(windowMs);
-  const { tasks, planner, metrics, log, ctx, world: w } = fakeEngine(world, { resume: (s, a, l) => lostWrites.resume(s, a, l) });
+  const { tasks, planner, metrics, log, ctx, world: w } = fakeEngine(world, { resume: (s, a, l) => lostWrites.resume(s, a, l), stopping });
   ctx.lostWrites = lostWrites;
   ctx.checkpoints = { ...ctx.checkpoints, readOne: async (p: number) => w.stored.get(p) ?? null } as unknown as typeof ctx.checkpoints;
   const calls: string[] = [];
@@ -206,6 +207,17 @@ test('a node down when a new owner plans: it resumes from the replay point', asy
   await tasks.assign([0]);
   assert.deepEqual(tasks.tasks.get(0)!.status.next, 5000n);
   assert.deepEqual(calls, ['reset 0:5000@1']);
+});
+
+test('an assignment that arrives while the worker stops (its group leave pending) is not planned: no checkpoint moved, nothing read', async () => {
+  // The same crash evidence as above; a stopping worker would otherwise reset the checkpoint back to the
+  // replay point and leave before reading it again, leaving the partition behind for the next owner.
+  let stopping = false;
+  const { tasks, calls, metrics } = wired(6000n, 15_000, undefined, { down: ['10.0.0.3'], lastStart: 0 }, { from: 5000n, writtenAt: Date.now() }, () => stopping);
+  stopping = true;
+  await tasks.assign([0]);
+  assert.deepEqual([tasks.tasks.get(0)!.status.state, calls], ['revoked', []]);
+  assert.deepEqual(await series(metrics, 'crash_replays_total'), []);
 });
 
 test('no node started since the window before the checkpoint began, none down: the new owner resumes at the checkpoint; a node going down afterwards reads its predecessor\'s rows again too', async () => {
