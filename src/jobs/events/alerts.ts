@@ -3,15 +3,11 @@
  *
  * 1. State per (source, window end, rule) and Kafka partition, in `alert_window_counts`: the number of
  *    counted events of that partition in the window, and the offset of the last one counted
- *    (`through_offset`). A row's count is exactly the number of counted events of the partition in the
- *    window with offset <= through_offset: a pure function of the log. Each Kafka batch adds its new
- *    events (offset > through_offset) to each window it touches and writes that one row
- *    `USING TIMESTAMP through_offset`, so the write that includes more of the log always wins: a replay
- *    or a zombie rewrites a row it already holds or loses, and can neither count an event twice nor
- *    lower a count. Cost: one row write per touched window per batch, whatever the window's size. The
- *    row it adds to comes from a per-partition cache, valid while this worker reads the partition
- *    contiguously; otherwise it is read back once (its checkpoint was written after every earlier
- *    count, so the stored row includes every counted event below the batch).
+ *    (`through_offset`), written `USING TIMESTAMP through_offset`. These are the partials of the
+ *    engine's exactly-once aggregation (src/engine/aggregation.ts, whose argument covers them): a count
+ *    is a pure function of the log, a replay or a zombie can neither count an event twice nor lower a
+ *    count, and a batch adds to the row cached while the partition is read contiguously, or read back.
+ *    Cost: one row write per touched window per batch, whatever the window's size.
  * 2. After the batch's rows are acknowledged, every window it touched is summed over its partitions
  *    (one single-partition read). Of two workers adding to one window, whichever sums last sees both
  *    writes (each sums after its own write is acknowledged), so the final sum is exact.
@@ -25,7 +21,8 @@
  *    table after the final count was stored (see docs/aggregates.md, "Alerts").
  * All of this runs before the batch's checkpoint, so a crash at any point replays it.
  */
-import { consistencies, toLong, type Client, type Long } from '../../cassandra/session.js';
+import { consistencies, fromLong, toLong, type Client, type Long } from '../../cassandra/session.js';
+import { applyBatch, PartialCache, type Fold, type Partial } from '../../engine/aggregation.js';
 import type { DecodedRecord, JobContext } from '../../engine/job.js';
 import { IncompleteRows } from '../../engine/incomplete-rows.js';
 import { ExactlyOnceError } from '../../errors.js';
@@ -84,28 +81,11 @@ export interface TouchedWindow {
   added: number;
 }
 
-/** One partition's count in one window: `count` counted events with offset <= `through`. */
-interface PartitionCount {
-  count: number;
-  through: number;
-}
-
-/** What a worker knows of one partition's counts, valid while it reads the partition contiguously. */
-interface PartitionCache {
-  /** The offset after the last batch this writer stored: a batch starting there continues it. */
-  next: number;
-  windows: Map<string, PartitionCount>;
-}
-
-/** Windows remembered per partition (the oldest touched is forgotten first, then read back if needed). */
-const CACHED_WINDOWS = 4096;
-
-/** An offset as a JS number for the count rows (offsets stay far below 2^53; a larger one is refused). */
-function offsetNumber(o: bigint | number): number {
-  const n = Number(o);
-  if (!Number.isSafeInteger(n) || n < 0) throw new ExactlyOnceError('EO_PERMANENT_ERROR', `offset ${o} is beyond 2^53 - 1, the largest the alert counts hold`);
-  return n;
-}
+/**
+ * The alert counts as one client of the engine's exactly-once aggregation (src/engine/aggregation.ts):
+ * a window's per-partition partial is its count of counted events, merged by a sum.
+ */
+const COUNT: Fold<null, number> = { empty: () => 0, add: (n) => n + 1, merge: (a, b) => a + b };
 
 export class AlertWriter {
   private ctx!: JobContext;
@@ -113,7 +93,7 @@ export class AlertWriter {
   private ks = '';
   private insert = '';
   private readonly rule: string;
-  private readonly cache = new Map<number, PartitionCache>();
+  private readonly cache = new PartialCache<number>();
   /** Count rows read without one of their cells, by partition, window end and source. */
   private readonly incomplete = new IncompleteRows();
 
@@ -137,7 +117,7 @@ export class AlertWriter {
    * does not continue the cache drops it anyway; this makes it explicit, whatever offset comes next.)
    */
   forget(partition: number): void {
-    this.cache.delete(partition);
+    this.cache.forget(partition);
   }
 
   /**
@@ -167,75 +147,52 @@ export class AlertWriter {
    * brought nothing new: the window is still summed and published again, in case a crash came first).
    */
   async index(partition: number, records: readonly DecodedRecord<Event>[]): Promise<Map<string, TouchedWindow>> {
-    const touched = new Map<string, TouchedWindow & { offsets: number[] }>();
+    const touched = new Map<string, TouchedWindow>();
+    const counted: Array<{ key: string; offset: bigint; value: null }> = [];
     const health = this.alertRule.health;
     const windows = this.alertRule.windows;
     for (let i = 0; i < records.length; i++) {
       const { record, value: e } = records[i]!;
       if (e.health !== health) continue;
-      const offset = offsetNumber(record.offset);
+      const offset = BigInt(record.offset);
       for (const end of windowEnds(e.ts, windows)) {
         const k = alertTopicKey(e.source, end);
-        let w = touched.get(k);
-        if (w === undefined) touched.set(k, (w = { source: e.source, end, added: 0, offsets: [] }));
-        w.offsets.push(offset);
+        if (!touched.has(k)) touched.set(k, { source: e.source, end, added: 0 });
+        counted.push({ key: k, offset, value: null });
       }
     }
     if (records.length === 0) return touched;
-    const first = offsetNumber(records[0]!.record.offset);
-    const last = offsetNumber(records[records.length - 1]!.record.offset);
-    let cache = this.cache.get(partition);
-    if (cache === undefined || cache.next !== first) this.cache.set(partition, (cache = { next: first, windows: new Map() }));
-    const known = cache.windows;
-    const stored = new Map<string, PartitionCount>();
+    const first = BigInt(records[0]!.record.offset);
+    const last = BigInt(records[records.length - 1]!.record.offset);
+    const known = this.cache.begin(partition, first);
+    const after = await applyBatch(COUNT, partition, counted, async (k) => {
+      const w = touched.get(k)!;
+      return known.get(k) ?? (await this.readCount(w.source, w.end, partition));
+    });
     await Promise.all(
-      [...touched].map(async ([k, w]) => {
-        const had = known.get(k) ?? (await this.readCount(w.source, w.end, partition));
-        let { count, through } = had;
-        for (const o of w.offsets) {
-          if (o <= through) continue; // already counted (a replay)
-          count++;
-          through = o;
-        }
-        w.added = count - had.count;
-        if (w.added > 0) {
-          await this.session.execute(this.insert, [w.source, new Date(w.end), this.rule, partition, count, through, through], {
-            prepare: true,
-            consistency: consistencies.localQuorum,
-          });
-        }
-        stored.set(k, { count, through });
+      [...after].map(async ([k, { partial, added }]) => {
+        const w = touched.get(k)!;
+        w.added = added;
+        if (added === 0) return;
+        await this.session.execute(this.insert, [w.source, new Date(w.end), this.rule, partition, partial.state, toLong(partial.through), toLong(partial.through)], {
+          prepare: true,
+          consistency: consistencies.localQuorum,
+        });
       }),
     );
-    if (this.cache.get(partition) === cache && cache.next === first) {
-      cache.next = last + 1;
-      for (const [k, c] of stored) {
-        known.delete(k);
-        known.set(k, c);
-      }
-      if (known.size > CACHED_WINDOWS) {
-        for (const k of known.keys()) {
-          known.delete(k);
-          if (known.size <= CACHED_WINDOWS) break;
-        }
-      }
-    } else {
-      this.cache.delete(partition); // another batch of the partition ran meanwhile: read back next time
-    }
-    const out = new Map<string, TouchedWindow>();
-    for (const [k, w] of touched) out.set(k, { source: w.source, end: w.end, added: w.added });
-    return out;
+    this.cache.commit(partition, first, last, new Map([...after].map(([k, a]) => [k, a.partial])));
+    return touched;
   }
 
   /** The stored count of one partition in one window (none: 0 through -1). */
-  private async readCount(source: string, end: number, partition: number): Promise<PartitionCount> {
+  private async readCount(source: string, end: number, partition: number): Promise<Partial<number>> {
     const r = await this.session.execute(
       `SELECT event_count, through_offset FROM ${this.ks}.alert_window_counts WHERE source = ? AND window_end = ? AND rule = ? AND partition = ?`,
       [source, new Date(end), this.rule, partition],
       { prepare: true, consistency: consistencies.localQuorum },
     );
     const row = r.first();
-    if (row === null) return { count: 0, through: -1 };
+    if (row === null) return { state: 0, through: -1n };
     const count = row['event_count'] as number | null;
     const through = row['through_offset'] as Long | null;
     // Both cells are written by one statement: a row without one is torn or changed by hand (IncompleteRows).
@@ -252,7 +209,7 @@ export class AlertWriter {
       );
     }
     this.incomplete.whole(key);
-    return { count, through: through.toNumber() };
+    return { state: count, through: fromLong(through) };
   }
 
   /** Sums each touched window and stores + publishes the alerts at or above the threshold. */
