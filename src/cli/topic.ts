@@ -4,6 +4,7 @@
  */
 import { Command, Option } from '@commander-js/extra-typings';
 import { intOption } from './flags.js';
+import { ExactlyOnceError } from '../errors.js';
 import { KafkaAdmin } from '../kafka/admin.js';
 import { Producer } from '../kafka/producer.js';
 import { localCluster } from '../stack/cluster.js';
@@ -21,17 +22,19 @@ export function topicCommand(): Command {
       )
       .addOption(new Option('--partitions <n>', 'partition count').default(3).argParser(intOption('--partitions', 1, 10000)))
       .option('--no-alerts', "only the --topic (a sink's or your job's input), not the events job's alerts topic")
+      .option('--compacted', "with --no-alerts: the --topic is compacted (an aggregate sink's closedTopic, whose latest message per key is the window)")
       .addOption(new Option('--replication-factor <n>', 'replicas per partition (on a local cluster stack: its broker count, up to 3)').default(localCluster()?.topicReplication ?? 1).argParser(intOption('--replication-factor', 1, 32))),
     ['brokers', 'topic', 'alertsTopic', 'kafkaConfig'],
   ).action(
     action(async (opts, cmd) => {
       const config = connection(cmd);
+      if (opts.compacted === true && opts.alerts) throw new ExactlyOnceError('EO_USAGE', '--compacted: only with --no-alerts (the alerts topic is always compacted, the events topic never)');
       const admin = new KafkaAdmin(config);
       try {
         const { partitions, replicationFactor } = opts;
         // The alerts topic is compacted: its latest message per key (source + window) is the alert.
         const topics = [
-          { role: 'events', topic: config.topic, compacted: false },
+          { role: 'events', topic: config.topic, compacted: opts.compacted === true && !opts.alerts },
           { role: 'alerts', topic: config.alertsTopic, compacted: true },
         ];
         for (const { role, topic, compacted } of opts.alerts ? topics : topics.slice(0, 1)) {

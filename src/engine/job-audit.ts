@@ -92,4 +92,17 @@ export interface AggregateAudit {
   stateText(state: unknown): string;
   /** The result column whose write time is the merge timestamp. */
   readonly timedColumn: string;
+  /**
+   * Results also published to a topic as their windows close (closeAfter): a window closes on a
+   * partition once that partition's watermark (the latest time of its contributing records) reaches
+   * its close time; its latest message must then exist, and equal the row once every partition that
+   * contributed has closed it.
+   */
+  readonly closed?: {
+    readonly topic: string;
+    /** A contributing value's time, and the close time of each of its slots (in the order of `contribute`'s slots). */
+    times(value: unknown): { time: number; closeAt: readonly number[] };
+    /** A message's aggregate values as canonical text (as `result` gives a row's), or why it is malformed. */
+    message(value: Buffer | null): Readonly<Record<string, string>> | string;
+  };
 }

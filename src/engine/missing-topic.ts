@@ -10,6 +10,7 @@ import { ExactlyOnceError } from '../errors.js';
 export function missingTopic(config: Pick<ConnectionConfig, 'brokers' | 'topic' | 'alertsTopic'>, topic: string, outputTopics: readonly string[]): ExactlyOnceError {
   const role = topic === config.topic ? 'topic' : 'output topic';
   const alerts = outputTopics.includes(config.alertsTopic) ? ` --alerts-topic ${config.alertsTopic}` : '';
-  const create = topic === config.alertsTopic && alerts !== '' ? `--topic ${config.topic}${alerts}` : `--topic ${topic}${alerts === '' ? ' --no-alerts' : alerts}`;
+  // Another job's output topic (an aggregate sink's closed windows) is compacted: its latest message per key is the state.
+  const create = topic === config.alertsTopic && alerts !== '' ? `--topic ${config.topic}${alerts}` : `--topic ${topic}${alerts === '' ? ` --no-alerts${role === 'output topic' ? ' --compacted' : ''}` : alerts}`;
   return new ExactlyOnceError('EO_TOPIC_MISMATCH', `${role} ${topic} does not exist at ${config.brokers.join(',')}; run \`exactlyonce topic create ${create}\``);
 }

@@ -12,11 +12,20 @@
  *    merge timestamp (Σ through + 1): the last merge read every final partial, and no other writer
  *    touched the row. A group and window with partials has its row; a row without partials is extra.
  *
+ * 4. With closeAfter, the closed topic: a window one of its partitions has closed (that partition's
+ *    watermark, the latest time of its records below its checkpoint, reached the window's close time)
+ *    has a message; once every partition that contributed has closed it, its latest message equals
+ *    the row. A message of a window no partition's watermark reached (over every record read) is extra.
+ *
  * The topic is read to its end (a batch in flight may have written partials beyond its checkpoint),
  * and always from the log start: a partial is a fold of the log's prefix. Memory: each contributing
- * record's offset and values per group and window it falls in, for the length of the run.
+ * record's offset and values per group and window it falls in, for the length of the run; with
+ * closeAfter, also the latest closed message per window.
  */
 import { fromLong, type Client } from '../cassandra/session.js';
+import type { ConnectionConfig } from '../config.js';
+import { KafkaAdmin } from '../kafka/admin.js';
+import { readTopic } from '../kafka/log-reader.js';
 import { mergePartials, mergeTimestamp } from '../engine/aggregation.js';
 import type { AggregateAudit as Described } from '../engine/job-audit.js';
 import { pagedRows } from './reads.js';
@@ -31,9 +40,14 @@ interface Stored {
 export class AggregateAudit {
   /** Per group and window (its key text), per partition, the contributing records in offset order. */
   private readonly contributions = new Map<string, Map<number, Array<{ offset: bigint; value: unknown }>>>();
+  /** closeAfter: per partition, each offset at which its watermark rose, with the new watermark (ascending). */
+  private readonly rises = new Map<number, Array<{ offset: bigint; watermark: number }>>();
+  /** closeAfter: each (group, window)'s close time. */
+  private readonly closeAt = new Map<string, number>();
 
   constructor(
     private readonly o: {
+      readonly connection: ConnectionConfig;
       readonly session: Client;
       readonly keyspace: string;
       readonly table: string;
@@ -49,6 +63,14 @@ export class AggregateAudit {
 
   /** A record folded into these groups and windows. */
   add(partition: number, offset: bigint, slots: readonly string[], value: unknown): void {
+    const closed = this.o.described.closed;
+    if (closed !== undefined) {
+      const { time, closeAt } = closed.times(value);
+      slots.forEach((slot, i) => this.closeAt.set(slot, closeAt[i]!));
+      let rises = this.rises.get(partition);
+      if (rises === undefined) this.rises.set(partition, (rises = []));
+      if (rises.length === 0 || time > rises[rises.length - 1]!.watermark) rises.push({ offset, watermark: time });
+    }
     for (const slot of slots) {
       let byPartition = this.contributions.get(slot);
       if (byPartition === undefined) this.contributions.set(slot, (byPartition = new Map()));
@@ -103,6 +125,7 @@ export class AggregateAudit {
     // 3: each result row against the merge of its partials.
     const seen = new Set<string>();
     const timed = d.timedColumn;
+    const rows = new Map<string, { values: Readonly<Record<string, string>>; settled: boolean }>();
     for await (const row of pagedRows(this.o.session, `SELECT ${d.resultColumns.join(', ')}, WRITETIME(${timed}) AS merged_at FROM ${ks}.${this.o.table}`, [], (r) => r)) {
       const { slot, values } = d.result(row);
       seen.add(slot);
@@ -112,7 +135,9 @@ export class AggregateAudit {
         continue;
       }
       // A batch in flight may have written a partial beyond its checkpoint and not merged it yet.
-      if (partials.some((p) => p.through >= (ends.get(p.partition) ?? 0n))) {
+      const settled = !partials.some((p) => p.through >= (ends.get(p.partition) ?? 0n));
+      if (d.closed !== undefined) rows.set(slot, { values, settled });
+      if (!settled) {
         this.o.aheadOfCheckpoint();
         continue;
       }
@@ -126,6 +151,60 @@ export class AggregateAudit {
     for (const [slot, partials] of stored) {
       if (seen.has(slot) || partials.some((p) => p.through >= (ends.get(p.partition) ?? 0n))) continue;
       this.v('missing', `no row of ${slot} in ${this.o.table}, though it has partials`);
+    }
+    if (d.closed !== undefined) await this.judgeClosed(d.closed, ends, rows);
+  }
+
+  /** The partition's watermark over its records below `end` (all: Infinity). */
+  private watermark(partition: number, end: bigint): number {
+    let w = -Infinity;
+    for (const r of this.rises.get(partition) ?? []) {
+      if (r.offset >= end) break;
+      w = r.watermark;
+    }
+    return w;
+  }
+
+  /** 4: the closed topic's latest message per window against the windows closed and their rows. */
+  private async judgeClosed(closed: NonNullable<Described['closed']>, ends: ReadonlyMap<number, bigint>, rows: ReadonlyMap<string, { values: Readonly<Record<string, string>>; settled: boolean }>): Promise<void> {
+    const latest = new Map<string, { partition: number; offset: bigint; value: Buffer | null }>();
+    const admin = new KafkaAdmin(this.o.connection);
+    const exists = await admin.partitionCount(closed.topic).finally(() => admin.close()) !== null;
+    if (exists) {
+      await readTopic(this.o.connection, closed.topic, (records) => {
+        for (const r of records) {
+          const key = r.key === null ? '' : r.key.toString('utf8');
+          const had = latest.get(key);
+          if (had === undefined || had.partition !== r.partition || had.offset < r.offset) latest.set(key, { partition: r.partition, offset: r.offset, value: r.value });
+        }
+      });
+    }
+    const where = (m: { partition: number; offset: bigint }) => `${closed.topic} partition ${m.partition} offset ${m.offset}`;
+    for (const [slot, byPartition] of this.contributions) {
+      const at = this.closeAt.get(slot)!;
+      const due = [...byPartition].filter(([p, records]) => records.some((r) => r.offset < (ends.get(p) ?? 0n)));
+      const closedBy = due.filter(([p]) => this.watermark(p, ends.get(p) ?? 0n) >= at).map(([p]) => p);
+      const m = latest.get(slot);
+      if (m === undefined) {
+        if (closedBy.length > 0) this.v('missing', `no message of ${slot} on ${closed.topic}, though partition ${closedBy.join(', ')} closed it (its watermark reached ${new Date(at).toISOString()})`);
+        continue;
+      }
+      const values = closed.message(m.value);
+      if (typeof values === 'string') {
+        this.v('mismatch', `the latest message of ${slot} (${where(m)}) is ${values}`);
+        continue;
+      }
+      // Every partition that contributed closed it, and nothing beyond a checkpoint is still to come: the message is the row.
+      const settled = closedBy.length === due.length && due.length === byPartition.size && rows.get(slot)?.settled === true;
+      if (!settled) continue;
+      const row = rows.get(slot)!.values;
+      const diff = Object.keys(row).filter((k) => row[k] !== values[k]);
+      if (diff.length > 0) this.v('mismatch', `the latest message of ${slot} (${where(m)}): ${diff.map((k) => `${k} is ${values[k]}, the row holds ${row[k]}`).join('; ')}`);
+    }
+    for (const [key, m] of latest) {
+      const at = this.closeAt.get(key);
+      const reached = at !== undefined && [...(this.contributions.get(key)?.keys() ?? [])].some((p) => this.watermark(p, BigInt(Number.MAX_SAFE_INTEGER)) >= at);
+      if (!reached) this.v('extra', `a message of ${JSON.stringify(key)} on ${closed.topic} (${where(m)}), though no partition that contributed to such a window has closed it`);
     }
   }
 }

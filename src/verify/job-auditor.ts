@@ -129,6 +129,7 @@ export class JobAuditor {
 
       if (audit.mode === 'aggregate') {
         this.aggregate = new AggregateAudit({
+          connection: config,
           session: this.session,
           keyspace: ks,
           table: audit.table,

@@ -86,3 +86,16 @@ test('the two tables: results keyed by group and window start, partials by group
   assert.match(running, /PRIMARY KEY \(\(customer\)\)\n/);
   assert.match(running, /PRIMARY KEY \(\(customer\), partition\)\n/);
 });
+
+test('closeAfter: only with a window, closedTopic only with it; the topic defaults to <name>.closed, and a third table holds each partition\'s watermark and open windows', () => {
+  const problem = (patch: Record<string, unknown>) => configProblem({ ...base, ...patch });
+  assert.equal(problem({ closeAfter: '5m', window: undefined }), 's.yaml: closeAfter: only with a window (a running total never closes)');
+  assert.equal(problem({ closedTopic: 'x.closed' }), 's.yaml: closedTopic: only with closeAfter');
+  assert.equal(problem({ closeAfter: '5 min' }), 's.yaml: closeAfter: expected a whole number and a unit: 500ms, 30s, 1m, 12h or 1d');
+  assert.equal(configProblem({ ...base, mode: 'log', groupBy: undefined, aggregates: undefined, window: undefined, closeAfter: '5m' }), 's.yaml: closeAfter: only for mode aggregate');
+  assert.deepEqual(sinkConfig({ ...base, closeAfter: '5m' }).aggregate?.close, { afterMs: 300_000, topic: 'totals.closed' });
+  assert.deepEqual(sinkConfig({ ...base, name: 'orders', closeAfter: '90s', closedTopic: 'shop.orders.closed' }).aggregate?.close, { afterMs: 90_000, topic: 'shop.orders.closed' });
+  const cql = createTableCql(sinkConfig({ ...base, closeAfter: '5m' }), 'ks');
+  assert.match(cql, /CREATE TABLE IF NOT EXISTS ks\.totals_closing \(\n {4}partition int,\n {4}close_at timestamp,\n {4}customer text,\n {4}window_start timestamp,\n {4}watermark timestamp STATIC,\n {4}through_offset bigint STATIC,\n {4}PRIMARY KEY \(\(partition\), close_at, customer, window_start\)\n\);/);
+  assert.doesNotMatch(createTableCql(sinkConfig(base), 'ks'), /_closing/);
+});

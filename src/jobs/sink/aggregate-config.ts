@@ -24,6 +24,8 @@ export interface AggregateSpec {
   /** Event-time windows: the timestamp column's index, size and slide in ms; none: one running total per group. */
   readonly window?: { readonly time: number; readonly sizeMs: number; readonly slideMs: number };
   readonly aggregates: readonly AggregateColumn[];
+  /** closeAfter: a window closes on a partition once its watermark is `afterMs` past the window's end; its row then goes to `topic`. */
+  readonly close?: { readonly afterMs: number; readonly topic: string };
 }
 
 /** The types a group column may have: those with one canonical text (as upsert keys). */
@@ -40,6 +42,10 @@ export function durationMs(text: string): number {
 }
 
 interface RawAggregate {
+  name?: string;
+  table: string;
+  closeAfter?: string;
+  closedTopic?: string;
   groupBy?: string[];
   window?: { time: string; size: string; slide?: string };
   aggregates?: Record<string, string>;
@@ -48,7 +54,7 @@ interface RawAggregate {
 /** The aggregate settings of a config in `mode`, or undefined; problems are pushed, naming their key. */
 export function aggregateSpec(c: RawAggregate & { mode: string }, columns: ReadonlyArray<{ name: string; type: CqlType }>, problems: string[]): AggregateSpec | undefined {
   if (c.mode !== 'aggregate') {
-    for (const k of ['groupBy', 'window', 'aggregates'] as const) if (c[k] !== undefined) problems.push(`${k}: only for mode aggregate`);
+    for (const k of ['groupBy', 'window', 'aggregates', 'closeAfter', 'closedTopic'] as const) if (c[k] !== undefined) problems.push(`${k}: only for mode aggregate`);
     return undefined;
   }
   const index = (name: string) => columns.findIndex((x) => x.name === name);
@@ -103,7 +109,12 @@ export function aggregateSpec(c: RawAggregate & { mode: string }, columns: Reado
     const type = fn === 'avg' ? 'double' : fn === 'sum' ? SUM_TYPE[arithmetic] : scalar(column);
     aggregates.push({ name, fn, column, arithmetic, type });
   }
-  return { groupBy, ...(window === undefined ? {} : { window }), aggregates };
+  let close: AggregateSpec['close'];
+  if (c.closeAfter !== undefined) {
+    if (c.window === undefined) problems.push('closeAfter: only with a window (a running total never closes)');
+    else close = { afterMs: durationMs(c.closeAfter), topic: c.closedTopic ?? `${c.name ?? c.table}.closed` };
+  } else if (c.closedTopic !== undefined) problems.push('closedTopic: only with closeAfter');
+  return { groupBy, ...(window === undefined ? {} : { window }), aggregates, ...(close === undefined ? {} : { close }) };
 }
 
 /** The window starts a time falls in (ascending): those s = k·slide with s ≤ t < s + size. */

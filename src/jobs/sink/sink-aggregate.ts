@@ -10,8 +10,9 @@ import type { types } from 'cassandra-driver';
 import { fromLong, toLong, type Client, type Row } from '../../cassandra/session.js';
 import { applyBatch, mergePartials, mergeTimestamp, PartialCache, type Fold, type Partial } from '../../engine/aggregation.js';
 import type { AggregateAudit } from '../../engine/job-audit.js';
-import type { DecodedRecord } from '../../engine/job.js';
+import type { DecodedRecord, PublishRecord } from '../../engine/job.js';
 import { IncompleteRows } from '../../engine/incomplete-rows.js';
+import { closeAt, closedMessageValues, closingTableCql, WindowCloser, type WindowSlot } from './aggregate-close.js';
 import { windowStarts, type AggregateColumn, type AggregateSpec } from './aggregate-config.js';
 import { aggregateFold, bind, numOf, resultValues, sumType, valueText, type AggState } from './aggregate-values.js';
 import { cqlColumnType } from './cql-types.js';
@@ -53,6 +54,7 @@ export function aggregateTablesCql(config: SinkConfig, keyspace: string): string
     ...partialState,
     `    PRIMARY KEY ((${names}${w === undefined ? '' : ', window_start'}), partition)`,
     ');',
+    ...(spec.close === undefined ? [] : closingTableCql(config, keyspace)),
     '',
   ].join('\n');
 }
@@ -63,11 +65,7 @@ export function aggregateKeyColumns(config: SinkConfig): string[] {
 }
 
 /** One (group, window): its key columns' values in the tables' order, and their text. */
-interface Slot {
-  key: unknown[];
-  text: string;
-  windowStart?: number;
-}
+type Slot = WindowSlot;
 
 /** The (group, window)s a row's values fall in. */
 export function slotsOf(spec: AggregateSpec, values: readonly unknown[]): Slot[] {
@@ -156,37 +154,65 @@ export class SinkAggregator {
   private readonly options: { prepare: true; consistency: number };
   private readonly where: string;
   private readonly inFlight = limited(IN_FLIGHT);
+  /** closeAfter: the windows each partition closes, and their messages. */
+  private readonly closer: WindowCloser | undefined;
 
   constructor(
     config: SinkConfig,
     private readonly session: Client,
     private readonly keyspace: string,
     consistency: number,
-    /** Counts rows written: a batch's partials, and its merged rows. */
-    private readonly onWrite: (table: 'partials' | 'results', rows: number) => void = () => undefined,
+    private readonly o: {
+      /** Counts rows written: a batch's partials, and its merged rows. */
+      onWrite?: (table: 'partials' | 'results', rows: number) => void;
+      /** closeAfter: counts records that arrived after their window closed on their partition. */
+      onLate?: (records: number) => void;
+      /** closeAfter: publishes closed windows (JobContext.publish). */
+      publish?: (topic: string, records: readonly PublishRecord[]) => Promise<void>;
+    } = {},
   ) {
     this.t = new AggregateTables(config);
     this.options = { prepare: true, consistency };
     this.where = this.t.keyNames.map((n) => `${n} = ?`).join(' AND ');
+    if (config.aggregate!.close !== undefined) {
+      if (o.publish === undefined) throw new Error('closeAfter needs a publisher');
+      this.closer = new WindowCloser(config, keyspace, { execute: (cql, params) => this.inFlight(() => session.execute(cql, params, this.options)) }, o.publish);
+    }
+  }
+
+  private onWrite(table: 'partials' | 'results', rows: number): void {
+    this.o.onWrite?.(table, rows);
   }
 
   forget(partition: number): void {
     this.cache.forget(partition);
+    this.closer?.forget(partition);
   }
 
   async write(partition: number, records: readonly DecodedRecord<SinkRow>[]): Promise<void> {
     if (records.length === 0) return;
+    const first = BigInt(records[0]!.record.offset);
+    const last = BigInt(records[records.length - 1]!.record.offset);
+    const spec = this.t.spec;
+    const closer = this.closer;
+    // closeAfter: the partition's watermark before the batch, moved by each record in offset order.
+    const before = closer === undefined ? -Infinity : await closer.before(partition, first);
+    let watermark = before;
+    let late = 0;
     const slots = new Map<string, Slot>();
     const contributions: Array<{ key: string; offset: bigint; value: unknown[] }> = [];
     for (const r of records) {
       if (r.value.kind !== 'row') continue;
-      for (const slot of slotsOf(this.t.spec, r.value.values)) {
+      const of = slotsOf(spec, r.value.values);
+      if (closer !== undefined) {
+        if (of.some((s) => closeAt(spec, s.windowStart!) <= watermark)) late++;
+        watermark = Math.max(watermark, (r.value.values[spec.window!.time] as Date).getTime());
+      }
+      for (const slot of of) {
         if (!slots.has(slot.text)) slots.set(slot.text, slot);
         contributions.push({ key: slot.text, offset: BigInt(r.record.offset), value: r.value.values });
       }
     }
-    const first = BigInt(records[0]!.record.offset);
-    const last = BigInt(records[records.length - 1]!.record.offset);
     const known = this.cache.begin(partition, first);
     const after = await applyBatch(this.t.fold, partition, contributions, async (k) => known.get(k) ?? (await this.readPartial(slots.get(k)!, partition)));
     const changed = [...after].filter(([, a]) => a.added > 0);
@@ -195,6 +221,10 @@ export class SinkAggregator {
     this.cache.commit(partition, first, last, new Map([...after].map(([k, a]) => [k, a.partial])));
     await Promise.all([...slots.values()].map((slot) => this.merge(slot)));
     this.onWrite('results', slots.size);
+    if (closer !== undefined) {
+      await closer.close(partition, last, before, watermark, slots.values());
+      if (late > 0) this.o.onLate?.(late);
+    }
   }
 
   private selectPartials(andPartition: boolean): string {
@@ -254,5 +284,17 @@ export function aggregateAudit(config: SinkConfig): AggregateAudit {
     },
     // A column never null: the count, or the window's end; else the first aggregate (null when no record had a value).
     timedColumn: t.spec.aggregates.find((a) => a.fn === 'count')?.name ?? (t.spec.window === undefined ? names[0]! : 'window_end'),
+    ...(t.spec.close === undefined
+      ? {}
+      : {
+          closed: {
+            topic: t.spec.close.topic,
+            times: (value) => {
+              const values = value as unknown[];
+              return { time: (values[t.spec.window!.time] as Date).getTime(), closeAt: slotsOf(t.spec, values).map((s) => closeAt(t.spec, s.windowStart!)) };
+            },
+            message: (value) => closedMessageValues(t.spec, value),
+          },
+        }),
   };
 }

@@ -89,6 +89,16 @@ export const sinkSchema = z
       .describe(
         'aggregate: the result columns, name: count | sum(<column>) | min(<column>) | max(<column>) | avg(<column>). sum of int, bigint, smallint or tinyint is an exact bigint (beyond 64 bits the partition stops, coded), of decimal an exact decimal, of double or float a double; min and max keep the column\'s type (numbers and timestamps); avg is a double from the exact sum and count. A null or missing value counts in count, not in the others',
       ),
+    closeAfter: duration
+      .optional()
+      .describe(
+        "aggregate with a window: once every record's time read on a Kafka partition is at least this long past a window's end (that partition's watermark), the partition closes the window and publishes its row to closedTopic (its latest message per group and window always the row then); a record that arrives after its window closed on its partition still updates the row, is published again and counted in exactlyonce_sink_late_total",
+      ),
+    closedTopic: z
+      .string()
+      .regex(/^[A-Za-z0-9._-]{1,249}$/, 'expected a Kafka topic name: 1-249 characters of [A-Za-z0-9._-]')
+      .optional()
+      .describe('with closeAfter: the compacted topic closed windows are published to, keyed by group and window (default <name>.closed; `topic create --job` makes it)'),
     ttl: z
       .string()
       .regex(/^[1-9]\d*[smhd]$/, 'expected a whole number and a unit: 90s, 15m, 12h or 7d')

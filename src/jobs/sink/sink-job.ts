@@ -51,6 +51,7 @@ import { SinkCodec, type SinkRow } from './sink-codec.js';
 import { sinkConfig, valueSubject, type SinkColumn, type SinkConfig } from './sink-config.js';
 import { checkSinkTable, createTableCql } from './sink-table.js';
 import { rowStatements, writeLog, writeUpsert, type RowStatements } from './sink-writes.js';
+import { closingTable } from './aggregate-close.js';
 import { aggregateAudit, aggregateKeyColumns, partialsTable, SinkAggregator, slotsOf } from './sink-aggregate.js';
 import { SchemaRegistry } from '../../registry/schema-registry.js';
 import { UnmatchedReporter } from './unmatched-columns.js';
@@ -65,6 +66,8 @@ export class SinkJob implements Job<SinkRow> {
   readonly migrations: readonly JobMigration[];
   /** Its table (and an aggregate's partials table), bound to this sink alone (EO_TABLE_OWNED for a second job on it). */
   readonly tables: readonly string[];
+  /** closeAfter: the topic closed windows are published to (the Runner checks it exists). */
+  readonly outputTopics: readonly string[];
   readonly audit: JobAudit;
   readonly lookup: DecodeLookup | undefined;
   /** Upsert: the highest offset of a key wins, which orders its records only while they share a partition (rule 4 above). */
@@ -83,6 +86,8 @@ export class SinkJob implements Job<SinkRow> {
   private unmatchedCount: Counter<'column'> | undefined;
   /** exactlyonce_sink_expired_total: records not written because their TTL had passed (record time + TTL). */
   private expiredCount: Counter | undefined;
+  /** exactlyonce_sink_late_total{table}: closeAfter, records that arrived after their window closed on their partition. */
+  private lateCount: Counter<'table'> | undefined;
   /** exactlyonce_sink_filtered_total: records the config's `where` left out. */
   private filteredCount: Counter | undefined;
   /** exactlyonce_sink_aggregate_writes_total{table}: an aggregate sink's rows written (partials, results). */
@@ -124,7 +129,8 @@ export class SinkJob implements Job<SinkRow> {
       ...(config.aggregate === undefined ? {} : { aggregate: JSON.stringify(config.aggregate) }),
     };
     this.migrations = [{ version: 1, name: config.table, cql: createTableCql(config) }];
-    this.tables = config.mode === 'aggregate' ? [config.table, partialsTable(config)] : [config.table];
+    this.tables = config.mode === 'aggregate' ? [config.table, partialsTable(config), ...(config.aggregate!.close === undefined ? [] : [closingTable(config)])] : [config.table];
+    this.outputTopics = config.aggregate?.close === undefined ? [] : [config.aggregate.close.topic];
     const codec = this.codec;
     // Which columns' fields some record of this audit had (src/jobs/sink/unmatched-columns.ts): one that
     // none had stored null for every row, which `verify --job` says under its report.
@@ -234,10 +240,20 @@ export class SinkJob implements Job<SinkRow> {
       this.expiredCount =
         (context.metrics.getSingleMetric(expired) as Counter | undefined) ??
         new Counter({ name: expired, help: 'Records not written because their TTL had passed when their batch was written (record timestamp + TTL; counted again when a batch is written again)', registers: [context.metrics] });
+      const late = 'exactlyonce_sink_late_total';
+      this.lateCount =
+        (context.metrics.getSingleMetric(late) as Counter<'table'> | undefined) ??
+        new Counter({ name: late, help: "An aggregate sink with closeAfter: records that arrived after their window closed on their Kafka partition; applied to the row all the same, and the window published again (counted again when a batch is written again)", labelNames: ['table'], registers: [context.metrics] });
     }
     await checkSinkTable(context.session, context.keyspace, this.config);
-    if (this.config.mode === 'aggregate') this.aggregator = new SinkAggregator(this.config, context.session, context.keyspace, this.consistency, (table, n) => this.aggregateWrites?.inc({ table }, n));
-    else this.statements = this.rowStatements(context.session, context.keyspace);
+    if (this.config.mode === 'aggregate') {
+      const table = this.config.table;
+      this.aggregator = new SinkAggregator(this.config, context.session, context.keyspace, this.consistency, {
+        onWrite: (kind, n) => this.aggregateWrites?.inc({ table: kind }, n),
+        onLate: (n) => this.lateCount?.inc({ table }, n),
+        publish: (topic, records) => context.publish(topic, records),
+      });
+    } else this.statements = this.rowStatements(context.session, context.keyspace);
   }
 
   /** The row writes: log mode's insert; upsert's insert and delete. */

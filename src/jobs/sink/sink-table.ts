@@ -6,6 +6,7 @@
  */
 import type { Client } from '../../cassandra/session.js';
 import { ExactlyOnceError } from '../../errors.js';
+import { closingTable } from './aggregate-close.js';
 import { cqlColumnType } from './cql-types.js';
 import type { SinkConfig } from './sink-config.js';
 import { aggregateTablesCql, partialsTable } from './sink-aggregate.js';
@@ -70,6 +71,7 @@ function tablesWritten(config: SinkConfig): Array<[string, string[]]> {
   return [
     [config.table, [...group, ...window, ...(spec.window === undefined ? [] : ['window_end']), ...spec.aggregates.map((a) => a.name)]],
     [partialsTable(config), [...group, ...window, 'partition', 'through_offset', 'records']],
+    ...(spec.close === undefined ? [] : [[closingTable(config), ['partition', 'close_at', ...group, 'window_start', 'watermark', 'through_offset']] as [string, string[]]]),
   ];
 }
 
