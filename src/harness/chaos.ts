@@ -186,13 +186,24 @@ export async function runChaos(
       // As written (columns left out are derived again, from the run topic's registered schema).
       const sink = readSinkConfigFile(spec) as object;
       spec = path.join(runDir, 'sink.json');
-      writeFileSync(spec, JSON.stringify({ ...sink, topic: config.topic }, null, 2));
+      // An aggregate sink's closed windows go to a topic of the run too.
+      const closed = 'closeAfter' in sink ? { closedTopic: `${config.topic}.closed` } : {};
+      writeFileSync(spec, JSON.stringify({ ...sink, topic: config.topic, ...closed }, null, 2));
     }
     job = await loadJobModule(spec, { config, options: { topic: config.topic }, log: createLogger('chaos') });
     if (job.audit?.sample === undefined) throw new ExactlyOnceError('EO_USAGE', `--job: job ${job.name} has no audit.sample(): chaos cannot make records for it (it can still be verified)`);
     // What the samples need first (a sink of Avro records registers its schema for the run's topic).
     await job.audit.prepareSample?.();
     const applied = await applyJobMigrations(session, config.keyspace, job.name, job.migrations ?? []);
+    // The topics the job publishes to (an aggregate sink's closed windows: compacted, its latest message per key the state).
+    if ((job.outputTopics ?? []).length > 0) {
+      const outputs = new KafkaAdmin(config);
+      try {
+        for (const topic of job.outputTopics!) await outputs.ensureTopic({ topic, partitions: o.partitions, replicationFactor: rf.kafka, configs: { 'cleanup.policy': 'compact' } });
+      } finally {
+        await outputs.close();
+      }
+    }
     workerArgs = ['--job', spec, '--job-option', `topic=${config.topic}`];
     say(`job ${job.name} (${job.audit.mode} into table ${job.audit.table}); applied ${applied.applied.join(', ') || 'no migration'}`);
   }
@@ -370,6 +381,7 @@ export async function runChaos(
       const cleanup = new KafkaAdmin(config);
       await cleanup.deleteTopic(config.topic).catch(() => undefined);
       await cleanup.deleteTopic(config.alertsTopic).catch(() => undefined);
+      for (const topic of job?.outputTopics ?? []) await cleanup.deleteTopic(topic).catch(() => undefined);
       await cleanup.close();
       rmSync(runDir, { recursive: true, force: true });
     }

@@ -2,11 +2,12 @@
 // with updates, deletes and malformed records) through kills, a zombie and a Cassandra restart of the
 // shared local stack, and a log-mode sink through kills and a zombie. Fixed seeds, as in chaos.test.ts.
 import assert from 'node:assert/strict';
-import { readdirSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { test } from 'node:test';
 import { KafkaAdmin } from '../../src/kafka/admin.js';
+import { readTopic } from '../../src/kafka/log-reader.js';
 import { loadConnectionConfig } from '../../src/config.js';
 import { connect } from '../../src/cassandra/session.js';
 import { BROKERS, CASSANDRA, ensureRegistry, REGISTRY_ENV, REGISTRY_PORT, runCli } from '../helpers.js';
@@ -23,6 +24,7 @@ async function chaos(t: import('node:test').TestContext, args: string[], env: Re
     const admin = new KafkaAdmin(config);
     await admin.deleteTopic(figures.topic).catch(() => undefined);
     await admin.deleteTopic(`${figures.topic}.alerts`).catch(() => undefined);
+    await admin.deleteTopic(`${figures.topic}.closed`).catch(() => undefined);
     await admin.close();
   });
   // (With --transactional, a transaction whose commit a crash cut short could have gone either way: chaos checks the range.)
@@ -114,8 +116,14 @@ test('an upsert sink fed by a transactional producer (aborted records and marker
   assert.equal(f.faults['kafkaRestarts'], 1);
 });
 
-test('an aggregate sink (revenue per customer and minute) under kills, a zombie and a Cassandra crash that loses acknowledged writes: verify --job proves every partial and every row', async (t) => {
-  const f = await chaos(t, ['--job', 'examples/sinks/order-totals.yaml', '--events', '20000', '--duration', '60', '--workers', '3', '--partitions', '6', '--kills', '4', '--zombies', '1', '--cassandra-restarts', '1', '--kafka-restarts', '0', '--add-remove', '1', '--injections', '2', '--bad-ratio', '0.02', '--seed', '1201']);
+test('an aggregate sink (revenue per customer and minute, windows closed to a topic 5 min on) under kills, a zombie and a Cassandra crash that loses acknowledged writes: verify --job proves every partial, every row and the closed topic', async (t) => {
+  // The example with closeAfter: the samples' times are spread over half an hour in random order, so
+  // windows close early on every partition and most later records are late: each is published again.
+  const dir = mkdtempSync(path.join(os.tmpdir(), 'eo-sink-chaos-'));
+  t.after(() => rmSync(dir, { recursive: true, force: true }));
+  const yaml = path.join(dir, 'order-totals.yaml');
+  writeFileSync(yaml, `${readFileSync('examples/sinks/order-totals.yaml', 'utf8')}closeAfter: 5m\n`);
+  const f = await chaos(t, ['--job', yaml, '--events', '20000', '--duration', '60', '--workers', '3', '--partitions', '6', '--kills', '4', '--zombies', '1', '--cassandra-restarts', '1', '--kafka-restarts', '0', '--add-remove', '1', '--injections', '2', '--bad-ratio', '0.02', '--seed', '1201']);
   assert.ok(f.faults['kills']! >= 4);
   assert.equal(f.faults['cassandraRestarts'], 1);
 
@@ -126,6 +134,12 @@ test('an aggregate sink (revenue per customer and minute) under kills, a zombie 
   const report = JSON.parse(ok.stdout) as { job: string; totals: { records: number; quarantined: number; stored: number } };
   assert.equal(report.job, 'order-totals');
   assert.equal(report.totals.stored + report.totals.quarantined, f.records);
+  // The closed topic holds every window: each partition's watermark passed them all but the last few.
+  const closedKeys = new Set<string>();
+  await readTopic(loadConnectionConfig({ brokers: BROKERS, cassandra: CASSANDRA, keyspace: f.keyspace }, {}), `${f.topic}.closed`, (records) => {
+    for (const r of records) closedKeys.add(r.key!.toString());
+  });
+  assert.ok(closedKeys.size > 100, `${closedKeys.size} windows published`);
 
   // The audit is not blind: a result row changed at a higher timestamp is no longer its partials' merge.
   const config = loadConnectionConfig({ brokers: BROKERS, cassandra: CASSANDRA, keyspace: f.keyspace }, {});
@@ -138,6 +152,8 @@ test('an aggregate sink (revenue per customer and minute) under kills, a zombie 
   }
   const bad = await runCli(['verify', ...args]);
   assert.equal(bad.code, 9, bad.stdout + bad.stderr);
-  assert.match(bad.stderr, /^error EO_VERIFY_FAILED: 2 violation\(s\) of exactly-once \(mismatch 2\); first: the row of .* in order_totals: orders is \d+, its partials give \d+/);
+  // Three: the row against its partials, its write time, and the closed window's latest message against the row.
+  assert.match(bad.stderr, /^error EO_VERIFY_FAILED: 3 violation\(s\) of exactly-once \(mismatch 3\); first: the row of .* in order_totals: orders is \d+, its partials give \d+/);
+  assert.match(bad.stdout, /the latest message of .* \(eo-chaos-[0-9a-f]+\.closed partition \d+ offset \d+\): orders is \d+, the row holds \d+/);
   assert.match(bad.stdout, /was written at 9000000000000000, not at its partials' merge timestamp \d+: written by a merge that read other partials, or by another writer/);
 });
