@@ -130,6 +130,8 @@ class AggregateTables {
 
 /** Statements an aggregate sink has in flight at once, over all its partitions: many small groups mean many statements per batch. */
 const IN_FLIGHT = 64;
+/** The (group, window)s of a batch written at once: their partials read, added to, written, then merged. */
+const SLOTS_PER_STEP = 256;
 
 /** At most `limit` calls of `fn` running at once, the others queued in order. */
 function limited(limit: number): <T>(fn: () => Promise<T>) => Promise<T> {
@@ -214,13 +216,22 @@ export class SinkAggregator {
       }
     }
     const known = this.cache.begin(partition, first);
-    const after = await applyBatch(this.t.fold, partition, contributions, async (k) => known.get(k) ?? (await this.readPartial(slots.get(k)!, partition)));
-    const changed = [...after].filter(([, a]) => a.added > 0);
-    await Promise.all(changed.map(([k, a]) => this.writePartial(slots.get(k)!, partition, a.partial)));
-    this.onWrite('partials', changed.length);
-    this.cache.commit(partition, first, last, new Map([...after].map(([k, a]) => [k, a.partial])));
-    await Promise.all([...slots.values()].map((slot) => this.merge(slot)));
-    this.onWrite('results', slots.size);
+    const stored = new Map<string, Partial<AggState>>();
+    // A step at a time: what is alive at once (reads, results, statements queued) is bounded by the
+    // step, not by the groups a batch touches (a batch of many small groups: a few statements per record).
+    const keys = [...slots.keys()];
+    for (let i = 0; i < keys.length; i += SLOTS_PER_STEP) {
+      const step = new Set(keys.slice(i, i + SLOTS_PER_STEP));
+      const part = step.size === keys.length ? contributions : contributions.filter((c) => step.has(c.key));
+      const after = await applyBatch(this.t.fold, partition, part, async (k) => known.get(k) ?? (await this.readPartial(slots.get(k)!, partition)));
+      const changed = [...after].filter(([, a]) => a.added > 0);
+      await Promise.all(changed.map(([k, a]) => this.writePartial(slots.get(k)!, partition, a.partial)));
+      this.onWrite('partials', changed.length);
+      for (const [k, a] of after) stored.set(k, a.partial);
+      await Promise.all([...step].map((k) => this.merge(slots.get(k)!)));
+      this.onWrite('results', step.size);
+    }
+    this.cache.commit(partition, first, last, stored);
     if (closer !== undefined) {
       await closer.close(partition, last, before, watermark, slots.values());
       if (late > 0) this.o.onLate?.(late);
