@@ -131,7 +131,7 @@ class AggregateTables {
 /** Statements an aggregate sink has in flight at once, over all its partitions: many small groups mean many statements per batch. */
 const IN_FLIGHT = 64;
 /** The (group, window)s of a batch written at once: their partials read, added to, written, then merged. */
-const SLOTS_PER_STEP = 256;
+const SLOTS_PER_STEP = 128;
 
 /** At most `limit` calls of `fn` running at once, the others queued in order. */
 function limited(limit: number): <T>(fn: () => Promise<T>) => Promise<T> {
@@ -152,7 +152,8 @@ function limited(limit: number): <T>(fn: () => Promise<T>) => Promise<T> {
 /** The writes of an aggregate sink: a batch's partials, then the merge of every (group, window) it touched. */
 export class SinkAggregator {
   private readonly t: AggregateTables;
-  private readonly cache = new PartialCache<AggState>();
+  /** Partials kept per partition: a group seen again within a few batches is not read back (many small groups rarely are: the cache stays small). */
+  private readonly cache = new PartialCache<AggState>(1024);
   private readonly options: { prepare: true; consistency: number };
   private readonly where: string;
   private readonly inFlight = limited(IN_FLIGHT);
