@@ -92,13 +92,13 @@ export const sinkSchema = z
     closeAfter: duration
       .optional()
       .describe(
-        "aggregate with a window: once every record's time read on a Kafka partition is at least this long past a window's end (that partition's watermark), the partition closes the window and publishes its row to closedTopic (its latest message per group and window always the row then); a record that arrives after its window closed on its partition still updates the row, is published again and counted in exactlyonce_sink_late_total",
+        "aggregate with a window: a Kafka partition closes a window once its watermark (the latest record time it has read) is this long past the window's end, and publishes the window's row to closedTopic; the latest message of a window equals its row once every partition with records of it has closed it. A record that arrives after its partition closed its window still updates the row, is published again and counted in exactlyonce_sink_late_total",
       ),
     closedTopic: z
       .string()
       .regex(/^[A-Za-z0-9._-]{1,249}$/, 'expected a Kafka topic name: 1-249 characters of [A-Za-z0-9._-]')
       .optional()
-      .describe('with closeAfter: the compacted topic closed windows are published to, keyed by group and window (default <name>.closed; `topic create --job` makes it)'),
+      .describe('with closeAfter: the compacted topic closed windows are published to, keyed by group and window (default <name>.closed; make it with `exactlyonce topic create --topic <it> --no-alerts --compacted`)'),
     ttl: z
       .string()
       .regex(/^[1-9]\d*[smhd]$/, 'expected a whole number and a unit: 90s, 15m, 12h or 7d')
