@@ -155,7 +155,7 @@ export class AggregateAudit {
     if (d.closed !== undefined) await this.judgeClosed(d.closed, ends, rows);
   }
 
-  /** The partition's watermark over its records below `end` (all: Infinity). */
+  /** The partition's watermark over its records below `end`. */
   private watermark(partition: number, end: bigint): number {
     let w = -Infinity;
     for (const r of this.rises.get(partition) ?? []) {
@@ -180,10 +180,13 @@ export class AggregateAudit {
       });
     }
     const where = (m: { partition: number; offset: bigint }) => `${closed.topic} partition ${m.partition} offset ${m.offset}`;
+    // Each partition's watermark below its checkpoint, and over every record read.
+    const below = new Map([...this.rises.keys()].map((p) => [p, this.watermark(p, ends.get(p) ?? 0n)]));
+    const read = new Map([...this.rises].map(([p, rises]) => [p, rises[rises.length - 1]?.watermark ?? -Infinity]));
     for (const [slot, byPartition] of this.contributions) {
       const at = this.closeAt.get(slot)!;
       const due = [...byPartition].filter(([p, records]) => records.some((r) => r.offset < (ends.get(p) ?? 0n)));
-      const closedBy = due.filter(([p]) => this.watermark(p, ends.get(p) ?? 0n) >= at).map(([p]) => p);
+      const closedBy = due.filter(([p]) => (below.get(p) ?? -Infinity) >= at).map(([p]) => p);
       const m = latest.get(slot);
       if (m === undefined) {
         if (closedBy.length > 0) this.v('missing', `no message of ${slot} on ${closed.topic}, though partition ${closedBy.join(', ')} closed it (its watermark reached ${new Date(at).toISOString()})`);
@@ -203,7 +206,7 @@ export class AggregateAudit {
     }
     for (const [key, m] of latest) {
       const at = this.closeAt.get(key);
-      const reached = at !== undefined && [...(this.contributions.get(key)?.keys() ?? [])].some((p) => this.watermark(p, BigInt(Number.MAX_SAFE_INTEGER)) >= at);
+      const reached = at !== undefined && [...(this.contributions.get(key)?.keys() ?? [])].some((p) => (read.get(p) ?? -Infinity) >= at);
       if (!reached) this.v('extra', `a message of ${JSON.stringify(key)} on ${closed.topic} (${where(m)}), though no partition that contributed to such a window has closed it`);
     }
   }
