@@ -15,7 +15,10 @@
  *   entries that its watermark passed, which it then deletes by one range delete. Entries and deletes
  *   are written USING TIMESTAMP of the batch's last offset, so a zombie's replay of an earlier batch
  *   cannot bring back an entry a later batch deleted (an entry a batch writes is never in the range
- *   that batch or an earlier one deletes: it closes after their watermark).
+ *   that batch or an earlier one deletes: it closes after their watermark). This relies on each writer
+ *   writing a partition's batches in offset order, as the engine does: a zombie ahead of the current
+ *   owner has written the batches before the one whose delete shadows the owner's entries, and
+ *   published those windows after merging them (test/unit/aggregate-close.test.ts models it).
  * All of it runs before the batch's checkpoint: a crash replays it, and a replay publishes again
  * (messages are states, not increments).
  *
