@@ -7,9 +7,11 @@
  * Formats (`"format": "uuid"`) are not validated: the sink's column types check the values they store.
  */
 import { Ajv, type ValidateFunction } from 'ajv';
+import type { RegExpEngine } from 'ajv/dist/types/index.js';
 import { Ajv2019 } from 'ajv/dist/2019.js';
 import { Ajv2020 } from 'ajv/dist/2020.js';
 import { parse } from 'lossless-json';
+import { RE2JS } from 're2js';
 import safeRegex from 'safe-regex2';
 import { DecodeBoundError, jsonTooDeep } from './bounds.js';
 
@@ -42,38 +44,38 @@ function uniqueItems(schema: unknown, data: unknown): boolean {
 }
 
 /**
- * The `pattern` and `patternProperties` regular expressions of a schema that can take exponential time
- * on a crafted string (nested repetition, `^(a+)+$`: safe-regex2's star height above 1). JavaScript's
- * regular expressions backtrack, and one record against such a pattern would hold the worker's only
- * thread for good, so a schema with one is not used: its records are quarantined as bad_schema, each
- * with this reason, and the rest flow.
+ * The regular expressions of `pattern` and `patternProperties`, run in time linear in the value: a
+ * stranger's record must not be able to hold the worker's only thread (JavaScript's own regular
+ * expressions backtrack: `^(a+)+$` or `^(x|xx)*$` on forty characters and a wrong last one take
+ * hours). RE2's engine (re2js, in JavaScript) runs every pattern it can parse in linear time. What it
+ * cannot parse — lookarounds and backreferences, which no linear engine runs — is run by JavaScript
+ * if safe-regex2 finds no nested repetition in it; otherwise the schema is not used: its records are
+ * quarantined as bad_schema with this reason, and the rest flow.
  */
-export function unsafePatterns(schema: unknown): string[] {
-  const out: string[] = [];
-  const walk = (v: unknown): void => {
-    if (Array.isArray(v)) {
-      for (const x of v) walk(x);
-      return;
+const linearRegExp: RegExpEngine = Object.assign(
+  (pattern: string, flags: string) => {
+    let re2: RE2JS;
+    try {
+      re2 = RE2JS.compile(pattern);
+    } catch {
+      if (!safeRegex(pattern, { limit: Number.MAX_SAFE_INTEGER })) {
+        throw new Error(
+          `its pattern ${JSON.stringify(pattern.slice(0, 80))} has a lookaround or a backreference (which no linear-time engine runs) and repeats a repetition, which can take exponential time on a crafted value; register the schema without one of them`,
+        );
+      }
+      return new RegExp(pattern, flags);
     }
-    if (v === null || typeof v !== 'object') return;
-    for (const [k, x] of Object.entries(v as Record<string, unknown>)) {
-      if (k === 'pattern' && typeof x === 'string' && !safeRegex(x, { limit: Number.MAX_SAFE_INTEGER })) out.push(x);
-      if (k === 'patternProperties' && x !== null && typeof x === 'object') for (const p of Object.keys(x)) if (!safeRegex(p, { limit: Number.MAX_SAFE_INTEGER })) out.push(p);
-      walk(x);
-    }
-  };
-  walk(schema);
-  return out;
-}
+    // ajv keys its compiled patterns by toString(): each needs its own.
+    return { test: (s: string) => re2.matcher(s).find(), toString: () => `re2:/${pattern}/${flags}` };
+  },
+  { code: 're2js' },
+);
 
 export function jsonSchema(text: string): JsonSchema {
   const schema = JSON.parse(text) as Record<string, unknown>;
-  const unsafe = unsafePatterns(schema);
-  if (unsafe.length > 0) {
-    throw new Error(`its pattern ${JSON.stringify(unsafe[0]!.slice(0, 80))} repeats a repetition, which can take exponential time on a crafted value; register the schema without nested quantifiers (e.g. ^a+$ for ^(a+)+$)`);
-  }
   const draft = String(schema['$schema'] ?? '');
-  const ajv = /2020-12/.test(draft) ? new Ajv2020(OPTIONS) : /2019-09/.test(draft) ? new Ajv2019(OPTIONS) : new Ajv(OPTIONS);
+  const options = { ...OPTIONS, code: { regExp: linearRegExp } };
+  const ajv = /2020-12/.test(draft) ? new Ajv2020(options) : /2019-09/.test(draft) ? new Ajv2019(options) : new Ajv(options);
   ajv.removeKeyword('uniqueItems');
   ajv.addKeyword({ keyword: 'uniqueItems', type: 'array', schemaType: 'boolean', validate: uniqueItems, errors: false });
   return { validate: ajv.compile(schema), schema };
