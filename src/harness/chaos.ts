@@ -321,10 +321,11 @@ export async function runChaos(
         else say('drained: every checkpoint is at the end of what can be read (the last stable offset)');
       }
       await fleet.close(aborted());
-      // Stopping the workers hands partitions over among them; a worker given one then may move its
-      // checkpoint back to replay what a recent Cassandra crash could have taken (LostWrites.resume) and
-      // stop before reading it again. That is the engine's contract (the rows stay; the next owner reads
-      // them again), so one worker, stopped alone (no hand-over), drains what is left before verify.
+      // Stopping the workers hands partitions over among them; a worker given one just before its own
+      // SIGTERM may move its checkpoint back to replay what a recent Cassandra crash could have taken
+      // (LostWrites.resume) and stop before reading it again (a worker already stopping plans nothing).
+      // The rows stay and the next owner reads them again, so one worker, stopped alone (no
+      // hand-over), drains what is left before verify.
       if (!aborted() && drained !== undefined) {
         const marks = await admin.watermarks(config.topic);
         if (!isDrained(marks, await store.readAll())) {
