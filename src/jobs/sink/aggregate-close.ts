@@ -112,6 +112,8 @@ export class WindowCloser {
   private readonly spec: AggregateSpec;
   private readonly table: string;
   private readonly groupNames: string[];
+  /** A window's row with its merge timestamp, for publishing. */
+  private readonly selectRow: string;
   /** The watermark after the last batch this worker stored, per partition, valid for the batch that continues it. */
   private readonly marks = new Map<number, { next: bigint; watermark: number }>();
 
@@ -124,6 +126,8 @@ export class WindowCloser {
     this.spec = config.aggregate!;
     this.table = `${keyspace}.${closingTable(config)}`;
     this.groupNames = this.spec.groupBy.map((i) => config.columns[i]!.name);
+    const where = [...this.groupNames, 'window_start'].map((n) => `${n} = ?`).join(' AND ');
+    this.selectRow = `SELECT window_start, window_end, ${this.spec.aggregates.map((a) => a.name).join(', ')}, WRITETIME(window_end) AS merged_at FROM ${keyspace}.${config.table} WHERE ${where}`;
   }
 
   forget(partition: number): void {
@@ -174,11 +178,9 @@ export class WindowCloser {
 
   /** Publishes a window's row, then again while the row read back is newer than what was published. */
   private async publishRow(s: WindowSlot): Promise<void> {
-    const keyNames = [...this.groupNames, 'window_start'];
-    const select = `SELECT window_start, window_end, ${this.spec.aggregates.map((a) => a.name).join(', ')}, WRITETIME(window_end) AS merged_at FROM ${this.keyspace}.${this.config.table} WHERE ${keyNames.map((n) => `${n} = ?`).join(' AND ')}`;
     let published = -1n;
     for (;;) {
-      const row = (await this.run.execute(select, s.key)).first();
+      const row = (await this.run.execute(this.selectRow, s.key)).first();
       if (row === null) return; // not merged yet: the merge that writes it publishes after it
       const mergedAt = fromLong(row['merged_at'] as types.Long);
       if (mergedAt <= published) return;

@@ -64,11 +64,8 @@ export function aggregateKeyColumns(config: SinkConfig): string[] {
   return [...config.aggregate!.groupBy.map((i) => config.columns[i]!.name), ...(config.aggregate!.window === undefined ? [] : ['window_start'])];
 }
 
-/** One (group, window): its key columns' values in the tables' order, and their text. */
-type Slot = WindowSlot;
-
 /** The (group, window)s a row's values fall in. */
-export function slotsOf(spec: AggregateSpec, values: readonly unknown[]): Slot[] {
+export function slotsOf(spec: AggregateSpec, values: readonly unknown[]): WindowSlot[] {
   const group = spec.groupBy.map((i) => values[i]);
   const w = spec.window;
   if (w === undefined) return [{ key: group, text: keyText(group) }];
@@ -202,8 +199,9 @@ export class SinkAggregator {
     const before = closer === undefined ? -Infinity : await closer.before(partition, first);
     let watermark = before;
     let late = 0;
-    const slots = new Map<string, Slot>();
-    const contributions: Array<{ key: string; offset: bigint; value: unknown[] }> = [];
+    const slots = new Map<string, WindowSlot>();
+    /** Per (group, window), the batch's records in it, in offset order. */
+    const contributions = new Map<string, Array<{ key: string; offset: bigint; value: unknown[] }>>();
     for (const r of records) {
       if (r.value.kind !== 'row') continue;
       const of = slotsOf(spec, r.value.values);
@@ -212,8 +210,12 @@ export class SinkAggregator {
         watermark = Math.max(watermark, (r.value.values[spec.window!.time] as Date).getTime());
       }
       for (const slot of of) {
-        if (!slots.has(slot.text)) slots.set(slot.text, slot);
-        contributions.push({ key: slot.text, offset: BigInt(r.record.offset), value: r.value.values });
+        let list = contributions.get(slot.text);
+        if (list === undefined) {
+          slots.set(slot.text, slot);
+          contributions.set(slot.text, (list = []));
+        }
+        list.push({ key: slot.text, offset: BigInt(r.record.offset), value: r.value.values });
       }
     }
     const known = this.cache.begin(partition, first);
@@ -222,15 +224,15 @@ export class SinkAggregator {
     // step, not by the groups a batch touches (a batch of many small groups: a few statements per record).
     const keys = [...slots.keys()];
     for (let i = 0; i < keys.length; i += SLOTS_PER_STEP) {
-      const step = new Set(keys.slice(i, i + SLOTS_PER_STEP));
-      const part = step.size === keys.length ? contributions : contributions.filter((c) => step.has(c.key));
+      const step = keys.slice(i, i + SLOTS_PER_STEP);
+      const part = step.flatMap((k) => contributions.get(k)!);
       const after = await applyBatch(this.t.fold, partition, part, async (k) => known.get(k) ?? (await this.readPartial(slots.get(k)!, partition)));
       const changed = [...after].filter(([, a]) => a.added > 0);
       await Promise.all(changed.map(([k, a]) => this.writePartial(slots.get(k)!, partition, a.partial)));
       this.onWrite('partials', changed.length);
       for (const [k, a] of after) stored.set(k, a.partial);
-      await Promise.all([...step].map((k) => this.merge(slots.get(k)!)));
-      this.onWrite('results', step.size);
+      await Promise.all(step.map((k) => this.merge(slots.get(k)!)));
+      this.onWrite('results', step.length);
     }
     this.cache.commit(partition, first, last, stored);
     if (closer !== undefined) {
@@ -243,12 +245,12 @@ export class SinkAggregator {
     return `SELECT partition, through_offset, records${this.t.stateNames.map((n) => `, ${n}`).join('')} FROM ${this.keyspace}.${this.t.partials} WHERE ${this.where}${andPartition ? ' AND partition = ?' : ''}`;
   }
 
-  private async readPartial(slot: Slot, partition: number): Promise<Partial<AggState>> {
+  private async readPartial(slot: WindowSlot, partition: number): Promise<Partial<AggState>> {
     const row = (await this.inFlight(() => this.session.execute(this.selectPartials(true), [...slot.key, partition], this.options))).first();
     return row === null ? { through: -1n, state: this.t.fold.empty() } : this.t.partialOf(row, slot.text);
   }
 
-  private async writePartial(slot: Slot, partition: number, p: Partial<AggState>): Promise<void> {
+  private async writePartial(slot: WindowSlot, partition: number, p: Partial<AggState>): Promise<void> {
     const names = [...this.t.keyNames, 'partition', 'through_offset', 'records', ...this.t.stateNames];
     await this.inFlight(() => this.session.execute(
       `INSERT INTO ${this.keyspace}.${this.t.partials} (${names.join(', ')}) VALUES (${names.map(() => '?').join(', ')}) USING TIMESTAMP ?`,
@@ -258,7 +260,7 @@ export class SinkAggregator {
   }
 
   /** Reads every partial of a (group, window) and writes their merge, at a timestamp above every merge that read less. */
-  private async merge(slot: Slot): Promise<void> {
+  private async merge(slot: WindowSlot): Promise<void> {
     const partials = (await this.inFlight(() => this.session.execute(this.selectPartials(false), slot.key, this.options))).rows.map((row) => this.t.partialOf(row, slot.text));
     const state = mergePartials(this.t.fold as Fold<unknown, AggState>, partials.map((p) => p.state));
     const w = this.t.spec.window;
