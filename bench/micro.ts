@@ -2,8 +2,9 @@
  * Micro-benchmarks of the worker's per-record conversions, behind the figures in bench/README.md:
  * decoding the canonical event text (fast path, with ASCII and with non-ASCII strings: the strict-string
  * checks cost more on V8's two-byte strings) against the general lossless-JSON path, and int64 →
- * Long through the 32-bit halves (`toLong`) against the driver's `Long.fromString`, and a batch's
- * request frame built from pre-encoded rows against the driver's BatchRequest.
+ * Long through the 32-bit halves (`toLong`) against the driver's `Long.fromString`, a batch's
+ * request frame built from pre-encoded rows against the driver's BatchRequest, and the sink's decode
+ * with its columns picked out of the flat text against the value parsed whole.
  *
  *   node --import tsx bench/micro.ts [--records 200000]
  */
@@ -15,6 +16,9 @@ import { BatchRows } from '../src/cassandra/batch-rows.js';
 import { EncodedBatchRequest } from '../src/cassandra/prepared-batch.js';
 import cassandra from 'cassandra-driver';
 import { Long, toLong } from '../src/cassandra/session.js';
+import { SinkCodec } from '../src/jobs/sink/sink-codec.js';
+import { sinkConfig as parseSinkConfig } from '../src/jobs/sink/sink-config.js';
+import { sinkConfig as benchSinkConfig } from './sink.js';
 
 const at = process.argv.indexOf('--records');
 const n = at >= 0 ? Number(process.argv[at + 1]) : 200_000;
@@ -83,6 +87,14 @@ const framesNow = time(() => {
     new EncodedBatchRequest({ query: insert, queryId, meta }, options, rows).write(encoder, 1);
   }
 });
+// The sink's decode of the same events in log mode (bench/sink.ts's config): the columns picked out of
+// the flat text (SinkCodec's flat path) against the value parsed whole, then each column read.
+const sinkFlat = new SinkCodec(parseSinkConfig(benchSinkConfig('log', 't')));
+const sinkGeneral = new SinkCodec(parseSinkConfig(benchSinkConfig('log', 't')));
+(sinkGeneral as unknown as { flat: unknown }).flat = undefined;
+const sinkRecords = decoded.map((d) => d.record);
+const sinkDecodeFlat = time(() => sinkRecords.forEach((r) => sinkFlat.decode(r)));
+const sinkDecodeGeneral = time(() => sinkRecords.forEach((r) => sinkGeneral.decode(r)));
 const row = (what: string, us: number, base: number) => `${what.padEnd(44)} ${us.toFixed(3).padStart(7)} µs   ${(base / us).toFixed(1)}×`;
 process.stdout.write(
   [
@@ -94,6 +106,8 @@ process.stdout.write(
     row('Long.fromString(bigint.toString())', longString, longString),
     row('insertRows + EncodedBatchRequest (one buffer)', framesNow, framesBefore),
     row('row objects + driver BatchRequest (before)', framesBefore, framesBefore),
+    row('sink decode, log mode (columns picked)', sinkDecodeFlat, sinkDecodeGeneral),
+    row('sink decode, log mode (value parsed whole)', sinkDecodeGeneral, sinkDecodeGeneral),
     '',
   ].join('\n'),
 );

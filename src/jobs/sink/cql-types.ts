@@ -173,8 +173,18 @@ function time(v: unknown): Converted {
   return { ok: true, value: new types.LocalTime(types.Long.fromString(nanos)) };
 }
 
-function scalar(type: ScalarType, v: unknown): Converted {
-  const num = numberText(v);
+/** Stands for a JSON number whose text is given apart (scalarFromNumber): no other check matches it. */
+const NUMBER_TOKEN: unknown = Object.freeze({});
+
+/**
+ * A JSON number, by its text, converted to a scalar type without making its LosslessNumber: equal to
+ * `convert` of it wherever this succeeds (a failure may differ: the caller then asks `convert`).
+ */
+export function scalarFromNumber(type: ScalarType, text: string): Converted {
+  return scalar(type, NUMBER_TOKEN, text);
+}
+
+function scalar(type: ScalarType, v: unknown, num = numberText(v)): Converted {
   switch (type) {
     case 'smallint':
       return whole(type, num, v, -(2 ** 15), 2 ** 15 - 1);

@@ -13,7 +13,8 @@ export function field(doc: Record<string, unknown>, path: readonly string[]): un
   let v: unknown = doc;
   for (const p of path) {
     if (v === null || typeof v !== 'object' || Array.isArray(v) || isLosslessNumber(v)) return undefined;
-    v = (v as Record<string, unknown>)[p];
+    // Own fields only: a record without `constructor` has no such field (not Object's).
+    v = Object.hasOwn(v, p) ? (v as Record<string, unknown>)[p] : undefined;
   }
   return v;
 }

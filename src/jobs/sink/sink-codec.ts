@@ -10,9 +10,10 @@ import { createDecoder, decoderLookup, isRegistryFormat, schemaCache, SchemaNotF
 import type { Expectation } from '../../engine/job-audit.js';
 import type { Decoded, DecodeLookup, SourceRecord } from '../../engine/job.js';
 import { ExactlyOnceError } from '../../errors.js';
-import { canonical } from './cql-types.js';
+import { canonical, scalarFromNumber } from './cql-types.js';
 import { canonicalKeyText } from './key-encoding.js';
 import { columnValue, predicateValue, sourceValue, UNSET, type KeyView } from './column-values.js';
+import { FALSE, FlatPicker, NUMBER, STRING, TRUE } from '../../formats/flat-json.js';
 import { holds } from './filter.js';
 import { change } from './debezium.js';
 import { deriveColumns } from './derive-columns.js';
@@ -28,6 +29,9 @@ export type SinkRow =
   | { kind: 'delete'; key: unknown[] }
   /** Filtered by the config's `where`: nothing is written (the checkpoint passes it). */
   | { kind: 'skip'; key: unknown[] };
+
+/** The value document the flat path never builds (its columns of other sources do not read it). */
+const NO_DOC: Record<string, unknown> = Object.freeze({});
 
 const bad = (reason: string, detail: string): Decoded<SinkRow> => ({ ok: false, reason, detail });
 
@@ -49,6 +53,11 @@ export class SinkCodec {
   /** Derived columns: the schemas' fields no column stores, by schema id (see `unknownFields`). */
   private readonly unknownBySchema = new Map<number, string[]>();
   private readonly cache: ReturnType<typeof schemaCache> | undefined;
+  /**
+   * JSON values whose value columns are all top-level fields, with no envelope, filter or TTL
+   * field: the columns' members are picked out of a flat object without building it (`flatRow`).
+   */
+  private readonly flat: FlatPicker | undefined;
 
   /** `registry`: where the schemas are, for a registry format (the connection's --schema-registry-url). */
   constructor(readonly config: SinkConfig, registry?: SchemaRegistryConfig) {
@@ -64,6 +73,9 @@ export class SinkCodec {
     this.values = isRegistryFormat(config.format) ? createDecoder(config.format, cache) : undefined;
     this.keys = keyDecoded && isRegistryFormat(config.keyFormat) ? createDecoder(config.keyFormat, cache) : undefined;
     this.recordKeys = new RecordKeys(this.keyColumns, this.keys);
+    const flatColumns = config.columns.every((c) => c.source !== 'value' || c.field.length === 1);
+    const plain = config.envelope === undefined && config.where === undefined && (config.ttl === undefined || 'seconds' in config.ttl);
+    this.flat = this.values === undefined && flatColumns && plain ? new FlatPicker(this.requiredColumns.map((c) => (c.source === 'value' ? c.field[0]! : ''))) : undefined;
     this.lookup = decoderLookup({ ...(this.values === undefined ? {} : { value: this.values }), ...(this.keys === undefined ? {} : { key: this.keys }) });
   }
 
@@ -134,6 +146,10 @@ export class SinkCodec {
     } else if (record.value === null) {
       return bad('null_value', `a record without a value (a tombstone) has ${config.mode === 'log' ? 'no row in a log-mode table' : 'nothing to aggregate'}`);
     }
+    if (this.flat !== undefined) {
+      const row = this.flatRow(record, key);
+      if (row !== undefined) return row;
+    }
     const v = this.valueDoc(record.value!);
     if (!v.ok) return bad(v.reason, v.detail);
     let doc = v.doc;
@@ -170,6 +186,69 @@ export class SinkCodec {
       if (!v.ok) return bad(v.reason, v.detail);
       values.push(v.value);
     }
+    const ttl = config.ttl;
+    const seconds = (): { ok: true; seconds: number } | { ok: false; detail: string } => {
+      if (ttl === undefined || 'seconds' in ttl) return { ok: true, seconds: ttl?.seconds ?? 0 };
+      const src = ttl.field;
+      const raw = sourceValue({ name: 'ttlField', type: { kind: 'scalar', name: 'bigint' }, source: src.source, field: src.path, spec: src.spec, required: false, default: undefined, onNull: 'null' }, record, doc, keyOf, this.keys !== undefined);
+      return raw.ok ? ttlSeconds(raw.value, src.spec) : { ok: false, detail: raw.detail };
+    };
+    return this.row(record, key, values, absent, unknown, seconds);
+  }
+
+  /**
+   * The row of a flat JSON value, its columns' members picked by name (FlatPicker); undefined where
+   * anything is unusual (not flat, a possible duplicate key, a value a column refuses), and the general
+   * path then decides, so both give the same row or the same reason (test/unit/sink-flat.test.ts).
+   */
+  private flatRow(record: SourceRecord, key: unknown[]): Decoded<SinkRow> | undefined {
+    const text = record.value!.toString('utf8');
+    const picker = this.flat!;
+    if (!picker.pick(text)) return undefined;
+    const t = picker.tokens;
+    let keyView: KeyView | undefined;
+    const keyOf = () => (keyView ??= this.recordKeys.view(record.key));
+    const values: unknown[] = [];
+    const absent: number[] = [];
+    const cols = this.requiredColumns;
+    for (let i = 0; i < cols.length; i++) {
+      const col = cols[i]!;
+      let v;
+      if (col.source !== 'value') {
+        // The key, a header or the metadata: read as the general path reads them (no value document).
+        const raw = sourceValue(col, record, NO_DOC, keyOf, this.keys !== undefined);
+        if (!raw.ok) return undefined;
+        if (raw.value === undefined) absent.push(values.length);
+        v = columnValue(col, raw.value);
+      } else {
+        const m = picker.at[i]!;
+        const kind = m < 0 ? 0 : t.kind[m];
+        if (kind === NUMBER) {
+          if (col.type.kind !== 'scalar') return undefined;
+          v = scalarFromNumber(col.type.name, text.slice(t.valueStart[m], t.valueEnd[m]));
+        } else {
+          if (m < 0) absent.push(values.length);
+          v = columnValue(col, m < 0 ? undefined : kind === STRING ? text.slice(t.valueStart[m], t.valueEnd[m]) : kind === TRUE ? true : kind === FALSE ? false : null);
+        }
+      }
+      if (!v.ok) return undefined;
+      values.push(v.value);
+    }
+    const seconds = (this.config.ttl as { seconds: number } | undefined)?.seconds ?? 0;
+    return this.row(record, key, values, absent, [], () => ({ ok: true, seconds }));
+  }
+
+  /** A record's row from its column values: the key the value names checked, the row's size, its TTL. */
+  private row(
+    record: SourceRecord,
+    key: unknown[],
+    values: unknown[],
+    absent: number[],
+    unknown: string[],
+    /** The TTL in seconds (asked only with a `ttl`, after the size: a record's first problem is its reason). */
+    ttlSeconds: () => { ok: true; seconds: number } | { ok: false; detail: string },
+  ): Decoded<SinkRow> {
+    const { config } = this;
     if (config.mode === 'upsert') {
       const inValue = this.keyColumns.map((c) => values[config.columns.indexOf(c)]);
       if (keyText(inValue) !== keyText(key)) {
@@ -180,16 +259,9 @@ export class SinkCodec {
     if (size.refusal !== undefined) return bad(size.refusal.reason, size.refusal.detail);
     let expiresAtMs: number | undefined;
     if (config.ttl !== undefined) {
-      let seconds: number;
-      if ('seconds' in config.ttl) seconds = config.ttl.seconds;
-      else {
-        const src = config.ttl.field;
-        const raw = sourceValue({ name: 'ttlField', type: { kind: 'scalar', name: 'bigint' }, source: src.source, field: src.path, spec: src.spec, required: false, default: undefined, onNull: 'null' }, record, doc, keyOf, this.keys !== undefined);
-        const t = raw.ok ? ttlSeconds(raw.value, src.spec) : { ok: false as const, detail: raw.detail };
-        if (!t.ok) return bad('bad_ttl', t.detail);
-        seconds = t.seconds;
-      }
-      expiresAtMs = record.timestampMs + seconds * 1000;
+      const t = ttlSeconds();
+      if (!t.ok) return bad('bad_ttl', t.detail);
+      expiresAtMs = record.timestampMs + t.seconds * 1000;
     }
     return { ok: true, value: { kind: 'row', key, values, bytes: size.bytes, absent, ...(expiresAtMs === undefined ? {} : { expiresAtMs }), ...(unknown.length === 0 ? {} : { unknown }) } };
   }
