@@ -64,10 +64,28 @@ export class BatchRows {
 
   /** A `text`, `varchar` or `ascii` value, its UTF-8 written in place. */
   text(s: string): void {
-    this.room(4 + 3 * s.length);
-    const n = this.buf.write(s, this.at + 4, 'utf8');
-    this.buf.writeInt32BE(n, this.at);
-    this.at += 4 + n;
+    const n = s.length;
+    if (n <= 64) {
+      // A short ASCII string byte by byte: cheaper than a call into Buffer.write for the few bytes.
+      this.room(4 + n);
+      const buf = this.buf;
+      const at = this.at + 4;
+      let i = 0;
+      for (; i < n; i++) {
+        const c = s.charCodeAt(i);
+        if (c >= 0x80) break;
+        buf[at + i] = c;
+      }
+      if (i === n) {
+        buf.writeInt32BE(n, this.at);
+        this.at = at + n;
+        return;
+      }
+    }
+    this.room(4 + 3 * n);
+    const bytes = this.buf.write(s, this.at + 4, 'utf8');
+    this.buf.writeInt32BE(bytes, this.at);
+    this.at += 4 + bytes;
   }
 
   /** Makes room for a value of `size` bytes and writes its length: returns where its bytes go. */

@@ -137,7 +137,7 @@ test('columnWriter: every column type the sink maps, null and unset give the dri
   // The sessions' encoding options (src/cassandra/session.ts): a set<T> is a JavaScript Set.
   const sessionEncoder = new Encoder(4, { encoding: { set: Set } });
   const samples: Array<[string, unknown[]]> = [
-    ['text', ['', 'a', 'Routeur Düsseldorf ✓', 'Réseau 😀', 'x'.repeat(5000)]],
+    ['text', ['', 'a', 'Routeur Düsseldorf ✓', 'Réseau 😀', 'x'.repeat(5000), 'y'.repeat(64), 'z'.repeat(65), `${'a'.repeat(63)}é`, '\u0000\u007f\u0080', '\ud800']],
     ['ascii', ['plain']],
     ['int', [0, -1, 2 ** 31 - 1, -(2 ** 31), '7']],
     ['smallint', [0, -32768, 32767]],

@@ -32,6 +32,8 @@ export type SinkRow =
 
 /** The value document the flat path never builds (its columns of other sources do not read it). */
 const NO_DOC: Record<string, unknown> = Object.freeze({});
+/** No column absent: one array for every such row (never written to). */
+const NONE_ABSENT: number[] = Object.freeze([]) as unknown as number[];
 
 const bad = (reason: string, detail: string): Decoded<SinkRow> => ({ ok: false, reason, detail });
 
@@ -209,7 +211,8 @@ export class SinkCodec {
     let keyView: KeyView | undefined;
     const keyOf = () => (keyView ??= this.recordKeys.view(record.key));
     const values: unknown[] = [];
-    const absent: number[] = [];
+    // Made when a column is absent (most records have none).
+    let absent = NONE_ABSENT;
     const cols = this.requiredColumns;
     for (let i = 0; i < cols.length; i++) {
       const col = cols[i]!;
@@ -218,7 +221,7 @@ export class SinkCodec {
         // The key, a header or the metadata: read as the general path reads them (no value document).
         const raw = sourceValue(col, record, NO_DOC, keyOf, this.keys !== undefined);
         if (!raw.ok) return undefined;
-        if (raw.value === undefined) absent.push(values.length);
+        if (raw.value === undefined) (absent === NONE_ABSENT ? (absent = []) : absent).push(values.length);
         v = columnValue(col, raw.value);
       } else {
         const m = picker.at[i]!;
@@ -227,7 +230,7 @@ export class SinkCodec {
           if (col.type.kind !== 'scalar') return undefined;
           v = scalarFromNumber(col.type.name, text.slice(t.valueStart[m], t.valueEnd[m]));
         } else {
-          if (m < 0) absent.push(values.length);
+          if (m < 0) (absent === NONE_ABSENT ? (absent = []) : absent).push(values.length);
           v = columnValue(col, m < 0 ? undefined : kind === STRING ? text.slice(t.valueStart[m], t.valueEnd[m]) : kind === TRUE ? true : kind === FALSE ? false : null);
         }
       }
