@@ -57,10 +57,9 @@
  * window's margin over the sync period.
  */
 import type { Logger } from '../log.js';
-import type { AssignmentPlanner } from './assignment-planner.js';
 import { checkpointTimestamp, type CheckpointStore, type StoredCheckpoint } from './checkpoint-store.js';
 import type { EngineMetrics } from './metrics.js';
-import type { LostWritesGuard, PartitionControl, RewindableTask, TaskOwner } from './ports.js';
+import type { LostWritesGuard, PartitionControl, ResetPlanner, RewindableTask, TaskOwner } from './ports.js';
 import { isLost, permanentError } from './task-errors.js';
 import { AbortedError } from './retry.js';
 
@@ -81,7 +80,7 @@ export interface LostWritesDeps {
   checkpoints: Pick<CheckpointStore, 'reset' | 'readOne'>;
   /** The nodes' state now, for a new owner's plan (resume). */
   ring: () => Promise<RingState>;
-  planner: Pick<AssignmentPlanner, 'planResets'>;
+  planner: ResetPlanner;
   tasks: () => TaskOwner | undefined;
   consumer: PartitionControl;
   /** The partition's log start (where a partition whose every checkpoint was lost starts again). */

@@ -73,6 +73,11 @@ export interface RewindableTask {
   holdFor(decision: Promise<void>): void;
 }
 
+/** What LostWrites needs of the AssignmentPlanner: plans for partitions moved back to a stored checkpoint. */
+export interface ResetPlanner {
+  planResets(reset: ReadonlyMap<number, StoredCheckpoint>): Promise<PartitionPlan[]>;
+}
+
 /** What LostWrites needs of the TaskManager: the tasks owned now, and replacing one by a task planned afresh. */
 export interface TaskOwner {
   readonly tasks: ReadonlyMap<number, RewindableTask>;
