@@ -18,7 +18,7 @@ import { holds } from './filter.js';
 import { change } from './debezium.js';
 import { deriveColumns } from './derive-columns.js';
 import { field, isRecord, parseObject } from './record-fields.js';
-import { keyText, RecordKeys } from './record-key.js';
+import { RecordKeys, sameKey } from './record-key.js';
 import { ttlSeconds } from './row-ttl.js';
 import type { SinkColumn, SinkConfig } from './sink-config.js';
 import { refusedKey, rowBytes } from './store-limits.js';
@@ -254,7 +254,7 @@ export class SinkCodec {
     const { config } = this;
     if (config.mode === 'upsert') {
       const inValue = this.keyColumns.map((c) => values[config.columns.indexOf(c)]);
-      if (keyText(inValue) !== keyText(key)) {
+      if (!sameKey(inValue, key)) {
         return bad('key_mismatch', `the record key names ${JSON.stringify(canonical(key))}, the value ${JSON.stringify(canonical(inValue))}`);
       }
     }
