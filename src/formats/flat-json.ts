@@ -50,8 +50,6 @@ export class FlatTokens {
   /** A string's span without its quotes; a number's text. */
   valueStart = new Int32Array(16);
   valueEnd = new Int32Array(16);
-  /** A number without fraction or exponent. */
-  whole = new Uint8Array(16);
 
   add(): number {
     if (this.count === this.kind.length) {
@@ -66,14 +64,13 @@ export class FlatTokens {
       this.kind = grow(this.kind);
       this.valueStart = grow(this.valueStart);
       this.valueEnd = grow(this.valueEnd);
-      this.whole = grow(this.whole);
     }
     return this.count++;
   }
 }
 
 /** The hash FlatTokens gives a key. */
-export function keyHash(key: string): number {
+function keyHash(key: string): number {
   let h = 0;
   for (let i = 0; i < key.length; i++) h = (Math.imul(h, 31) + key.charCodeAt(i)) | 0;
   return h;
@@ -130,19 +127,16 @@ export function scanFlatObject(text: string, t: FlatTokens): boolean {
       } else if (c === MINUS || isDigit(c)) {
         // RFC 8259's number grammar, as lossless-json reads it.
         const start = i;
-        let whole = 1;
         if (c === MINUS) i++;
         if (text.charCodeAt(i) === ZERO) i++;
         else if (isDigit(text.charCodeAt(i))) while (isDigit(text.charCodeAt(++i)));
         else return false;
         if (text.charCodeAt(i) === DOT) {
-          whole = 0;
           if (!isDigit(text.charCodeAt(++i))) return false;
           while (isDigit(text.charCodeAt(++i)));
         }
         const e = text.charCodeAt(i);
         if (e === 0x65 || e === 0x45) {
-          whole = 0;
           const sign = text.charCodeAt(++i);
           if (sign === MINUS || sign === PLUS) i++;
           if (!isDigit(text.charCodeAt(i))) return false;
@@ -151,7 +145,6 @@ export function scanFlatObject(text: string, t: FlatTokens): boolean {
         t.kind[m] = NUMBER;
         t.valueStart[m] = start;
         t.valueEnd[m] = i;
-        t.whole[m] = whole;
       } else if (text.startsWith('true', i)) {
         t.kind[m] = TRUE;
         i += 4;
@@ -195,7 +188,7 @@ export function parseFlatObject(text: string): Record<string, unknown> | undefin
 }
 
 /** Member `m`'s value as lossless-json gives it. */
-export function tokenValue(text: string, t: FlatTokens, m: number): unknown {
+function tokenValue(text: string, t: FlatTokens, m: number): unknown {
   switch (t.kind[m]) {
     case STRING:
       return text.slice(t.valueStart[m], t.valueEnd[m]);
@@ -237,8 +230,11 @@ export class FlatPicker {
     this.at.fill(-1);
     // Distinct hashes, so distinct keys: an open-addressed set of the hashes seen.
     if (t.count * 2 > this.seen.length) {
-      this.seen = new Int32Array(this.seen.length * 4);
-      this.seenUsed = new Uint8Array(this.seen.length);
+      // At most half full, so a probe always ends.
+      let size = this.seen.length;
+      while (size < t.count * 2) size *= 2;
+      this.seen = new Int32Array(size);
+      this.seenUsed = new Uint8Array(size);
     }
     const mask = this.seen.length - 1;
     this.seenUsed.fill(0);
