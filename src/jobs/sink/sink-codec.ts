@@ -249,7 +249,7 @@ export class SinkCodec {
     absent: number[],
     unknown: string[],
     /** The TTL in seconds (asked only with a `ttl`, after the size: a record's first problem is its reason). */
-    ttlSeconds: () => { ok: true; seconds: number } | { ok: false; detail: string },
+    ttlOf: () => { ok: true; seconds: number } | { ok: false; detail: string },
   ): Decoded<SinkRow> {
     const { config } = this;
     if (config.mode === 'upsert') {
@@ -262,7 +262,7 @@ export class SinkCodec {
     if (size.refusal !== undefined) return bad(size.refusal.reason, size.refusal.detail);
     let expiresAtMs: number | undefined;
     if (config.ttl !== undefined) {
-      const t = ttlSeconds();
+      const t = ttlOf();
       if (!t.ok) return bad('bad_ttl', t.detail);
       expiresAtMs = record.timestampMs + t.seconds * 1000;
     }
