@@ -13,30 +13,39 @@ import { cpuPer1000, processFacts, serverCpuPer1000, type CaseResult, type Serve
 /** A drain that has not moved for this long (ms) is stuck: fail the case instead of waiting for --case-timeout. */
 const STALL_MS = 120_000;
 
-export interface DrainResult {
+export interface DrainResult<S = undefined> {
   eventsPerSec: number;
   /** Seconds between the two polls the rate is taken from. */
   seconds: number;
   /** Events already stored at the first poll that saw progress (not counted in the rate). */
   countedFrom: number;
+  /** `sample()` taken at the poll the rate is counted from (the last that saw nothing, or the first that saw progress). */
+  baseline: S | undefined;
 }
 
-export interface DrainOptions {
+export interface DrainOptions<S = undefined> {
   label: string;
   total: number;
   /** Events durably stored so far. */
   progress: () => Promise<number>;
   /** Throws when something the drain depends on has died (e.g. a worker process). */
   check: () => void;
-  /** Called at the poll the rate is counted from (e.g. to sample the CPU time of the processes). */
+  /** Called at the first poll that saw progress (e.g. to read the workers' stage timings). */
   onFirstProgress?: () => void;
+  /**
+   * Taken at the start, at every poll that sees nothing stored and at the first that sees progress,
+   * so that what is measured against it (the processes' CPU time) covers the same window as the rate.
+   */
+  sample?: () => S;
   intervalMs?: number;
 }
 
-export async function measureDrain(ctx: BenchContext, o: DrainOptions): Promise<DrainResult> {
+export async function measureDrain<S = undefined>(ctx: BenchContext, o: DrainOptions<S>): Promise<DrainResult<S>> {
   const interval = o.intervalMs ?? 100;
   const deadline = Date.now() + ctx.options.caseTimeoutSeconds * 1000;
   let lastZeroAt = Date.now();
+  let atLastZero = o.sample?.();
+  let atFirst: S | undefined;
   let lastChange = { at: Date.now(), count: -1 };
   let lastError: unknown;
   let first: { at: number; count: number } | undefined;
@@ -53,9 +62,12 @@ export async function measureDrain(ctx: BenchContext, o: DrainOptions): Promise<
       lastError = e;
       ctx.status(`${o.label}: cannot read progress (${describe(e)}); retrying`);
     }
-    if (count === 0) lastZeroAt = at;
-    else if (first === undefined) {
+    if (count === 0) {
+      lastZeroAt = at;
+      atLastZero = o.sample?.();
+    } else if (first === undefined) {
       first = { at, count };
+      atFirst = o.sample?.();
       o.onFirstProgress?.();
     }
     if (first !== undefined) {
@@ -67,7 +79,7 @@ export async function measureDrain(ctx: BenchContext, o: DrainOptions): Promise<
       const usable = first !== undefined && at - first.at >= 1000 && first.count < o.total / 2;
       const from = usable ? first! : { at: lastZeroAt, count: 0 };
       const seconds = Math.max(0.001, (at - from.at) / 1000);
-      return { eventsPerSec: (o.total - from.count) / seconds, seconds, countedFrom: from.count };
+      return { eventsPerSec: (o.total - from.count) / seconds, seconds, countedFrom: from.count, baseline: usable ? atFirst : atLastZero };
     }
     if (count !== lastChange.count) lastChange = { at, count };
     if (at - lastChange.at > STALL_MS) {
@@ -109,8 +121,6 @@ export async function measureProcessDrain(
   ctx: BenchContext,
   o: { label: string; title: string; total: number; progress: () => Promise<number>; processes: ReadonlyArray<{ role: string; proc: BenchProcess }> },
 ): Promise<CaseResult> {
-  let cpuAtStart: Array<number | undefined> = [];
-  let serversAtStart: ServerCpu = {};
   const procs = o.processes.map((p) => p.proc);
   let atStart: Promise<WorkerReading | undefined> = Promise.resolve(undefined);
   const drain = await measureDrain(ctx, {
@@ -118,12 +128,15 @@ export async function measureProcessDrain(
     total: o.total,
     progress: o.progress,
     check: () => o.processes.forEach((p) => p.proc.assertRunning()),
+    // The CPU time is read where the rate is counted from: a drain over by its first reading (a small
+    // topic) is timed, and its CPU counted, from the last poll that saw nothing.
+    sample: () => ({ cpu: o.processes.map((p) => p.proc.cpuSeconds()), servers: ctx.serverCpu() }),
     onFirstProgress: () => {
-      cpuAtStart = o.processes.map((p) => p.proc.cpuSeconds());
-      serversAtStart = ctx.serverCpu();
       atStart = readWorkers(procs);
     },
   });
+  const cpuAtStart = drain.baseline?.cpu ?? [];
+  const serversAtStart: ServerCpu = drain.baseline?.servers ?? {};
   const serversAtEnd = ctx.serverCpu();
   // A drain over before the window's first reading (a small topic) counts every batch of the processes.
   const atEnd = await readWorkers(procs);
