@@ -344,13 +344,21 @@ export async function restartCassandra(stack: StackOptions): Promise<void> {
  */
 export const WIDE_SYNC_MS = 60_000;
 
-/** The stack's single Cassandra on the periodic commit log synced every WIDE_SYNC_MS (restarted on it unless it runs so). */
-export async function wideLossWindow(phases?: ReturnType<typeof timeline>): Promise<StackOptions> {
-  const stack = { ...(await localStack()), commitlogSync: 'periodic' as const, commitlogSyncPeriodMs: WIDE_SYNC_MS };
-  if (stackCommitlogSync(stack, 'cassandra') !== 'periodic' || stackCommitlogPeriodMs(stack, 'cassandra') !== WIDE_SYNC_MS) {
+/**
+ * The stack's single Cassandra on the periodic commit log synced every `periodMs` (WIDE_SYNC_MS unless
+ * told), restarted on it unless it runs so, or always with `fresh`. A fresh start puts the first sync a
+ * whole period after `restartedAt` (taken before the SIGKILL): a test whose fault must fall before any
+ * sync (not by the luck of the sync's phase) kills Cassandra before `restartedAt + periodMs`.
+ */
+export async function wideLossWindow(phases?: ReturnType<typeof timeline>, opts: { periodMs?: number; fresh?: boolean } = {}): Promise<StackOptions & { restartedAt?: number }> {
+  const periodMs = opts.periodMs ?? WIDE_SYNC_MS;
+  const stack = { ...(await localStack()), commitlogSync: 'periodic' as const, commitlogSyncPeriodMs: periodMs };
+  if (opts.fresh === true || stackCommitlogSync(stack, 'cassandra') !== 'periodic' || stackCommitlogPeriodMs(stack, 'cassandra') !== periodMs) {
+    const restartedAt = Date.now();
     await killServer(stack, 'cassandra');
     await restartCassandra(stack);
-    phases?.mark(`Cassandra restarted on the periodic commit log synced every ${WIDE_SYNC_MS / 1000} s`);
+    phases?.mark(`Cassandra restarted on the periodic commit log synced every ${periodMs / 1000} s`);
+    return { ...stack, restartedAt };
   }
   return stack;
 }

@@ -36,6 +36,9 @@ async function assertOneCountPerRewind(worker: Worker, rewinds: string[]): Promi
   assert.equal(counted, rewinds.length, 'one count of exactlyonce_lost_writes_total per rewind');
 }
 
+/** The commit log's sync period of the rolling-restart test: longer than all its steps, from Cassandra's start to its SIGKILL. */
+const ROLLING_SYNC_MS = 300_000;
+
 /** Events per round; the rate keeps every round's writes within the commit log's 10 s window. */
 const PER_ROUND = 3000;
 
@@ -133,7 +136,11 @@ test('Cassandra SIGKILLed twice while the worker runs (not held): no partition s
 
 test('a rolling restart, then Cassandra SIGKILLed on the periodic commit log: the new owner finds the checkpoints it planned from gone and writes every lost record again', async (t) => {
   const phases = timeline();
-  const stack = await wideLossWindow(phases);
+  // Cassandra started afresh, its first sync a whole period away (5 minutes, where this test's steps
+  // take well under one): every checkpoint A writes is still unsynced at the SIGKILL. On a stack
+  // already running, the sync's phase is unknown and may fall between A's last checkpoint and the
+  // SIGKILL, leaving nothing to lose.
+  const stack = await wideLossWindow(phases, { periodMs: ROLLING_SYNC_MS, fresh: true });
   const config = testConfig();
   const session = await freshKeyspace(t, config);
   await freshTopic(t, config, 3);
@@ -151,6 +158,8 @@ test('a rolling restart, then Cassandra SIGKILLed on the periodic commit log: th
   assert.deepEqual(planned.filter((s) => typeof s !== 'bigint'), [], `B planned every partition from A's checkpoints (${planned.join(',')})`);
   phases.mark('B owns 0,1,2');
   await sleep(1000);
+  const sinceStart = Date.now() - stack.restartedAt!;
+  assert.ok(sinceStart < ROLLING_SYNC_MS, `the SIGKILL comes before Cassandra's first commit log sync (${sinceStart} ms after its restart, the period ${ROLLING_SYNC_MS} ms)`);
   assert.equal(await killServer(stack, 'cassandra'), true);
   phases.mark('SIGKILL Cassandra');
   await restart(stack);
