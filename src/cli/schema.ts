@@ -7,6 +7,7 @@ import { loadJobModule, parseJobOptions } from '../job-loader.js';
 import { createLogger } from '../log.js';
 import { localCluster } from '../stack/cluster.js';
 import { evolveStatements } from '../jobs/sink/evolve.js';
+import { moveColumnsForward } from '../jobs/sink/column-eras.js';
 import { SinkJob } from '../jobs/sink/sink-job.js';
 import { action, connection, withConnection } from './common.js';
 
@@ -60,6 +61,12 @@ export function schemaCommand(): Command {
           const j = await applyJobMigrations(client, config.keyspace, job.name, job.migrations ?? [], { followsRegistry });
           for (const m of j.applied) out.write(`  applied ${m}\n`);
           if (j.applied.length === 0) out.write(`  job ${job.name}: up to date (${j.skipped.length} migrations already applied)\n`);
+          // The job's stored columns move forward to the added ones (src/jobs/sink/column-eras.ts), so its workers start with them.
+          if (job instanceof SinkJob && job.config.derived) {
+            const moved = await moveColumnsForward(client, config.keyspace, job);
+            const at = [...moved.from].map(([p, o]) => `${p}@${o}`).join(', ');
+            if (moved.added.length > 0) out.write(`  job ${job.name}: stores ${moved.added.join(', ')} from offsets ${at || 'the start'} (partition@offset; records before keep the columns they were stored with)\n`);
+          }
         }
       } finally {
         await client.shutdown();

@@ -2,7 +2,9 @@
 // v1 meets records of v2, which adds an optional field: with ignore (the default) the known columns are
 // stored and exactlyonce_sink_unknown_fields_total{field} counts the field; verify --job judges with
 // the columns stored with the job (the worker's) and exits 0 with exact totals, before and after
-// `schema apply --job` adds the field's column.
+// `schema apply --job` adds the field's column. The job then keeps its columns while its worker runs;
+// stopped, it moves them forward (src/jobs/sink/column-eras.ts): a worker started again is not refused, and
+// stores the field from the checkpoint on, while records before it, read again, keep the v1 row.
 import assert from 'node:assert/strict';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
@@ -33,7 +35,7 @@ test('onUnknown: ignore: v2 records stored with the v1 columns, the new field co
   const a1 = await runCli(['schema', 'apply', ...conn, '--job', file], REGISTRY_ENV);
   assert.equal(a1.code, 0, a1.stdout + a1.stderr);
   const port = await freePort();
-  startCli(t, ['sink', ...conn, '--config', file, '--max-batch', '50', '--metrics-port', String(port)], REGISTRY_ENV);
+  const worker = startCli(t, ['sink', ...conn, '--config', file, '--max-batch', '50', '--metrics-port', String(port)], REGISTRY_ENV);
   const t1 = avroType(JSON.stringify(v1));
   await produce([1, 2, 3].map((i) => withWireHeader(id1, encodeAvro(t1, { id: BigInt(i), page: `/p${i}` }))));
   await waitFor(async () => ((await rows()).length === 3 ? true : undefined), { timeoutMs: 180_000, message: 'three v1 rows' });
@@ -63,10 +65,45 @@ test('onUnknown: ignore: v2 records stored with the v1 columns, the new field co
   // The registry's latest (v2) would derive a column the worker has not: verify judges with the stored ones.
   assert.deepEqual(pick(await verify()), exact);
 
+  // schema apply adds the column; the job keeps its columns while its worker runs (it would store
+  // records past the switch without the new one), and says so.
   const a2 = await runCli(['schema', 'apply', ...conn, '--job', file], REGISTRY_ENV);
-  assert.equal(a2.code, 0, a2.stdout + a2.stderr);
+  assert.equal(a2.code, 2, a2.stdout + a2.stderr);
   assert.match(a2.stdout, /ADD channel text/);
+  assert.match(a2.stderr, /^error EO_USAGE: job clicks_unknown has workers running \(partition 0 by [^)]+\): the columns channel were added to the table, but the job keeps its columns until its workers stop/m);
   const cols = await session.execute('SELECT column_name, type FROM system_schema.columns WHERE keyspace_name = ? AND table_name = ?', [config.keyspace, 'clicks'], { prepare: true });
   assert.equal(cols.rows.find((r) => r['column_name'] === 'channel')?.['type'], 'text');
+  const settings = async () => JSON.parse((await session.execute(`SELECT settings FROM ${config.keyspace}.job WHERE name = 'clicks_unknown'`)).first()!['settings'] as string) as Record<string, string>;
+  assert.equal((await settings())['columnsFrom'], undefined);
+  assert.equal((await settings())['columnsMoving'], undefined, 'the refused move leaves no mark');
   assert.deepEqual(pick(await verify()), exact);
+
+  // Stopped, the worker lets the columns move forward: from the checkpoint on (offset 5), records are
+  // stored with the channel; those before keep the row the v1 columns gave them.
+  worker.kill('SIGTERM');
+  await waitFor(() => (worker.exitCode !== null ? true : undefined), { timeoutMs: 60_000, message: 'the worker stops' });
+  const a3 = await runCli(['schema', 'apply', ...conn, '--job', file], REGISTRY_ENV);
+  assert.equal(a3.code, 0, a3.stdout + a3.stderr);
+  assert.match(a3.stdout, /job clicks_unknown: stores channel from offsets 0@5 /);
+  assert.equal((await settings())['columnsFrom'], '{"channel":{"0":"5"}}');
+  const port2 = await freePort();
+  const again = startCli(t, ['sink', ...conn, '--config', file, '--max-batch', '50', '--metrics-port', String(port2)], REGISTRY_ENV);
+  await produce([withWireHeader(id2, encodeAvro(t2, { id: 6n, page: '/p6', channel: 'web' }))]);
+  const six = [['0', '1', '/p1', null], ['1', '2', '/p2', null], ['2', '3', '/p3', null], ['3', '4', '/p4', null], ['4', '5', '/p5', null], ['5', '6', '/p6', 'web']];
+  const shown = async () => (await rows()).map((r) => [r['offset'], r['id'], r['page'], r['channel'] ?? null]);
+  await waitFor(async () => ((await rows()).length === 6 ? true : undefined), { timeoutMs: 120_000, message: `the v2 record past the switch stored (worker: ${again.output().slice(-600)})` });
+  assert.deepEqual(await shown(), six);
+  const exact6 = { ...exact, records: 6, stored: 6 };
+  assert.deepEqual(pick(await verify()), exact6);
+
+  // Read again from the start (a reset; a crash would do the same): the records before the switch are
+  // written again as they were, without the channel they carry.
+  const writetime = async () => (await session.execute(`SELECT writetime(page) AS w FROM ${config.keyspace}.clicks WHERE partition = 0 AND offset = 3`)).first()!['w'].toString() as string;
+  const before = await writetime();
+  const reset = await runCli(['checkpoints', 'reset', ...conn, '--job', file, '--all', '--to', 'earliest'], REGISTRY_ENV);
+  assert.equal(reset.code, 0, reset.stdout + reset.stderr);
+  await waitFor(async () => (BigInt(await writetime()) > BigInt(before) ? true : undefined), { timeoutMs: 120_000, message: 'offset 3 written again' });
+  await waitFor(async () => ((await session.execute(`SELECT next_offset FROM ${config.keyspace}.job_checkpoints WHERE job = 'clicks_unknown' AND topic = ? AND partition = 0`, [config.topic])).first()?.['next_offset'].toString() === '6' ? true : undefined), { timeoutMs: 120_000, message: 'the checkpoint back at 6' });
+  assert.deepEqual(await shown(), six);
+  assert.deepEqual(pick(await verify()), exact6);
 });

@@ -22,6 +22,7 @@ import { RecordKeys, sameKey } from './record-key.js';
 import { ttlSeconds } from './row-ttl.js';
 import type { SinkColumn, SinkConfig } from './sink-config.js';
 import { refusedKey, rowBytes } from './store-limits.js';
+import { inactiveColumns, type ColumnsFrom } from './column-eras.js';
 
 /** What one record becomes. `values` follow `config.columns`; `key` follows `config.key`. */
 export type SinkRow =
@@ -32,6 +33,8 @@ export type SinkRow =
 
 /** The value document the flat path never builds (its columns of other sources do not read it). */
 const NO_DOC: Record<string, unknown> = Object.freeze({});
+/** No column added after the record: one set for every such record. */
+const NONE_INACTIVE: ReadonlySet<string> = new Set();
 /** No column absent: one array for every such row (never written to). */
 const NONE_ABSENT: number[] = Object.freeze([]) as unknown as number[];
 
@@ -43,8 +46,8 @@ export class SinkCodec {
   private readonly requiredColumns: SinkColumn[];
   /** Some column reads the record key (key, key.x). */
   private readonly readsKey: boolean;
-  /** Some column leaves a missing field unset (no cell). */
-  private readonly unsets: boolean;
+  /** Some column leaves a missing field unset (no cell), or may be inactive (`columnsFrom`). */
+  private unsets: boolean;
   /** The value's and (for a registry key format) the key's decoders; undefined: JSON, decoded here. */
   private readonly values: Decoder | undefined;
   private readonly keys: Decoder | undefined;
@@ -54,6 +57,8 @@ export class SinkCodec {
   readonly lookup: DecodeLookup | undefined;
   /** Derived columns: the schemas' fields no column stores, by schema id (see `unknownFields`). */
   private readonly unknownBySchema = new Map<number, string[]>();
+  /** Derived columns: the fields a column would be derived for, by schema id. */
+  private readonly fieldsBySchema = new Map<number, string[]>();
   private readonly cache: ReturnType<typeof schemaCache> | undefined;
   /**
    * JSON values whose value columns are all top-level fields, with no envelope, filter or TTL
@@ -61,12 +66,20 @@ export class SinkCodec {
    */
   private readonly flat: FlatPicker | undefined;
 
-  /** `registry`: where the schemas are, for a registry format (the connection's --schema-registry-url). */
-  constructor(readonly config: SinkConfig, registry?: SchemaRegistryConfig) {
+  /**
+   * `registry`: where the schemas are, for a registry format (the connection's --schema-registry-url).
+   * `columnsFrom`: columns added after the job first ran, and the offsets they are stored from
+   * (src/jobs/sink/column-eras.ts): a record below its partition's is decoded as the columns before.
+   */
+  constructor(
+    readonly config: SinkConfig,
+    registry?: SchemaRegistryConfig,
+    private columnsFrom: ColumnsFrom = new Map(),
+  ) {
     this.keyColumns = config.key.map((k) => config.columns.find((c) => c.name === k)!);
     this.requiredColumns = config.columns.map((c) => (config.key.includes(c.name) ? { ...c, required: true } : c));
     this.readsKey = config.columns.some((c) => c.source === 'key');
-    this.unsets = config.columns.some((c) => c.onNull === 'unset');
+    this.unsets = config.columns.some((c) => c.onNull === 'unset') || columnsFrom.size > 0;
     const keyDecoded = config.mode === 'upsert' || this.readsKey;
     const needs = isRegistryFormat(config.format) || (keyDecoded && isRegistryFormat(config.keyFormat));
     if (needs && registry === undefined) throw new ExactlyOnceError('EO_CONFIG_INVALID', `sink ${config.name}: format ${config.format} needs a Schema Registry (--schema-registry-url)`);
@@ -76,11 +89,22 @@ export class SinkCodec {
     this.keys = keyDecoded && isRegistryFormat(config.keyFormat) ? createDecoder(config.keyFormat, cache) : undefined;
     this.recordKeys = new RecordKeys(this.keyColumns, this.keys);
     const flatColumns = config.columns.every((c) => c.source !== 'value' || c.field.length === 1);
-    const plain = config.envelope === undefined && config.where === undefined && (config.ttl === undefined || 'seconds' in config.ttl);
+    const plain = config.envelope === undefined && config.where === undefined && (config.ttl === undefined || 'seconds' in config.ttl) && columnsFrom.size === 0;
     this.flat = this.values === undefined && flatColumns && plain ? new FlatPicker(this.requiredColumns.map((c) => (c.source === 'value' ? c.field[0]! : ''))) : undefined;
     this.lookup = decoderLookup({ ...(this.values === undefined ? {} : { value: this.values }), ...(this.keys === undefined ? {} : { key: this.keys }) });
   }
 
+
+  /**
+   * The columns added after the job first ran, as stored with it (a worker learns them once connected,
+   * src/jobs/sink/sink-job.ts): the same codec, so the schemas its lookup fetched stay its own. Not for
+   * a flat JSON codec (added columns are derived ones, of a registry format).
+   */
+  useColumnsFrom(from: ColumnsFrom): void {
+    if (this.flat !== undefined && from.size > 0) throw new Error('columnsFrom is for columns derived from a registry schema');
+    this.columnsFrom = from;
+    this.unsets = this.config.columns.some((c) => c.onNull === 'unset') || from.size > 0;
+  }
 
   /** The record's value as a record of fields, or why not. */
   private valueDoc(bytes: Buffer): { ok: true; doc: Record<string, unknown>; schemaId?: number } | { ok: false; reason: string; detail: string } {
@@ -100,15 +124,21 @@ export class SinkCodec {
    * the one the columns were derived from at start. A pure function of the schema id, so a replay and
    * `verify --job` judge the record the same way.
    */
-  private unknownFields(schemaId: number | undefined): string[] {
+  private unknownFields(schemaId: number | undefined, inactive: ReadonlySet<string>): string[] {
     if (!this.config.derived || schemaId === undefined || this.cache === undefined) return [];
-    let unknown = this.unknownBySchema.get(schemaId);
+    let unknown = inactive.size === 0 ? this.unknownBySchema.get(schemaId) : undefined;
     if (unknown === undefined) {
-      const schema = this.cache.get(schemaId);
-      if (schema === undefined) return []; // not fetched: the decode above would have failed
-      const stored = new Set(this.config.columns.filter((c) => c.source === 'value').map((c) => c.field.join('.')));
-      unknown = deriveColumns(schema).columns.map((c) => c.field).filter((f) => !stored.has(f));
-      this.unknownBySchema.set(schemaId, unknown);
+      let fields = this.fieldsBySchema.get(schemaId);
+      if (fields === undefined) {
+        const schema = this.cache.get(schemaId);
+        if (schema === undefined) return []; // not fetched: the decode above would have failed
+        fields = deriveColumns(schema).columns.map((c) => c.field);
+        this.fieldsBySchema.set(schemaId, fields);
+      }
+      // The columns a record below its partition's switch was stored with lack the added ones (column-eras.ts).
+      const stored = new Set(this.config.columns.filter((c) => c.source === 'value' && !inactive.has(c.name)).map((c) => c.field.join('.')));
+      unknown = fields.filter((f) => !stored.has(f));
+      if (inactive.size === 0) this.unknownBySchema.set(schemaId, unknown);
     }
     return unknown;
   }
@@ -165,8 +195,10 @@ export class SinkCodec {
     let keyView: KeyView | undefined;
     const keyOf = () => (keyView ??= this.recordKeys.view(record.key));
     if (config.where !== undefined && !holds(config.where, (f) => predicateValue(f, record, doc, keyOf))) return { ok: true, value: { kind: 'skip', key } };
+    // Columns added after this record's partition was stored up to it are not its (column-eras.ts).
+    const inactive = this.columnsFrom.size === 0 ? NONE_INACTIVE : new Set(inactiveColumns(this.columnsFrom, record.partition, record.offset));
     // A field of a newer schema version than the columns were derived from: never dropped without a count.
-    const unknown = this.unknownFields(v.schemaId);
+    const unknown = this.unknownFields(v.schemaId, inactive);
     if (unknown.length > 0 && config.onUnknown === 'quarantine') {
       return bad('unknown_field', `schema id ${v.schemaId} has ${unknown.length === 1 ? 'a field' : 'fields'} no column stores: ${unknown.join(', ')} (the columns were derived from an older version; run \`exactlyonce schema apply --job <config>\` to add them; onUnknown: quarantine)`);
     }
@@ -176,6 +208,10 @@ export class SinkCodec {
     const cols = this.requiredColumns;
     for (let i = 0; i < cols.length; i++) {
       const col = cols[i]!;
+      if (inactive.has(col.name)) {
+        values.push(UNSET);
+        continue;
+      }
       let rawValue: unknown;
       if (col.source === 'value') rawValue = field(doc, col.field);
       else {

@@ -56,13 +56,16 @@ import { aggregateAudit, aggregateKeyColumns, partialsTable, SinkAggregator, slo
 import { SchemaRegistry } from '../../registry/schema-registry.js';
 import { UnmatchedReporter } from './unmatched-columns.js';
 import { createLogger } from '../../log.js';
+import { JobBinding } from '../../engine/job-binding.js';
+import { COLUMNS_FROM, columnsFromSetting, parseColumnsFrom, type ColumnsFrom } from './column-eras.js';
 
 const sourceSetting = (c: SinkColumn) => settingOf({ source: c.source, path: c.field, spec: c.spec });
 
 export class SinkJob implements Job<SinkRow> {
   readonly name: string;
   readonly topic: string;
-  readonly settings: Readonly<Record<string, string>>;
+  /** What changes what a record becomes (and `columnsFrom`, learned from the stored job in `open`). */
+  settings: Readonly<Record<string, string>>;
   readonly migrations: readonly JobMigration[];
   /** Its table (and an aggregate's partials table), bound to this sink alone (EO_TABLE_OWNED for a second job on it). */
   readonly tables: readonly string[];
@@ -95,12 +98,17 @@ export class SinkJob implements Job<SinkRow> {
   /** exactlyonce_sink_unknown_fields_total{field}: fields of stored records that no column stores (onUnknown: ignore). */
   private unknownCount: Counter<'field'> | undefined;
 
-  /** `registry`: the Schema Registry of a registry format (the connection's). */
+  /**
+   * `registry`: the Schema Registry of a registry format (the connection's). `columnsFrom`: columns
+   * added after the job first ran (src/jobs/sink/column-eras.ts), as stored with it; a worker learns
+   * them in `open`.
+   */
   constructor(
     readonly config: SinkConfig,
     private readonly registry?: SchemaRegistryConfig,
+    columnsFrom: ColumnsFrom = new Map(),
   ) {
-    this.codec = new SinkCodec(config, registry);
+    this.codec = new SinkCodec(config, registry, columnsFrom);
     this.keyIndexes = config.key.map((k) => config.columns.findIndex((c) => c.name === k));
     this.consistency = { LOCAL_QUORUM: consistencies.localQuorum, QUORUM: consistencies.quorum, EACH_QUORUM: consistencies.eachQuorum }[config.consistency ?? 'LOCAL_QUORUM'];
     const log = createLogger('sink');
@@ -127,6 +135,7 @@ export class SinkJob implements Job<SinkRow> {
       ...(config.ttl === undefined ? {} : 'seconds' in config.ttl ? { ttl: `${config.ttl.seconds}s` } : { ttlField: settingOf(config.ttl.field) }),
       ...(config.envelope === undefined ? {} : { envelope: config.envelope }),
       ...(config.aggregate === undefined ? {} : { aggregate: JSON.stringify(config.aggregate) }),
+      ...(columnsFrom.size === 0 ? {} : { [COLUMNS_FROM]: columnsFromSetting(columnsFrom)! }),
     };
     this.migrations = [{ version: 1, name: config.table, cql: createTableCql(config) }];
     this.tables = config.mode === 'aggregate' ? [config.table, partialsTable(config), ...(config.aggregate!.close === undefined ? [] : [closingTable(config)])] : [config.table];
@@ -172,9 +181,11 @@ export class SinkJob implements Job<SinkRow> {
    * registry's latest schema now gives others (a newer version added fields): `verify --job` judges
    * with the columns the workers run with, which derived theirs when they started. Otherwise itself.
    */
-  withStoredColumns(stored: Readonly<Record<string, unknown>>): SinkJob {
+  withStoredColumns(stored: Readonly<Record<string, string | number | boolean>>): SinkJob {
     const columns = stored['columns'];
-    if (!this.config.derived || typeof columns !== 'string' || columns === this.settings['columns']) return this;
+    // The columns added since the job first ran are stored from an offset per partition (column-eras.ts).
+    const from = this.config.derived ? parseColumnsFrom(stored[COLUMNS_FROM]) : new Map<string, Map<number, bigint>>();
+    if (!this.config.derived || typeof columns !== 'string' || columns === this.settings['columns']) return from.size === 0 ? this : new SinkJob(this.config, this.registry, from);
     let list: unknown[][];
     try {
       list = JSON.parse(columns) as unknown[][];
@@ -186,7 +197,7 @@ export class SinkJob implements Job<SinkRow> {
     const raw = JSON.parse(this.config.source) as Record<string, unknown>;
     const spec = Object.fromEntries(list.map(([name, type, field, , dflt]) => [name, { type, ...(field === name ? {} : { field: valueFieldSpec(field as string) }), ...(dflt === null || dflt === undefined ? {} : { default: dflt }) }]));
     const config = sinkConfig({ ...raw, columns: spec }, `sink ${this.config.name} (the columns stored with the job)`, true);
-    return new SinkJob(Object.freeze({ ...config, derived: true }), this.registry);
+    return new SinkJob(Object.freeze({ ...config, derived: true }), this.registry, from);
   }
 
   /**
@@ -246,6 +257,15 @@ export class SinkJob implements Job<SinkRow> {
         new Counter({ name: late, help: "An aggregate sink with closeAfter: records that arrived after their window closed on their Kafka partition; applied to the row all the same, and the window published again (counted again when a batch is written again)", labelNames: ['table'], registers: [context.metrics] });
     }
     await checkSinkTable(context.session, context.keyspace, this.config);
+    if (this.config.derived) {
+      // Columns `schema apply --job` added after the job first ran are stored from the offsets kept
+      // with it (column-eras.ts): learned before the engine compares this worker's settings with the job's.
+      const stored = (await new JobBinding(context.session, context.keyspace).read(this.name))?.settings[COLUMNS_FROM];
+      if (stored !== undefined) {
+        this.codec.useColumnsFrom(parseColumnsFrom(stored));
+        this.settings = { ...this.settings, [COLUMNS_FROM]: String(stored) };
+      }
+    }
     if (this.config.mode === 'aggregate') {
       const table = this.config.table;
       this.aggregator = new SinkAggregator(this.config, context.session, context.keyspace, this.consistency, {
