@@ -40,6 +40,15 @@ export interface PlannerDeps {
    * planned, so it moves no checkpoint (a crash replay's reset) that it would then never read again.
    */
   stopping?: () => boolean;
+  /**
+   * Records this worker as the owner of the assigned partitions, then compares the job's stored
+   * settings with the worker's: the error to stop them with when the settings changed since the worker
+   * started, else null. In that order, against the commands that change the settings (`alerts rule`,
+   * `schema apply --job` moving a sink's columns): each marks the settings, then refuses while any
+   * partition has an owner, so a worker is either seen by the command or sees its mark, and never
+   * reads a partition on settings changed under it (the ResetWatcher's check comes a tick later).
+   */
+  settingsNow?: (assigned: readonly number[]) => Promise<ExactlyOnceError | null>;
   /** Moves checkpoints whose rows a node crash may have taken back to where they are read again (LostWrites.resume). */
   resume?: (stored: ReadonlyMap<number, StoredCheckpoint>, assigned: readonly number[], logStarts: ReadonlyMap<number, bigint>) => Promise<ReadonlyMap<number, StoredCheckpoint>>;
 }
@@ -89,7 +98,9 @@ export class AssignmentPlanner {
       // without the checkpoint could only replay from the start or skip.
       const read = await retrying('Cassandra', () => checkpoints.readStored(true));
       const [marks, topicId] = await retrying('Kafka', () => Promise.all([admin.watermarks(topic), admin.topicId(topic)]));
-      const { topicId: bound, settingsChanged, partitions: boundPartitions } = this.deps.binding();
+      const { topicId: bound, partitions: boundPartitions } = this.deps.binding();
+      const settingsNow = this.deps.settingsNow;
+      const settingsChanged = this.deps.binding().settingsChanged ?? (settingsNow === undefined ? null : await retrying('Cassandra', () => settingsNow(assigned))) ?? undefined;
       // A partition of another topic (re-created) or with a changed job is not read: nothing to move.
       const resume = this.deps.resume;
       if (stopping()) return { kind: 'aborted' };

@@ -54,6 +54,15 @@ export function settingDifferences(stored: Settings, given: Settings, who = 'thi
     .map((k) => `${k}: the job has ${stored[k] === undefined ? 'no value' : JSON.stringify(stored[k])}, ${who} ${given[k] === undefined ? 'none' : JSON.stringify(given[k])}`);
 }
 
+/** The coded error that stops a worker's partitions when the job's stored settings changed under it (`diffs`: settingDifferences). */
+export function settingsChangedUnder(keyspace: string, diffs: readonly string[]): ExactlyOnceError {
+  return new ExactlyOnceError(
+    'EO_JOB_CONFIG_MISMATCH',
+    `the job's settings stored in keyspace ${keyspace} changed under this worker: ${diffs.join('; ')}. ` +
+      'Its partitions are stopped at their checkpoints; restart the worker (without the flags, it runs with the stored settings)',
+  );
+}
+
 /** The coded error for a topic whose identity changed: names both IDs and the command that resets. */
 export function topicRecreated(topic: string, bound: string, now: string): ExactlyOnceError {
   return new ExactlyOnceError(

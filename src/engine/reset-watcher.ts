@@ -9,11 +9,10 @@
  * of the job's stored settings stops every partition, once. Each tick also says which partitions this
  * worker owns (for `checkpoints list`).
  */
-import { ExactlyOnceError } from '../errors.js';
 import type { Logger } from '../log.js';
 import type { AssignmentPlanner } from './assignment-planner.js';
 import type { CheckpointStore } from './checkpoint-store.js';
-import { settingDifferences, type BoundJob, type Settings } from './job-binding.js';
+import { settingDifferences, settingsChangedUnder, type BoundJob, type Settings } from './job-binding.js';
 import type { LostWrites } from './lost-writes.js';
 import { isLost } from './task-errors.js';
 import type { PartitionTask } from './partition-task.js';
@@ -67,11 +66,7 @@ export class ResetWatcher {
       // registered): what it computes would no longer be the job's. Every partition stops, once.
       const diffs = settingDifferences(bound.settings, this.deps.settings);
       if (diffs.length > 0) {
-        binding.settingsChanged = new ExactlyOnceError(
-          'EO_JOB_CONFIG_MISMATCH',
-          `the job's settings stored in keyspace ${this.deps.keyspace} changed under this worker: ${diffs.join('; ')}. ` +
-            'Its partitions are stopped at their checkpoints; restart the worker (without the flags, it runs with the stored settings)',
-        );
+        binding.settingsChanged = settingsChangedUnder(this.deps.keyspace, diffs);
         consumer.pause(tasks.stopAll(binding.settingsChanged));
         return;
       }

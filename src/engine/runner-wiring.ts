@@ -10,6 +10,7 @@ import type { KafkaAdmin } from '../kafka/admin.js';
 import type { Logger } from '../log.js';
 import { AssignmentPlanner } from './assignment-planner.js';
 import { CheckpointStore } from './checkpoint-store.js';
+import { JobBinding, settingDifferences, settingsChangedUnder } from './job-binding.js';
 import { IdentityGate } from './identity-gate.js';
 import type { Job } from './job.js';
 import type { LagWatcher } from './lag-watcher.js';
@@ -84,6 +85,12 @@ export function wireTasks(w: TaskWiring): WiredTasks {
     retrying: (server, fn) => w.retrying(server, fn),
     stopping: () => w.signal.aborted,
     resume: (stored, assigned, logStarts) => w.lostWrites.resume(stored, assigned, logStarts),
+    settingsNow: async (assigned) => {
+      await checkpoints.recordOwner(assigned, metrics.workerId);
+      const bound = await new JobBinding(w.session, config.keyspace).read(w.job.name);
+      const diffs = bound === null ? [] : settingDifferences(bound.settings, w.job.settings ?? {});
+      return diffs.length === 0 ? null : settingsChangedUnder(config.keyspace, diffs);
+    },
   });
   const identity = new IdentityGate({
     topic: config.topic,

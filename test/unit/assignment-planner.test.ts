@@ -170,3 +170,22 @@ test('startError: the log bounds are inclusive at the end, a never-checkpointed 
   assert.equal(startError(0, 15n, marks, { name: 't', bound: 'A', now: null }), null, 'a topic gone for now is left to the group');
   assert.equal(startError(0, 15n, marks, { name: 't', bound: undefined, now: 'B' }), null, 'not bound yet');
 });
+
+test('settings changed since the worker started (a command marked them): the assigned partitions stop with the coded error, after the worker is recorded as their owner', async () => {
+  const calls: string[] = [];
+  let changed: ExactlyOnceError | null = null;
+  const { tasks, world } = fakeEngine(twoPartitions([5n, 7n], [10n, 10n]), {
+    settingsNow: async (assigned) => {
+      calls.push(`owner ${assigned.join(',')}, then settings`);
+      return changed;
+    },
+  });
+  assert.deepEqual(await tasks.assign([0]), new Map<number, unknown>([[0, 5n]]));
+  changed = new ExactlyOnceError('EO_JOB_CONFIG_MISMATCH', "the job's settings stored in keyspace k changed under this worker: columnsMoving: the job has \"started\", this worker none");
+  assert.deepEqual(await tasks.assign([1]), new Map<number, unknown>([[1, 'stopped']]));
+  assert.deepEqual(calls, ['owner 0, then settings', 'owner 1, then settings']);
+  assert.equal(tasks.tasks.get(1)!.status.error, changed);
+  assert.equal(tasks.tasks.get(1)!.status.next, 7n, 'the checkpoint stays where it is');
+  assert.equal(tasks.tasks.get(0)!.status.state, 'running', 'a partition planned before the change is the ResetWatcher\'s to stop');
+  assert.deepEqual(world.events, ['stop 1:EO_JOB_CONFIG_MISMATCH']);
+});

@@ -60,7 +60,7 @@ export function twoPartitions(next: readonly [bigint, bigint], high: readonly [b
  * A TaskManager over fakes, wired as the Runner wires the real one. `bound` is the topic ID the job is
  * bound to; `signal` aborts retries as shutdown does.
  */
-export function fakeEngine(world: Partial<FakeWorld> = {}, opts: { bound?: string; settingsChanged?: ExactlyOnceError; signal?: AbortSignal; resume?: PlannerDeps['resume']; stopping?: () => boolean } = {}) {
+export function fakeEngine(world: Partial<FakeWorld> = {}, opts: { bound?: string; settingsChanged?: ExactlyOnceError; signal?: AbortSignal; resume?: PlannerDeps['resume']; stopping?: () => boolean; settingsNow?: PlannerDeps['settingsNow'] } = {}) {
   const w: FakeWorld = {
     stored: new Map(),
     readError: undefined,
@@ -121,7 +121,7 @@ export function fakeEngine(world: Partial<FakeWorld> = {}, opts: { bound?: strin
     onStop: (p, _epoch, error) => void w.events.push(`stop ${p}:${error.code}`),
   };
   const binding: Binding = { topicId: opts.bound ?? 'topic-A', settingsChanged: opts.settingsChanged };
-  const planner = new AssignmentPlanner({ topic: 't', checkpoints: store, admin, binding: () => binding, retrying, resume: opts.resume, stopping: opts.stopping });
+  const planner = new AssignmentPlanner({ topic: 't', checkpoints: store, admin, binding: () => binding, retrying, resume: opts.resume, stopping: opts.stopping, settingsNow: opts.settingsNow });
   const tasks = new TaskManager(ctx, planner, store, metrics, log);
   return { world: w, tasks, planner, metrics, ctx, store, admin, binding, log };
 }
