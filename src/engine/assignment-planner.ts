@@ -43,10 +43,11 @@ export interface PlannerDeps {
   /**
    * Records this worker as the owner of the assigned partitions, then compares the job's stored
    * settings with the worker's: the error to stop them with when the settings changed since the worker
-   * started, else null. In that order, against the commands that change the settings (`alerts rule`,
-   * `schema apply --job` moving a sink's columns): each marks the settings, then refuses while any
-   * partition has an owner, so a worker is either seen by the command or sees its mark, and never
-   * reads a partition on settings changed under it (the ResetWatcher's check comes a tick later).
+   * started, else null. In that order, against the commands that change the settings: each marks them
+   * first. `schema apply --job` moving a sink's columns then refuses while any partition has an owner,
+   * so a worker is either seen by it or sees its mark, and never reads a partition on settings changed
+   * under it. (`alerts rule` refuses on registered workers only; a worker it cannot see is stopped by
+   * this check at its next assignment, or by the ResetWatcher's a tick later.)
    */
   settingsNow?: (assigned: readonly number[]) => Promise<ExactlyOnceError | null>;
   /** Moves checkpoints whose rows a node crash may have taken back to where they are read again (LostWrites.resume). */
