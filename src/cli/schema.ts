@@ -8,6 +8,7 @@ import { createLogger } from '../log.js';
 import { localCluster } from '../stack/cluster.js';
 import { evolveStatements } from '../jobs/sink/evolve.js';
 import { moveColumnsForward } from '../jobs/sink/column-eras.js';
+import { readTopic } from '../operate/checkpoints.js';
 import { SinkJob } from '../jobs/sink/sink-job.js';
 import { action, connection, withConnection } from './common.js';
 
@@ -63,9 +64,11 @@ export function schemaCommand(): Command {
           if (j.applied.length === 0) out.write(`  job ${job.name}: up to date (${j.skipped.length} migrations already applied)\n`);
           // The job's stored columns move forward to the added ones (src/jobs/sink/column-eras.ts), so its workers start with them.
           if (job instanceof SinkJob && job.config.derived) {
-            const moved = await moveColumnsForward(client, config.keyspace, job);
+            const logEnds = async () => new Map((await readTopic(config, job.topic)).marks.map((m) => [m.partition, m.high]));
+            const moved = await moveColumnsForward(client, config.keyspace, job, logEnds);
             const at = [...moved.from].map(([p, o]) => `${p}@${o}`).join(', ');
-            if (moved.added.length > 0) out.write(`  job ${job.name}: stores ${moved.added.join(', ')} from offsets ${at || 'the start'} (partition@offset; records before keep the columns they were stored with)\n`);
+            if (moved.added.length > 0) out.write(`  job ${job.name}: stores ${moved.added.join(', ')} from offsets ${at || 'the start'} (partition@offset, the log ends; records before are stored with the columns before)\n`);
+            if (moved.why !== undefined) out.write(`  job ${job.name}: its stored columns stay: ${moved.why}\n`);
           }
         }
       } finally {

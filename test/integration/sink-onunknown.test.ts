@@ -4,7 +4,7 @@
 // the columns stored with the job (the worker's) and exits 0 with exact totals, before and after
 // `schema apply --job` adds the field's column. The job then keeps its columns while its worker runs;
 // stopped, it moves them forward (src/jobs/sink/column-eras.ts): a worker started again is not refused, and
-// stores the field from the checkpoint on, while records before it, read again, keep the v1 row.
+// stores the field from the log end at the move on, while records before it, read again, keep the v1 row.
 import assert from 'node:assert/strict';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
@@ -78,23 +78,37 @@ test('onUnknown: ignore: v2 records stored with the v1 columns, the new field co
   assert.equal((await settings())['columnsMoving'], undefined, 'the refused move leaves no mark');
   assert.deepEqual(pick(await verify()), exact);
 
-  // Stopped, the worker lets the columns move forward: from the checkpoint on (offset 5), records are
-  // stored with the channel; those before keep the row the v1 columns gave them.
+  // Stopped, the worker lets the columns move forward from the log end on: a record produced while it
+  // was stopped (offset 5, checkpoint 5) is below the switch and stored as the v1 columns store it;
+  // one produced after the move (offset 6), with the channel.
   worker.kill('SIGTERM');
   await waitFor(() => (worker.exitCode !== null ? true : undefined), { timeoutMs: 60_000, message: 'the worker stops' });
+  await produce([withWireHeader(id2, encodeAvro(t2, { id: 6n, page: '/p6', channel: 'tv' }))]);
   const a3 = await runCli(['schema', 'apply', ...conn, '--job', file], REGISTRY_ENV);
   assert.equal(a3.code, 0, a3.stdout + a3.stderr);
-  assert.match(a3.stdout, /job clicks_unknown: stores channel from offsets 0@5 /);
-  assert.equal((await settings())['columnsFrom'], '{"channel":{"0":"5"}}');
+  assert.match(a3.stdout, /job clicks_unknown: stores channel from offsets 0@6 \(partition@offset, the log ends/);
+  assert.equal((await settings())['columnsFrom'], '{"channel":{"0":"6"}}');
+  const again4 = await runCli(['schema', 'apply', ...conn, '--job', file], REGISTRY_ENV);
+  assert.equal(again4.code, 0, again4.stdout + again4.stderr);
+  assert.doesNotMatch(again4.stdout, /stores|stay/, 'moved once');
+  // A move interrupted after its mark: every worker refuses, naming it, until schema apply runs again.
+  const moved = await settings();
+  await session.execute(`UPDATE ${config.keyspace}.job SET settings = ? WHERE name = 'clicks_unknown'`, [JSON.stringify({ ...moved, columnsMoving: 'started 2026-12-06T21:00:00Z, adding channel' })]);
+  const refused = await runCli(['sink', ...conn, '--config', file], REGISTRY_ENV);
+  assert.equal(refused.code, 5, refused.stdout + refused.stderr);
+  assert.match(refused.stderr, /EO_JOB_CONFIG_MISMATCH: .*columnsMoving: the job has "started 2026-12-06T21:00:00Z, adding channel", this worker none/);
+  const a5 = await runCli(['schema', 'apply', ...conn, '--job', file], REGISTRY_ENV);
+  assert.equal(a5.code, 0, a5.stdout + a5.stderr);
+  assert.deepEqual(await settings(), moved, 'the mark removed, the columns and their offsets as moved');
   const port2 = await freePort();
   const again = startCli(t, ['sink', ...conn, '--config', file, '--max-batch', '50', '--metrics-port', String(port2)], REGISTRY_ENV);
-  await produce([withWireHeader(id2, encodeAvro(t2, { id: 6n, page: '/p6', channel: 'web' }))]);
-  const six = [['0', '1', '/p1', null], ['1', '2', '/p2', null], ['2', '3', '/p3', null], ['3', '4', '/p4', null], ['4', '5', '/p5', null], ['5', '6', '/p6', 'web']];
+  await produce([withWireHeader(id2, encodeAvro(t2, { id: 7n, page: '/p7', channel: 'web' }))]);
+  const seven = [['0', '1', '/p1', null], ['1', '2', '/p2', null], ['2', '3', '/p3', null], ['3', '4', '/p4', null], ['4', '5', '/p5', null], ['5', '6', '/p6', null], ['6', '7', '/p7', 'web']];
   const shown = async () => (await rows()).map((r) => [r['offset'], r['id'], r['page'], r['channel'] ?? null]);
-  await waitFor(async () => ((await rows()).length === 6 ? true : undefined), { timeoutMs: 120_000, message: `the v2 record past the switch stored (worker: ${again.output().slice(-600)})` });
-  assert.deepEqual(await shown(), six);
-  const exact6 = { ...exact, records: 6, stored: 6 };
-  assert.deepEqual(pick(await verify()), exact6);
+  await waitFor(async () => ((await rows()).length === 7 ? true : undefined), { timeoutMs: 120_000, message: `the v2 record past the switch stored (worker: ${again.output().slice(-600)})` });
+  assert.deepEqual(await shown(), seven);
+  const exact7 = { ...exact, records: 7, stored: 7 };
+  assert.deepEqual(pick(await verify()), exact7);
 
   // Read again from the start (a reset; a crash would do the same): the records before the switch are
   // written again as they were, without the channel they carry.
@@ -103,7 +117,7 @@ test('onUnknown: ignore: v2 records stored with the v1 columns, the new field co
   const reset = await runCli(['checkpoints', 'reset', ...conn, '--job', file, '--all', '--to', 'earliest'], REGISTRY_ENV);
   assert.equal(reset.code, 0, reset.stdout + reset.stderr);
   await waitFor(async () => (BigInt(await writetime()) > BigInt(before) ? true : undefined), { timeoutMs: 120_000, message: 'offset 3 written again' });
-  await waitFor(async () => ((await session.execute(`SELECT next_offset FROM ${config.keyspace}.job_checkpoints WHERE job = 'clicks_unknown' AND topic = ? AND partition = 0`, [config.topic])).first()?.['next_offset'].toString() === '6' ? true : undefined), { timeoutMs: 120_000, message: 'the checkpoint back at 6' });
-  assert.deepEqual(await shown(), six);
-  assert.deepEqual(pick(await verify()), exact6);
+  await waitFor(async () => ((await session.execute(`SELECT next_offset FROM ${config.keyspace}.job_checkpoints WHERE job = 'clicks_unknown' AND topic = ? AND partition = 0`, [config.topic])).first()?.['next_offset'].toString() === '7' ? true : undefined), { timeoutMs: 120_000, message: 'the checkpoint back at 7' });
+  assert.deepEqual(await shown(), seven);
+  assert.deepEqual(pick(await verify()), exact7);
 });

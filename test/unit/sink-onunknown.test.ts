@@ -131,6 +131,7 @@ test('columnsFrom: below the switch a record is decoded as the v1 worker decoded
       const v = v1.decode(r);
       if (old && d.ok && d.value.kind === 'row' && v.ok && v.value.kind === 'row') {
         assert.deepEqual(d.value.unknown, v.value.unknown, 'the same fields are unknown (and counted)');
+        assert.equal(d.value.bytes, v.value.bytes, 'the same size (a row stored then is not refused as too large when read again)');
         assert.equal(d.value.values.length, 4);
       }
     }

@@ -10,14 +10,13 @@
  * tell a right row from a stale one. So the switch is an offset per partition, stored with the job's
  * settings (`columnsFrom`): a record below it is decoded as the old columns decoded it (the added
  * columns left unset, their fields unknown), one at or past it with every column. The offsets are the
- * checkpoints when `schema apply --job` moves the columns forward, with no worker running (a worker
- * past a checkpoint would write rows of the new era with the old columns); a partition without a
- * checkpoint then, or added later, has every column from offset 0.
+ * partitions' log ends when `schema apply --job` moves the columns forward, with no worker running
+ * (see `moveColumnsForward`); a partition added later has every column from offset 0.
  *
  * The move (`moveColumnsForward`), like `alerts rule`: a mark in the stored settings first (from then on
  * every worker that starts refuses, EO_JOB_CONFIG_MISMATCH), then no partition may have an owner, then
- * the checkpoints are read and the new columns and their offsets stored, which removes the mark. An
- * interrupted move leaves the mark; the next `schema apply --job` finishes it.
+ * the log ends are read and the new columns and their offsets stored, which removes the mark. An
+ * interrupted move leaves the mark; the next `schema apply --job` finishes it or removes it.
  */
 import type { Client } from '../../cassandra/session.js';
 import { CheckpointStore, OWNER_TTL_S } from '../../engine/checkpoint-store.js';
@@ -76,7 +75,8 @@ type ColumnEntry = readonly unknown[];
 
 /**
  * The columns `now` adds to `stored` (both `columns` settings), or undefined when `now` is not
- * `stored` plus columns: a column removed, changed or moved is no forward move (the worker then refuses).
+ * `stored` plus columns: a column removed or changed is no forward move (the worker then refuses).
+ * Their order does not matter (rows are written and read by column name).
  */
 export function addedColumns(stored: string, now: string): string[] | undefined {
   let before: ColumnEntry[];
@@ -95,36 +95,50 @@ export function addedColumns(stored: string, now: string): string[] | undefined 
 }
 
 export interface ColumnsMove {
-  /** The columns moved forward (empty: nothing to do). */
+  /** The columns moved forward (empty: nothing moved; `why` says why, when there was something to say). */
   readonly added: readonly string[];
   /** Each partition's first offset stored with them. */
   readonly from: ReadonlyMap<number, bigint>;
+  readonly why?: string;
 }
 
 /**
  * After `schema apply --job` added a derived sink's new columns to its table: stores them with the job
  * (its `columns` setting, and their offsets in `columnsFrom`) so that a worker started with them is
- * not refused. Nothing when the job has not run yet (its first worker stores them) or has them already,
- * or when its stored settings differ in more than added columns (the worker says how). Refused, with
- * nothing stored, while a worker owns a partition.
+ * not refused. Nothing when the job has not run yet (its first worker stores them) or has them
+ * already, or when its stored settings differ in more than added columns (`why` says so). Refused,
+ * with nothing stored, while a worker owns a partition.
+ *
+ * The switch is each partition's log end (`logEnds`, read after the owners): every record a worker
+ * with the old columns could have fetched is below it, also one whose batch a worker stopping (its
+ * ownership already given up) or paused past its ownership's TTL still writes, and one a crashed
+ * worker wrote past its checkpoint. So the records waiting in the topic at the move are stored with
+ * the old columns too; those produced after it, with every column.
  */
-export async function moveColumnsForward(session: Client, keyspace: string, job: { name: string; topic: string; settings: Readonly<Record<string, string>> }): Promise<ColumnsMove> {
+export async function moveColumnsForward(
+  session: Client,
+  keyspace: string,
+  job: { name: string; topic: string; settings: Readonly<Record<string, string>> },
+  logEnds: () => Promise<ReadonlyMap<number, bigint>>,
+): Promise<ColumnsMove> {
   const binding = new JobBinding(session, keyspace);
   const bound = await binding.read(job.name);
-  const none = { added: [], from: new Map<number, bigint>() };
-  if (bound === null) return none;
+  const none = (why?: string): ColumnsMove => ({ added: [], from: new Map(), ...(why === undefined ? {} : { why }) });
+  if (bound === null) return none();
   const { [COLUMNS_MOVING]: mark, [COLUMNS_FROM]: storedFrom, ...stored } = bound.settings;
   const { [COLUMNS_FROM]: _, ...given } = job.settings;
-  const added = typeof stored['columns'] === 'string' ? addedColumns(stored['columns'], given['columns'] ?? '') : undefined;
-  if (added === undefined || added.length === 0) {
-    // An interrupted move to these very columns left its mark: nothing was stored past it, so it goes.
-    if (mark !== undefined && added?.length === 0) await binding.updateSettings(job.name, { ...stored, ...(storedFrom === undefined ? {} : { [COLUMNS_FROM]: storedFrom }) });
-    return none;
-  }
-  const others = Object.keys({ ...stored, ...given }).filter((k) => k !== 'columns' && stored[k] !== given[k]);
-  if (others.length > 0) return none;
   const settings: Settings = { ...stored, ...(storedFrom === undefined ? {} : { [COLUMNS_FROM]: storedFrom }) };
-  // From the mark on, a worker that starts refuses: its settings lack it.
+  const added = typeof stored['columns'] === 'string' ? addedColumns(stored['columns'], given['columns'] ?? '') : undefined;
+  const others = Object.keys({ ...stored, ...given }).filter((k) => k !== 'columns' && stored[k] !== given[k]);
+  if (added === undefined || added.length === 0 || others.length > 0) {
+    // A mark left by an interrupted move only blocks (nothing was stored past it): it goes.
+    if (mark !== undefined) await binding.updateSettings(job.name, settings);
+    if (added === undefined) return none(`its stored columns are not these columns minus some added ones (a column removed, or its type, field or default changed): its workers refuse (EO_JOB_CONFIG_MISMATCH); give the sink a new name and table`);
+    if (added.length === 0) return none();
+    return none(`its stored settings differ in more than the added columns (${others.join(', ')}): its workers refuse (EO_JOB_CONFIG_MISMATCH)`);
+  }
+  // From the mark on, a worker that starts refuses (its settings lack it), and one assigned a
+  // partition after recording itself as its owner stops it (AssignmentPlanner's settings check).
   await binding.updateSettings(job.name, { ...settings, [COLUMNS_MOVING]: `started ${new Date().toISOString()}, adding ${added.join(', ')}` });
   const store = new CheckpointStore(session, keyspace, job.topic, job.name);
   const owned = [...(await store.readStates())].filter(([, s]) => s.owner !== null);
@@ -137,7 +151,7 @@ export async function moveColumnsForward(session: Client, keyspace: string, job:
         `(one still running would store records past the switch without them). Stop every worker of job ${job.name}, then run schema apply --job again (an owner SIGKILLed is forgotten after ${OWNER_TTL_S} s)`,
     );
   }
-  const from = await store.readAll();
+  const from = new Map(await logEnds());
   const next = new Map(parseColumnsFrom(storedFrom));
   for (const c of added) next.set(c, from);
   await binding.updateSettings(job.name, { ...stored, columns: given['columns']!, [COLUMNS_FROM]: columnsFromSetting(next)! });

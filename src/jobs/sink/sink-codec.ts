@@ -97,13 +97,15 @@ export class SinkCodec {
 
   /**
    * The columns added after the job first ran, as stored with it (a worker learns them once connected,
-   * src/jobs/sink/sink-job.ts): the same codec, so the schemas its lookup fetched stay its own. Not for
-   * a flat JSON codec (added columns are derived ones, of a registry format).
+   * src/jobs/sink/sink-job.ts): the same codec, so the schemas its lookup fetched stay its own. False,
+   * and nothing changed, for a flat JSON codec (added columns are derived ones, of a registry format:
+   * such a config's settings differ from the job's anyway).
    */
-  useColumnsFrom(from: ColumnsFrom): void {
-    if (this.flat !== undefined && from.size > 0) throw new Error('columnsFrom is for columns derived from a registry schema');
+  useColumnsFrom(from: ColumnsFrom): boolean {
+    if (this.flat !== undefined && from.size > 0) return false;
     this.columnsFrom = from;
     this.unsets = this.config.columns.some((c) => c.onNull === 'unset') || from.size > 0;
+    return true;
   }
 
   /** The record's value as a record of fields, or why not. */
@@ -196,7 +198,8 @@ export class SinkCodec {
     const keyOf = () => (keyView ??= this.recordKeys.view(record.key));
     if (config.where !== undefined && !holds(config.where, (f) => predicateValue(f, record, doc, keyOf))) return { ok: true, value: { kind: 'skip', key } };
     // Columns added after this record's partition was stored up to it are not its (column-eras.ts).
-    const inactive = this.columnsFrom.size === 0 ? NONE_INACTIVE : new Set(inactiveColumns(this.columnsFrom, record.partition, record.offset));
+    const names = this.columnsFrom.size === 0 ? undefined : inactiveColumns(this.columnsFrom, record.partition, record.offset);
+    const inactive = names === undefined || names.length === 0 ? NONE_INACTIVE : new Set(names);
     // A field of a newer schema version than the columns were derived from: never dropped without a count.
     const unknown = this.unknownFields(v.schemaId, inactive);
     if (unknown.length > 0 && config.onUnknown === 'quarantine') {
@@ -294,7 +297,7 @@ export class SinkCodec {
         return bad('key_mismatch', `the record key names ${JSON.stringify(canonical(key))}, the value ${JSON.stringify(canonical(inValue))}`);
       }
     }
-    const size = rowBytes(config.columns, this.unsets ? values.map((v) => (v === UNSET ? null : v)) : values);
+    const size = this.columnsFrom.size > 0 && values.includes(UNSET) ? this.sizeBefore(values) : rowBytes(config.columns, this.unsets ? values.map((v) => (v === UNSET ? null : v)) : values);
     if (size.refusal !== undefined) return bad(size.refusal.reason, size.refusal.detail);
     let expiresAtMs: number | undefined;
     if (config.ttl !== undefined) {
@@ -303,6 +306,16 @@ export class SinkCodec {
       expiresAtMs = record.timestampMs + t.seconds * 1000;
     }
     return { ok: true, value: { kind: 'row', key, values, bytes: size.bytes, absent, ...(expiresAtMs === undefined ? {} : { expiresAtMs }), ...(unknown.length === 0 ? {} : { unknown }) } };
+  }
+
+  /**
+   * A row's size as the columns before the switch measured it (src/jobs/sink/column-eras.ts): without the
+   * columns added since, which are the only unset ones here (derived columns are never `onNull: unset`),
+   * so that a row stored then is not refused as too large when read again.
+   */
+  private sizeBefore(values: unknown[]): ReturnType<typeof rowBytes> {
+    const kept = values.map((v) => v !== UNSET);
+    return rowBytes(this.config.columns.filter((_, i) => kept[i]), values.filter((_, i) => kept[i]));
   }
 
   /** What the record must produce (for `verify --job`). */

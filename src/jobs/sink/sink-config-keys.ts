@@ -133,7 +133,7 @@ export const sinkSchema = z
       .enum(['ignore', 'quarantine'], { message: 'expected one of ignore, quarantine' })
       .optional()
       .describe(
-        "columns derived from the registry (columns left out): what a record written with a newer schema version does with a field the columns (derived at start) lack: ignore (default: the known columns are stored, exactlyonce_sink_unknown_fields_total{field} counts the field) or quarantine (reason unknown_field). verify --job judges each record the same way. Run schema apply --job with the workers stopped to add the new fields' columns and store them from each partition's checkpoint on",
+        "columns derived from the registry (columns left out): what a record written with a newer schema version does with a field the columns (derived at start) lack: ignore (default: the known columns are stored, exactlyonce_sink_unknown_fields_total{field} counts the field) or quarantine (reason unknown_field). verify --job judges each record the same way. Run schema apply --job with the workers stopped to add the new fields' columns and store them from each partition's log end on",
       ),
     envelope: z
       .enum(['debezium'], { message: 'expected debezium' })

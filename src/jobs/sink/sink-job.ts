@@ -179,13 +179,15 @@ export class SinkJob implements Job<SinkRow> {
   /**
    * This sink with the columns of the job's stored settings, when its columns are derived and the
    * registry's latest schema now gives others (a newer version added fields): `verify --job` judges
-   * with the columns the workers run with, which derived theirs when they started. Otherwise itself.
+   * with the columns the workers run with, which derived theirs when they started. With the stored
+   * offsets from which columns added since are stored (column-eras.ts). Otherwise itself.
    */
   withStoredColumns(stored: Readonly<Record<string, string | number | boolean>>): SinkJob {
     const columns = stored['columns'];
     // The columns added since the job first ran are stored from an offset per partition (column-eras.ts).
-    const from = this.config.derived ? parseColumnsFrom(stored[COLUMNS_FROM]) : new Map<string, Map<number, bigint>>();
-    if (!this.config.derived || typeof columns !== 'string' || columns === this.settings['columns']) return from.size === 0 ? this : new SinkJob(this.config, this.registry, from);
+    const from = parseColumnsFrom(stored[COLUMNS_FROM]);
+    if (columns === this.settings['columns']) return from.size === 0 ? this : new SinkJob(this.config, this.registry, from);
+    if (!this.config.derived || typeof columns !== 'string') return this;
     let list: unknown[][];
     try {
       list = JSON.parse(columns) as unknown[][];
@@ -257,14 +259,13 @@ export class SinkJob implements Job<SinkRow> {
         new Counter({ name: late, help: "An aggregate sink with closeAfter: records that arrived after their window closed on their Kafka partition; applied to the row all the same, and the window published again (counted again when a batch is written again)", labelNames: ['table'], registers: [context.metrics] });
     }
     await checkSinkTable(context.session, context.keyspace, this.config);
-    if (this.config.derived) {
-      // Columns `schema apply --job` added after the job first ran are stored from the offsets kept
-      // with it (column-eras.ts): learned before the engine compares this worker's settings with the job's.
-      const stored = (await new JobBinding(context.session, context.keyspace).read(this.name))?.settings[COLUMNS_FROM];
-      if (stored !== undefined) {
-        this.codec.useColumnsFrom(parseColumnsFrom(stored));
-        this.settings = { ...this.settings, [COLUMNS_FROM]: String(stored) };
-      }
+    // Columns `schema apply --job` added after the job first ran are stored from the offsets kept with
+    // it (column-eras.ts): learned before the engine compares this worker's settings with the job's, for
+    // these very columns (derived, or listed as the derived ones were).
+    const stored = (await new JobBinding(context.session, context.keyspace).read(this.name))?.settings;
+    const from = stored?.[COLUMNS_FROM];
+    if (from !== undefined && stored!['columns'] === this.settings['columns'] && this.codec.useColumnsFrom(parseColumnsFrom(from))) {
+      this.settings = { ...this.settings, [COLUMNS_FROM]: String(from) };
     }
     if (this.config.mode === 'aggregate') {
       const table = this.config.table;
