@@ -61,6 +61,14 @@ export interface AuditOptions {
   readonly maxInFlightRecords?: number;
 }
 
+/** A row at or beyond the log end read before it (Auditor.aheadOfCheckpoint). */
+interface Beyond {
+  readonly partition: number;
+  readonly offset: bigint;
+  readonly table: 'events' | 'quarantine';
+  readonly s: PartitionState;
+}
+
 interface PartitionState extends WalkedPartition {
   /** Where reading the topic starts: below `from` when the alert counts are behind the proof. */
   readonly scanFrom: bigint;
@@ -153,7 +161,13 @@ export class Auditor {
         // Read after the scan: a row at or beyond this log end cannot belong to any record.
         const after = new Map((await admin.watermarks(config.topic)).map((w) => [w.partition, w.high]));
         this.events.rescan(); // buckets written during the scan
-        await inParallel(states, 16, (s) => this.aheadOfCheckpoint(s, after.get(s.partition) ?? s.high));
+        const beyond: Beyond[] = [];
+        await inParallel(states, 16, (s) => this.aheadOfCheckpoint(s, after.get(s.partition) ?? s.high, beyond));
+        await walk.judgeBeyondLogEnd(
+          beyond,
+          (r) => r.s.aheadOfCheckpoint++,
+          (r, logEnd) => r.s.ledger.extraRow(r.table, r.offset, r.s.checkpoint !== null && r.s.checkpoint.next > r.s.high ? 'beyond the log end; the checkpoint is too' : `beyond the log end ${logEnd}`),
+        );
 
         let alertsReport: AlertsReport | null = null;
         let countedTo = new Map(plan.map((s) => [s.partition, s.counted]));
@@ -337,15 +351,18 @@ export class Auditor {
     for await (const offset of quarantine) if (offset >= s.start.proved) s.belowLogStart++;
   }
 
-  /** Rows at or after the checkpoint: in flight while the log holds their offset, extra beyond the log end. */
-  private async aheadOfCheckpoint(s: PartitionState, logEndNow: bigint): Promise<void> {
+  /**
+   * Rows at or after the checkpoint: in flight while the log holds their offset; one at or beyond the
+   * log end read before them goes to `beyond`, judged once the log end is read again (PartitionWalk.judgeBeyondLogEnd).
+   */
+  private async aheadOfCheckpoint(s: PartitionState, logEndBefore: bigint, beyond: Beyond[]): Promise<void> {
     for (const [table, rowsOf] of [
       ['events', () => offsets(this.events.from(s.partition, s.end))],
       ['quarantine', () => this.rows(this.q.quarantineFrom, [s.partition, toLong(s.end)], (r) => fromLong(r['offset']))],
     ] as const) {
       for await (const offset of rowsOf()) {
-        if (offset < logEndNow) s.aheadOfCheckpoint++;
-        else s.ledger.extraRow(table, offset, s.checkpoint !== null && s.checkpoint.next > s.high ? 'beyond the log end; the checkpoint is too' : `beyond the log end ${logEndNow}`);
+        if (offset < logEndBefore) s.aheadOfCheckpoint++;
+        else beyond.push({ partition: s.partition, offset, table, s });
       }
     }
   }

@@ -57,6 +57,8 @@ interface PartitionState extends WalkedPartition {
   readonly ledger: JobLedger;
   /** Upsert violations counted on this partition, and rows ahead of its checkpoint. */
   readonly counts: UpsertCounts;
+  /** Rows at or beyond the log end the walk started with, judged once it is read again (PartitionWalk.judgeBeyondLogEnd). */
+  readonly beyond: Array<{ partition: number; offset: bigint; table: string }>;
 }
 
 const NEVER = new AbortController().signal;
@@ -152,6 +154,9 @@ export class JobAuditor {
       };
       try {
         await walk.inLanes(states, options.lanes, (s) => s.ledger.position < this.readTo(s), scanEach, async () => undefined);
+        for (const s of states) {
+          await walk.judgeBeyondLogEnd(s.beyond, () => s.counts.aheadOfCheckpoint++, (r, logEnd) => s.ledger.extraRow(r.table, r.offset, `beyond the log end ${logEnd}`));
+        }
         await this.unknownPartitions(new Set(byPartition.keys()));
         if (this.upsert !== null) await (walk.full ? this.upsert.judgeAll() : this.upsert.judgeTouched());
         if (this.aggregate !== null) await this.aggregate.judge(new Map(states.map((s) => [s.partition, s.end])));
@@ -177,7 +182,7 @@ export class JobAuditor {
 
   private partitionState(b: WalkedPartition): PartitionState {
     const ledger = new JobLedger(b.partition, b.from, this.violations, { mode: this.audit.mode, table: this.audit.table, valueColumns: this.audit.columns });
-    return { ...b, ledger, counts: { missing: 0, extra: 0, mismatched: 0, aheadOfCheckpoint: 0, skipped: {} } };
+    return { ...b, ledger, counts: { missing: 0, extra: 0, mismatched: 0, aheadOfCheckpoint: 0, skipped: {} }, beyond: [] };
   }
 
   /** The job's quarantine rows of [from, upTo) of a partition, ascending, a page at a time. */
@@ -250,7 +255,7 @@ export class JobAuditor {
       for await (const page of rows(s.end, null)) {
         for (const { offset } of page) {
           if (offset < s.high) s.counts.aheadOfCheckpoint++;
-          else s.ledger.extraRow(table, offset, `beyond the log end ${s.high}`);
+          else s.beyond.push({ partition: p, offset, table });
         }
       }
       if (s.low > 0n && s.start.proved < s.low) {

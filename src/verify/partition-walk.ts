@@ -113,6 +113,23 @@ export class PartitionWalk {
     readonly admin = new KafkaAdmin(config),
   ) {}
 
+  /**
+   * Judges rows found at or beyond their partition's checkpoint whose offset is at or beyond the log end
+   * `seen` before they were read: a record produced while the audit ran may have been stored since. So
+   * the log end is read again, after those rows were: a row is of a record produced before it was
+   * written, so one still at or beyond that log end belongs to no record (`extra`), and the others are
+   * in flight (`inFlight`). Reads the watermarks only when there is such a row.
+   */
+  async judgeBeyondLogEnd<T extends { partition: number; offset: bigint }>(suspects: readonly T[], inFlight: (row: T) => void, extra: (row: T, logEnd: bigint) => void): Promise<void> {
+    if (suspects.length === 0) return;
+    const now = new Map((await this.admin.watermarks(this.config.topic)).map((w) => [w.partition, w.high]));
+    for (const row of suspects) {
+      const end = now.get(row.partition);
+      if (end !== undefined && row.offset < end) inFlight(row);
+      else extra(row, end ?? 0n);
+    }
+  }
+
   /** Opens the walk (`open`), runs `use` with it, and closes its Admin API client whatever happens. */
   static async run<R>(config: ConnectionConfig, session: Client, violations: ViolationLog, o: WalkOptions, use: (walk: PartitionWalk) => Promise<R>): Promise<R> {
     const walk = new PartitionWalk(config, session, violations, o);
