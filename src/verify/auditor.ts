@@ -158,7 +158,8 @@ export class Auditor {
         await this.belowLogStart(s);
       };
       return walk.inLanes(states, options.lanes, (s) => s.scanFrom < s.end, scanEach, async (readers) => {
-        // Read after the scan: a row at or beyond this log end cannot belong to any record.
+        // Read after the scan: where the records in flight end (readInFlight below); a row at or beyond
+        // it is judged once the log end is read again after the rows (PartitionWalk.judgeBeyondLogEnd).
         const after = new Map((await admin.watermarks(config.topic)).map((w) => [w.partition, w.high]));
         this.events.rescan(); // buckets written during the scan
         const beyond: Beyond[] = [];

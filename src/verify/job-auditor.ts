@@ -154,9 +154,11 @@ export class JobAuditor {
       };
       try {
         await walk.inLanes(states, options.lanes, (s) => s.ledger.position < this.readTo(s), scanEach, async () => undefined);
-        for (const s of states) {
-          await walk.judgeBeyondLogEnd(s.beyond, () => s.counts.aheadOfCheckpoint++, (r, logEnd) => s.ledger.extraRow(r.table, r.offset, `beyond the log end ${logEnd}`));
-        }
+        await walk.judgeBeyondLogEnd(
+          states.flatMap((s) => s.beyond.map((r) => ({ ...r, s }))),
+          (r) => r.s.counts.aheadOfCheckpoint++,
+          (r, logEnd) => r.s.ledger.extraRow(r.table, r.offset, `beyond the log end ${logEnd}`),
+        );
         await this.unknownPartitions(new Set(byPartition.keys()));
         if (this.upsert !== null) await (walk.full ? this.upsert.judgeAll() : this.upsert.judgeTouched());
         if (this.aggregate !== null) await this.aggregate.judge(new Map(states.map((s) => [s.partition, s.end])));
