@@ -14,6 +14,7 @@ import { metricsAccess, metricsBindHost, serveMetrics } from './engine/metrics-s
 import { AbortedError } from './engine/retry.js';
 import { defaultRunnerOptions, Runner, type RunnerOptions } from './engine/runner.js';
 import { ExactlyOnceError } from './errors.js';
+import { kafkaClientsClosed } from './kafka/client.js';
 import { createLogger, type Logger } from './log.js';
 import { reportProgress } from './engine/progress-report.js';
 
@@ -100,7 +101,7 @@ export async function runWorker(job: Job<any>, options: WorkerOptions = {}): Pro
     await cleanUp();
     // Stopped by a signal while still starting (e.g. waiting for Kafka): a clean exit.
     if (signals > 0 && e instanceof AbortedError) {
-      if (options.exit !== false) process.exit(0);
+      if (options.exit !== false) await exit(0);
       return;
     }
     throw e;
@@ -118,5 +119,11 @@ export async function runWorker(job: Job<any>, options: WorkerOptions = {}): Pro
   await cleanUp();
   // Everything that matters is closed (batches finished or abandoned before their checkpoint, group
   // left, producer flushed, sessions shut, the job closed).
-  if (options.exit !== false) process.exit(0);
+  if (options.exit !== false) await exit(0);
+}
+
+/** Exits once the Kafka clients given up while connecting are closed (src/kafka/client.ts, kafkaClientsClosed). */
+async function exit(code: number): Promise<never> {
+  await kafkaClientsClosed();
+  process.exit(code);
 }

@@ -9,6 +9,7 @@ import type { ConnectionConfig } from '../config.js';
 import type { BoundJob } from '../engine/job-binding.js';
 import { EngineMetrics } from '../engine/metrics.js';
 import { isRetriable, retry } from '../engine/retry.js';
+import { kafkaClientsClosed } from '../kafka/client.js';
 import { loadJobModule, parseJobOptions } from '../job-loader.js';
 import { createLogger, type Logger } from '../log.js';
 import { runWorker, type WorkerOptions } from '../worker.js';
@@ -35,8 +36,10 @@ function storedJob(config: ConnectionConfig, log: Logger, deadlineMs: number): P
 export async function runCliWorker(job: Parameters<typeof runWorker>[0], options: WorkerOptions): Promise<void> {
   const ended = launcherEnded(options.log ?? createLogger('worker'));
   const signal = ended === undefined ? options.signal : options.signal === undefined ? ended : AbortSignal.any([options.signal, ended]);
-  await runWorker(job, { ...options, signal }).catch((e: unknown) => {
+  await runWorker(job, { ...options, signal }).catch(async (e: unknown) => {
     process.exitCode = reportError(e);
+    // Clients abandoned while connecting are closed first (src/kafka/client.ts, kafkaClientsClosed).
+    await kafkaClientsClosed();
     process.exit();
   });
 }

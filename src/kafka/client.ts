@@ -4,7 +4,7 @@
  * ConnectionConfig into librdkafka properties. Every Kafka object of the project is made here.
  */
 import { createRequire } from 'node:module';
-import type { KafkaJS as KafkaJSNamespace } from '@confluentinc/kafka-javascript';
+import type { KafkaJS as KafkaJSNamespace, Producer as NativeProducer } from '@confluentinc/kafka-javascript';
 import type { ConnectionConfig } from '../config.js';
 import { ExactlyOnceError } from '../errors.js';
 import { setupCommand } from '../package-root.js';
@@ -13,14 +13,23 @@ import { isSecretProperty, redact } from '../secrets.js';
 export type KafkaJS = typeof KafkaJSNamespace;
 export type { KafkaJSNamespace };
 
-let loaded: KafkaJS | undefined;
+let loaded: { KafkaJS: KafkaJS; Producer: typeof NativeProducer } | undefined;
 
 /** The client's KafkaJS-style API, or EO_KAFKA_CLIENT_MISSING when its native part is not built. */
 export function kafkaJS(): KafkaJS {
+  return clientModule().KafkaJS;
+}
+
+/** The client's own (node-rdkafka style) producer: its connect() takes a deadline for its first metadata request. */
+export function nativeProducer(): typeof NativeProducer {
+  return clientModule().Producer;
+}
+
+function clientModule(): NonNullable<typeof loaded> {
   if (loaded === undefined) {
     try {
       const require = createRequire(import.meta.url);
-      loaded = (require('@confluentinc/kafka-javascript') as { KafkaJS: KafkaJS }).KafkaJS;
+      loaded = require('@confluentinc/kafka-javascript') as NonNullable<typeof loaded>;
     } catch (e) {
       throw new ExactlyOnceError(
         'EO_KAFKA_CLIENT_MISSING',
@@ -30,6 +39,29 @@ export function kafkaJS(): KafkaJS {
     }
   }
   return loaded;
+}
+
+/**
+ * Clients still closing after their owner let go of them. A connection attempt given up early (a
+ * refusal, or our own deadline, ended it first) can be disconnected only once the client's own connect
+ * settles, up to 30 s later. A process that exits meanwhile waits for that native call anyway, then
+ * tears down the process under librdkafka's live threads (a SIGSEGV at exit, about one run in five
+ * after a refused TLS handshake): each of our process.exit calls awaits kafkaClientsClosed() first.
+ */
+const closing = new Set<Promise<unknown>>();
+
+/** Tracks a client's disconnect that nobody awaits (see kafkaClientsClosed). */
+export function closeInBackground(disconnected: Promise<unknown>): void {
+  const tracked: Promise<unknown> = disconnected.catch(() => undefined).finally(() => closing.delete(tracked));
+  closing.add(tracked);
+}
+
+/** Resolves once every client closing in the background is closed, or after `deadlineMs`. */
+export async function kafkaClientsClosed(deadlineMs = 45_000): Promise<void> {
+  if (closing.size === 0) return;
+  let timer: NodeJS.Timeout | undefined;
+  await Promise.race([Promise.all(closing), new Promise((r) => (timer = setTimeout(r, deadlineMs)))]);
+  clearTimeout(timer);
 }
 
 /** librdkafka properties common to producers, consumers and admin clients. */

@@ -4,7 +4,7 @@
  */
 import type { ConnectionConfig } from '../config.js';
 import { ExactlyOnceError } from '../errors.js';
-import { baseProperties, kafkaJS, kafkaSecurityError, kafkaUnavailable, quietLogger, recentRefusal, tapClientErrors, type KafkaJSNamespace, type LibrdkafkaHandle } from './client.js';
+import { baseProperties, closeInBackground, kafkaJS, nativeProducer, kafkaSecurityError, kafkaUnavailable, quietLogger, recentRefusal, tapClientErrors, type KafkaJSNamespace, type LibrdkafkaHandle } from './client.js';
 
 export interface OutgoingRecord {
   key: Buffer | string | null;
@@ -34,6 +34,8 @@ interface DeliveryReports {
   on(event: 'delivery-report', listener: (err: unknown, r: { topic: string; partition: number; offset: number }) => void): void;
 }
 
+/** How long probeRefusal's connection may take, in ms. */
+const PROBE_MS = 10_000;
 /** When probeRefusal last connected (epoch ms): at most one probe a minute per process. */
 let lastProbe = 0;
 /** The probe under way: concurrent callers (calls failing together) wait for the same one. */
@@ -50,16 +52,34 @@ export function probeRefusal(config: ConnectionConfig): Promise<void> {
   if (probing !== undefined) return probing;
   if (Date.now() - lastProbe < 60_000) return Promise.resolve();
   lastProbe = Date.now();
-  probing = (async () => {
-    const probe = new Producer(config, {}, 10_000);
-    try {
-      await probe.connect();
-    } catch {
-      // what it learned is in recentRefusal()
-    } finally {
-      await probe.close();
-    }
-  })().finally(() => (probing = undefined));
+  // The client's own producer, not the KafkaJS-style one: its connect takes a deadline for the
+  // metadata request it waits on (the KafkaJS-style connect waits up to 30 s for a usable broker,
+  // which a refusing broker never becomes), so the probe's client is closed within PROBE_MS.
+  const Native = nativeProducer();
+  const probe = new Native(baseProperties(config, `exactlyonce-probe-${process.pid}`));
+  probing = new Promise<void>((resolve) => {
+    tapClientErrors(probe as unknown as LibrdkafkaHandle, (e) => {
+      if (kafkaSecurityError(config, e) !== undefined) resolve();
+    });
+    // librdkafka hands its error events over only when polled; the client polls only once connected.
+    const polling = setInterval(() => {
+      try {
+        (probe as unknown as NativeHandle)._client?.poll?.();
+      } catch {
+        // not connected yet
+      }
+    }, 200);
+    const connected = new Promise<void>((settled) =>
+      probe.connect({ timeout: PROBE_MS }, (err) => {
+        clearInterval(polling);
+        resolve();
+        // A failed connect has disconnected its client already.
+        if (err !== null && err !== undefined) settled();
+        else probe.disconnect(() => settled());
+      }),
+    );
+    closeInBackground(connected);
+  }).finally(() => (probing = undefined));
   return probing;
 }
 
@@ -142,10 +162,12 @@ export class Producer {
         // Disconnected only once its connect settled: a client disconnected while connecting throws
         // from its 'ready' callback when the brokers answer later (an uncaught "Ready callback called
         // in invalid state"), which would end the process.
-        void connecting.then(
-          () => producer.disconnect(),
-          () => producer.disconnect(),
-        ).catch(() => undefined);
+        closeInBackground(
+          connecting.then(
+            () => producer.disconnect(),
+            () => producer.disconnect(),
+          ),
+        );
         throw kafkaUnavailable(this.config, e);
       } finally {
         clearTimeout(timer);
