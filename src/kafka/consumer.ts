@@ -70,6 +70,8 @@ export class GroupConsumer {
   private stopped: Promise<void> | undefined;
   private connectError: Error | undefined;
   private connected = false;
+  /** The connect under way: stop() waits for it (a client cannot be disconnected while connecting). */
+  private connecting: Promise<void> | undefined;
 
   constructor(
     config: ConnectionConfig,
@@ -176,13 +178,17 @@ export class GroupConsumer {
       this.connectError ??= e;
       this.onClientError(e);
     });
-    await new Promise<void>((resolve, reject) =>
+    this.connecting = new Promise<void>((resolve, reject) =>
       this.consumer.connect(null, (err) => {
-        if (err === null || err === undefined) resolve();
-        else reject(this.connectError ?? err);
+        if (err === null || err === undefined) {
+          this.connected = true;
+          resolve();
+        } else reject(this.connectError ?? err);
       }),
     );
-    this.connected = true;
+    await this.connecting;
+    // Stopped while connecting: stop() disconnects it; nothing is subscribed.
+    if (this.stopping) return;
     this.consumer.subscribe([this.options.topic]);
     this.loop = this.fetchLoop();
   }
@@ -350,7 +356,10 @@ export class GroupConsumer {
       await Promise.all(this.inFlight.values());
       while (this.rebalancing !== undefined) await this.rebalancing;
       this.closing = true;
-      // A client whose connect failed was disconnected by the client itself.
+      // A client still connecting is disconnected once connected (an exit meanwhile would tear the
+      // process down under its threads: src/kafka/client.ts, kafkaClientsClosed); a client whose
+      // connect failed was disconnected by the client itself.
+      await this.connecting?.catch(() => undefined);
       if (this.connected) await new Promise<void>((resolve) => this.consumer.disconnect(() => resolve()));
     })().catch(() => undefined);
     return this.stopped;

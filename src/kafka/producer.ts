@@ -190,7 +190,7 @@ export class Producer {
         const old = this.producer;
         this.producer = undefined;
         this.connecting = undefined;
-        void old?.disconnect().catch(() => undefined);
+        if (old !== undefined) closeInBackground(old.disconnect());
       }
       if (err.code !== undefined && PERMANENT_PRODUCE_ERRORS.has(err.code)) {
         throw new ExactlyOnceError('EO_PERMANENT_ERROR', `sending to ${topic} failed for good: ${(e as Error).message} (Kafka error ${err.code}); retrying cannot fix it`, { cause: e });
@@ -290,7 +290,7 @@ export class TransactionalProducer {
   private replace(): void {
     const old = this.producer;
     this.producer = undefined;
-    void old?.disconnect().catch(() => undefined);
+    if (old !== undefined) closeInBackground(old.disconnect());
   }
 
   /**
@@ -383,10 +383,12 @@ async function connectWithin(producer: KafkaJSNamespace.Producer, ms: number): P
     // Disconnected only once its connect settled: a client disconnected while still connecting throws
     // from its 'ready' callback when the brokers answer later ("Ready callback called in invalid
     // state"), uncaught, which would end the process.
-    void connecting.then(
-      () => producer.disconnect(),
-      () => producer.disconnect(),
-    ).catch(() => undefined);
+    closeInBackground(
+      connecting.then(
+        () => producer.disconnect(),
+        () => producer.disconnect(),
+      ),
+    );
     throw e;
   } finally {
     clearTimeout(timer);
