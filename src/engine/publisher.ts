@@ -1,10 +1,12 @@
 /**
  * What a job publishes to Kafka (Kafka Streams' RecordCollector): one idempotent producer per worker,
  * created on the first publish, each send retried until the brokers acknowledge it or the worker shuts
- * down.
+ * down — unless the topic is gone (deleted under a running worker): then the send fails with the
+ * coded error `missing` gives, which stops the partition at its checkpoint instead of a retry for ever.
  */
 import type { ConnectionConfig } from '../config.js';
 import { Producer } from '../kafka/producer.js';
+import { ExactlyOnceError, isExactlyOnceError } from '../errors.js';
 import type { PublishRecord } from './job.js';
 
 export class Publisher {
@@ -14,6 +16,8 @@ export class Publisher {
     private readonly config: ConnectionConfig,
     /** Runs a Kafka call with retries (the Runner's). */
     private readonly retrying: <T>(fn: () => Promise<T>) => Promise<T>,
+    /** After a failed send: the coded error for `topic` when it does not exist, else undefined. */
+    private readonly missing: (topic: string) => Promise<ExactlyOnceError | undefined> = () => Promise.resolve(undefined),
   ) {}
 
   /** Resolves when the brokers acknowledged every record. */
@@ -24,7 +28,19 @@ export class Publisher {
     // Records sent together are still batched by the client.
     this.producer ??= new Producer(this.config, { 'linger.ms': 0 });
     const producer = this.producer;
-    return this.retrying(() => producer.send(topic, records));
+    return this.retrying(async () => {
+      try {
+        await producer.send(topic, records);
+      } catch (e) {
+        // The client fails sends to a topic it no longer finds (after 30 s, or at its 60 s message
+        // timeout) and would keep failing them: asked of the brokers whether the topic is there.
+        const gone = isExactlyOnceError(e) && e.code === 'EO_PRODUCE_FAILED' ? await this.missing(topic) : undefined;
+        if (gone !== undefined) {
+          throw new ExactlyOnceError(gone.code, `${gone.message.replace(/; run `/, ' (deleted under a running worker?): the partition stops at its checkpoint, nothing is skipped. Run `')}, then restart the worker`, { cause: e });
+        }
+        throw e;
+      }
+    });
   }
 
   /** Flushes and disconnects. Idempotent. */

@@ -186,7 +186,11 @@ export class Runner {
     // even when none of ours failed (none was in flight): what was acknowledged within the window before
     // is read again (src/engine/lost-writes.ts).
     session.on('hostDown', () => this.lostWrites.nodeDown());
-    const publisher = new Publisher(config, (fn) => this.retrying('Kafka', fn));
+    const publisher = new Publisher(
+      config,
+      (fn) => this.retrying('Kafka', fn),
+      async (topic) => ((await admin.partitionCount(topic)) === null ? missingTopic(config, topic, this.job.outputTopics ?? []) : undefined),
+    );
     this.publisher = publisher;
     // Retried like every start-up call: a job's open may query Cassandra (a sink checks its table).
     await this.retrying(

@@ -159,3 +159,25 @@ test('planning an assignment fails for good (the checkpoints table is gone): the
   assert.deepEqual(await metric(worker, 'exactlyonce_partition_stops_total'), ['exactlyonce_partition_stops_total{code="EO_ASSIGNMENT_FAILED"} 2']);
   await stop(worker);
 });
+
+test('the alerts topic deleted under a running worker: the partition stops with EO_TOPIC_MISMATCH, never a send retried for ever', async (t) => {
+  const { config, session, admin } = await freshKeyspaceAndTopic(t, 1);
+  const { worker, ends } = await drainedWorker(t, config, session, 200, 1);
+  await admin.deleteTopic(config.alertsTopic);
+  // Every event unhealthy: the first batch raises alerts, whose send finds no topic.
+  await generate(config, ['--count', '200', '--rate', '100000', '--clients', '2', '--health-mix', '2:1', '--seed', '13']);
+  await waitFor(() => coded(worker, 'EO_TOPIC_MISMATCH').length > 0, { timeoutMs: 240_000, message: 'the partition stops with EO_TOPIC_MISMATCH' });
+  await sleep(3000);
+  const lines = coded(worker, 'EO_TOPIC_MISMATCH');
+  assert.equal(lines.length, 1, 'one line');
+  assert.equal(lines[0]!.partition, 0);
+  assert.equal(
+    lines[0]!.msg,
+    `output topic ${config.alertsTopic} does not exist at ${config.brokers.join(',')} (deleted under a running worker?): the partition stops at its checkpoint, nothing is skipped. ` +
+      `Run \`exactlyonce topic create --topic ${config.topic} --alerts-topic ${config.alertsTopic}\`, then restart the worker`,
+  );
+  assert.deepEqual(await checkpoints(session, config), ends, 'the checkpoint stays where every record is stored');
+  assert.deepEqual(await metric(worker, 'exactlyonce_partition_stops_total'), ['exactlyonce_partition_stops_total{code="EO_TOPIC_MISMATCH"} 1']);
+  assert.equal((await fetch(`http://127.0.0.1:${worker.port}/healthz`)).status, 200, 'the worker still answers');
+  await stop(worker);
+});
