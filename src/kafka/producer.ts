@@ -55,8 +55,12 @@ export function probeRefusal(config: ConnectionConfig): Promise<void> {
   // The client's own producer, not the KafkaJS-style one: its connect takes a deadline for the
   // metadata request it waits on (the KafkaJS-style connect waits up to 30 s for a usable broker,
   // which a refusing broker never becomes), so the probe's client is closed within PROBE_MS.
-  const Native = nativeProducer();
-  const probe = new Native(baseProperties(config, `exactlyonce-probe-${process.pid}`));
+  let probe: InstanceType<ReturnType<typeof nativeProducer>>;
+  try {
+    probe = new (nativeProducer())(baseProperties(config, `exactlyonce-probe-${process.pid}`));
+  } catch {
+    return Promise.resolve(); // (the calls' own clients, made with the same properties, say what is wrong)
+  }
   probing = new Promise<void>((resolve) => {
     tapClientErrors(probe as unknown as LibrdkafkaHandle, (e) => {
       if (kafkaSecurityError(config, e) !== undefined) resolve();
@@ -69,15 +73,20 @@ export function probeRefusal(config: ConnectionConfig): Promise<void> {
         // not connected yet
       }
     }, 200);
-    const connected = new Promise<void>((settled) =>
-      probe.connect({ timeout: PROBE_MS }, (err) => {
+    const connected = new Promise<void>((settled) => {
+      const done = (err: unknown) => {
         clearInterval(polling);
         resolve();
         // A failed connect has disconnected its client already.
         if (err !== null && err !== undefined) settled();
         else probe.disconnect(() => settled());
-      }),
-    );
+      };
+      try {
+        probe.connect({ timeout: PROBE_MS }, done);
+      } catch (e) {
+        done(e); // (a probe that cannot start learns nothing; it never fails its caller)
+      }
+    });
     closeInBackground(connected);
   }).finally(() => (probing = undefined));
   return probing;
