@@ -2,7 +2,7 @@
 import assert from 'node:assert/strict';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { createWriteStream, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -226,7 +226,12 @@ export function startCli(t: TestContext, args: string[], env: Record<string, str
   const dir = `${repoRoot}test-artifacts/${t.name.replace(/[^A-Za-z0-9]+/g, '-').slice(0, 60)}`;
   mkdirSync(dir, { recursive: true });
   const file = `${dir}/${args[0]}-${child.pid}.log`;
-  child.on('exit', (code, signal) => writeFileSync(file, `${output}\n[exit code ${code} signal ${signal}]\n`));
+  // Written as it comes: a test run ended by --test-force-exit never sees its children exit.
+  const log = createWriteStream(file).on('error', () => undefined);
+  child.stdout!.on('data', (d) => log.write(d));
+  child.stderr!.on('data', (d) => log.write(d));
+  // 'close': the child's output has ended too, so nothing is written after the end.
+  child.on('close', (code, signal) => log.end(`\n[exit code ${code} signal ${signal}]\n`));
   t.after(() => {
     if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
   });
