@@ -7,10 +7,22 @@
 import type { ConnectionConfig } from '../config.js';
 import { ExactlyOnceError } from '../errors.js';
 
-export function missingTopic(config: Pick<ConnectionConfig, 'brokers' | 'topic' | 'alertsTopic'>, topic: string, outputTopics: readonly string[]): ExactlyOnceError {
+export function missingTopic(
+  config: Pick<ConnectionConfig, 'brokers' | 'topic' | 'alertsTopic'>,
+  topic: string,
+  outputTopics: readonly string[],
+  /** Found by a send of a running worker (the topic deleted under it): its partition stops. */
+  running?: { cause: unknown },
+): ExactlyOnceError {
   const role = topic === config.topic ? 'topic' : 'output topic';
   const alerts = outputTopics.includes(config.alertsTopic) ? ` --alerts-topic ${config.alertsTopic}` : '';
   // Another job's output topic (an aggregate sink's closed windows) is compacted: its latest message per key is the state.
   const create = topic === config.alertsTopic && alerts !== '' ? `--topic ${config.topic}${alerts}` : `--topic ${topic}${alerts === '' ? ` --no-alerts${role === 'output topic' ? ' --compacted' : ''}` : alerts}`;
-  return new ExactlyOnceError('EO_TOPIC_MISMATCH', `${role} ${topic} does not exist at ${config.brokers.join(',')}; run \`exactlyonce topic create ${create}\``);
+  const at = `${role} ${topic} does not exist at ${config.brokers.join(',')}`;
+  if (running === undefined) return new ExactlyOnceError('EO_TOPIC_MISMATCH', `${at}; run \`exactlyonce topic create ${create}\``);
+  return new ExactlyOnceError(
+    'EO_TOPIC_MISMATCH',
+    `${at} (deleted under a running worker?): the partition stops at its checkpoint, nothing is skipped. Run \`exactlyonce topic create ${create}\`, then restart the worker`,
+    { cause: running.cause },
+  );
 }

@@ -6,7 +6,7 @@
  */
 import type { ConnectionConfig } from '../config.js';
 import { Producer } from '../kafka/producer.js';
-import { ExactlyOnceError, isExactlyOnceError } from '../errors.js';
+import { isExactlyOnceError, type ExactlyOnceError } from '../errors.js';
 import type { PublishRecord } from './job.js';
 
 export class Publisher {
@@ -16,8 +16,8 @@ export class Publisher {
     private readonly config: ConnectionConfig,
     /** Runs a Kafka call with retries (the Runner's). */
     private readonly retrying: <T>(fn: () => Promise<T>) => Promise<T>,
-    /** After a failed send: the coded error for `topic` when it does not exist, else undefined. */
-    private readonly missing: (topic: string) => Promise<ExactlyOnceError | undefined> = () => Promise.resolve(undefined),
+    /** After a failed send (`cause`): the coded error for `topic` when it does not exist, else undefined. */
+    private readonly missing: (topic: string, cause: unknown) => Promise<ExactlyOnceError | undefined> = () => Promise.resolve(undefined),
   ) {}
 
   /** Resolves when the brokers acknowledged every record. */
@@ -34,11 +34,7 @@ export class Publisher {
       } catch (e) {
         // The client fails sends to a topic it no longer finds (after 30 s, or at its 60 s message
         // timeout) and would keep failing them: asked of the brokers whether the topic is there.
-        const gone = isExactlyOnceError(e) && e.code === 'EO_PRODUCE_FAILED' ? await this.missing(topic) : undefined;
-        if (gone !== undefined) {
-          throw new ExactlyOnceError(gone.code, `${gone.message.replace(/; run `/, ' (deleted under a running worker?): the partition stops at its checkpoint, nothing is skipped. Run `')}, then restart the worker`, { cause: e });
-        }
-        throw e;
+        throw (isExactlyOnceError(e, 'EO_PRODUCE_FAILED') ? await this.missing(topic, e) : undefined) ?? e;
       }
     });
   }

@@ -189,7 +189,7 @@ export class Runner {
     const publisher = new Publisher(
       config,
       (fn) => this.retrying('Kafka', fn),
-      async (topic) => ((await admin.partitionCount(topic)) === null ? missingTopic(config, topic, this.job.outputTopics ?? []) : undefined),
+      async (topic, cause) => ((await admin.partitionCount(topic)) === null ? missingTopic(config, topic, this.job.outputTopics ?? [], { cause }) : undefined),
     );
     this.publisher = publisher;
     // Retried like every start-up call: a job's open may query Cassandra (a sink checks its table).

@@ -34,6 +34,21 @@ interface DeliveryReports {
   on(event: 'delivery-report', listener: (err: unknown, r: { topic: string; partition: number; offset: number }) => void): void;
 }
 
+/**
+ * librdkafka hands error events over only when polled, and a client starts polling once it is ready:
+ * polled every 200 ms meanwhile, so a refused login or handshake is heard while connecting. Cleared
+ * with clearInterval once the connect settles.
+ */
+function pollWhileConnecting(handle: NativeHandle | null | undefined): NodeJS.Timeout {
+  return setInterval(() => {
+    try {
+      handle?._client?.poll?.();
+    } catch {
+      // not connected yet
+    }
+  }, 200);
+}
+
 /** How long probeRefusal's connection may take, in ms. */
 const PROBE_MS = 10_000;
 /** When probeRefusal last connected (epoch ms): at most one probe a minute per process. */
@@ -65,14 +80,7 @@ export function probeRefusal(config: ConnectionConfig): Promise<void> {
     tapClientErrors(probe as unknown as LibrdkafkaHandle, (e) => {
       if (kafkaSecurityError(config, e) !== undefined) resolve();
     });
-    // librdkafka hands its error events over only when polled; the client polls only once connected.
-    const polling = setInterval(() => {
-      try {
-        (probe as unknown as NativeHandle)._client?.poll?.();
-      } catch {
-        // not connected yet
-      }
-    }, 200);
+    const polling = pollWhileConnecting(probe as unknown as NativeHandle);
     const connected = new Promise<void>((settled) => {
       const done = (err: unknown) => {
         clearInterval(polling);
@@ -149,15 +157,7 @@ export class Producer {
       internal?.on('delivery-report', (err, r) => {
         if (err === null || err === undefined) this.onDelivered?.(r.topic, r.partition, BigInt(r.offset));
       });
-      // librdkafka hands error events over only when polled, and the client starts polling once it is
-      // ready: polled here meanwhile, so a refused login or handshake is heard while connecting.
-      const polling = setInterval(() => {
-        try {
-          internal?._client?.poll?.();
-        } catch {
-          // not connected yet
-        }
-      }, 200);
+      const polling = pollWhileConnecting(internal);
       try {
         await Promise.race([
           connecting,
