@@ -14,8 +14,12 @@ import { ownedPartitions, stopWorkers, waitOwns } from '../pipeline.js';
 
 const conn = (c: ConnectionConfig) => ['--brokers', BROKERS, '--cassandra', CASSANDRA, '--keyspace', c.keyspace];
 const PER_PARTITION = 3000;
-/** Record i of a partition is stamped T0 + i s, so the first record at or after T0 + k s is offset k. */
-const T0 = Date.UTC(2026, 0, 1);
+/**
+ * Record i of a partition is stamped T0 + i s, so the first record at or after T0 + k s is offset k. A
+ * day ago, in whole seconds: within the topic's retention (7 days by default), since older records are
+ * deleted at the broker's next retention check (every 5 minutes), and all PER_PARTITION of them in the past.
+ */
+const T0 = Math.floor(Date.now() / 1000) * 1000 - 24 * 3_600_000;
 const bad = (i: number) => i % 97 === 13;
 
 function sinkFile(config: ConnectionConfig, name: string): string {
