@@ -24,6 +24,13 @@ export interface SessionOptions {
   connectTimeoutMs?: number;
 }
 
+/**
+ * The longest wait between two attempts to reconnect to a node, in ms. The driver's default schedule
+ * doubles from 1 s up to 10 minutes, so after an outage of a minute a worker waited for its next
+ * attempt (up to about as long again) before it wrote anything, though Cassandra answered long before.
+ */
+export const RECONNECT_MAX_MS = 5_000;
+
 /** Contact points as given (`host` or `host:port`); the driver's default port is 9042. */
 function contactPoints(config: ConnectionConfig): { points: string[]; port: number } {
   let port = 9042;
@@ -52,6 +59,7 @@ export async function connect(config: ConnectionConfig, options: SessionOptions 
     // LOCAL_QUORUM is right for a real cluster and equals ONE on the single-node local stack.
     queryOptions: { consistency: consistencies.localQuorum, prepare: true },
     pooling: { coreConnectionsPerHost: { [cassandra.types.distance.local]: 2 } },
+    policies: { reconnection: new cassandra.policies.reconnection.ExponentialReconnectionPolicy(500, RECONNECT_MAX_MS, false) },
     // A set column reads as a JS Set (the driver's default is an array, in Cassandra's order), so a
     // sink's set<T> compares as a set with the value it bound (src/jobs/sink/cql-types.ts canonical).
     encoding: { set: Set },

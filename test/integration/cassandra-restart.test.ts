@@ -62,3 +62,44 @@ test('Cassandra stopped and restarted under a running worker: no loss, no duplic
   assert.equal(ledger.records, 15000);
   t.diagnostic(`${phases}; ${JSON.stringify(ledger)}`);
 });
+
+// The driver's default reconnection schedule doubles its wait from 1 s up to 10 minutes: after an
+// outage of a minute and more, a worker would wait for its next attempt (up to about as long again)
+// before it wrote anything, though Cassandra answered long before. Waits are capped at 5 s
+// (src/cassandra/session.ts), so a worker answers within seconds of Cassandra's return.
+test('Cassandra down for over a minute: the worker answers again within seconds of its return, not at the next of ever longer waits', async (t) => {
+  const stack = await localStack();
+  const config = testConfig();
+  const session = await freshKeyspace(t, config);
+  const admin = await freshTopic(t, config, 3);
+  const phases = timeline();
+  const mark = phases.mark;
+  const worker = await startServedWorker(t, config);
+  const producing = generate(config, ['--count', '6000', '--rate', '50', '--clients', '9', '--seed', '12']);
+  await waitReadyz(worker, (r) => r.status === 200 && /owns partitions/.test(r.detail), 'ready, owning partitions');
+  await waitProgress(worker, session, config, admin);
+  mark('the worker works');
+  assert.equal(await stopServer(stack, 'cassandra'), true);
+  const stoppedAt = Date.now();
+  mark('Cassandra stopped');
+  await waitReadyz(worker, (r) => r.status === 503 && /Cassandra not answering/.test(r.detail), 'not ready: Cassandra not answering');
+  // Down 75 s: with the driver's default schedule, its attempts fall about 63 and 127 s after the outage began.
+  await new Promise((r) => setTimeout(r, Math.max(0, stoppedAt + 75_000 - Date.now())));
+  await startServer(stack, 'cassandra');
+  const startedAt = Date.now();
+  mark('Cassandra started');
+  await waitReadyz(worker, (r) => r.status === 200, 'ready again once Cassandra answers', 180_000);
+  const took = Date.now() - startedAt;
+  mark('the worker is ready again');
+  assert.ok(took < 20_000, `the worker answered ${(took / 1000).toFixed(1)} s after Cassandra was back (${phases})`);
+  await producing;
+  await waitFor(() => session.execute('SELECT now() FROM system.local').then(() => true), { timeoutMs: 60_000, message: 'the test session reconnects' });
+  await waitDrained(session, config);
+  mark('drained');
+  worker.kill('SIGTERM');
+  const [code] = await once(worker, 'exit');
+  assert.equal(code, 0, worker.output());
+  const ledger = await assertExactlyOnce(session, config);
+  assert.equal(ledger.records, 6000);
+  t.diagnostic(`${phases}; ${JSON.stringify(ledger)}`);
+});
