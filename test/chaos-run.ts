@@ -1,7 +1,8 @@
 /** `exactlyonce chaos --json` run to completion by a test, with the checks every chaos run must pass (chaos.test.ts, sink-chaos.test.ts). */
 import assert from 'node:assert/strict';
+import { writeFileSync } from 'node:fs';
 import type { TestContext } from 'node:test';
-import { BROKERS, CASSANDRA, runCli } from './helpers.js';
+import { artifactsDir, BROKERS, CASSANDRA, runCli } from './helpers.js';
 
 /** The figures line (`{"seed":…}`) a chaos run prints last. */
 export interface ChaosFigures {
@@ -32,6 +33,9 @@ export interface ChaosFigures {
  */
 export async function runChaos(t: TestContext, args: string[], env: Record<string, string> = {}): Promise<ChaosFigures> {
   const r = await runCli(['chaos', '--brokers', BROKERS, '--cassandra', CASSANDRA, '--json', ...args], env, 15 * 60_000);
+  // The whole run's output, for a check of the test's own that fails after chaos passed (its folder of worker logs is gone then).
+  const seed = args[args.indexOf('--seed') + 1];
+  writeFileSync(`${artifactsDir(t)}/chaos-${args.includes('--seed') ? `seed-${seed}` : Date.now()}.log`, `${r.stdout}\n--- stderr:\n${r.stderr}`);
   const summary = r.stdout.split('\n').filter((l) => /^job |^chaos seed|^ {2}(records|transactions|faults|checkpoints|violations):|^ {4}(problem|warning):|^checked|^\[chaos.*job /.test(l)).join('\n');
   t.diagnostic(summary);
   // The verdict first (a log printer that shortens long messages keeps their head), then the tails.

@@ -216,16 +216,21 @@ export function runProcess(cmd: string, args: string[], o: { cwd?: string; env?:
   });
 }
 
+/** Where a test keeps what it ran for post-mortems: test-artifacts/<test name>/ (git-ignored). */
+export function artifactsDir(t: TestContext): string {
+  const dir = `${repoRoot}test-artifacts/${t.name.replace(/[^A-Za-z0-9]+/g, '-').slice(0, 60)}`;
+  mkdirSync(dir, { recursive: true });
+  return dir;
+}
+
 /** Starts `bin/exactlyonce args…` in the background; the test kills it (and it is killed at test end). */
 export function startCli(t: TestContext, args: string[], env: Record<string, string> = {}): ChildProcess & { output: () => string } {
   const child = spawn(cliPath, args, { env: { ...process.env, EXACTLYONCE_LOG_FORMAT: 'json', ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
   let output = '';
   child.stdout!.on('data', (d) => (output += d));
   child.stderr!.on('data', (d) => (output += d));
-  // Kept for post-mortems: test-artifacts/<test name>/<command>-<pid>.log (git-ignored).
-  const dir = `${repoRoot}test-artifacts/${t.name.replace(/[^A-Za-z0-9]+/g, '-').slice(0, 60)}`;
-  mkdirSync(dir, { recursive: true });
-  const file = `${dir}/${args[0]}-${child.pid}.log`;
+  // Kept for post-mortems: test-artifacts/<test name>/<command>-<pid>.log.
+  const file = `${artifactsDir(t)}/${args[0]}-${child.pid}.log`;
   // Written as it comes: a test run ended by --test-force-exit never sees its children exit.
   const log = createWriteStream(file).on('error', () => undefined);
   child.stdout!.on('data', (d) => log.write(d));

@@ -171,6 +171,8 @@ test('GroupConsumer: each batch carries when its last record was fetched: after 
   const consumer = new GroupConsumer(config, optionsFor(config, { concurrency: 1, onFetched: (at) => void announced.push(at) }));
   t.after(() => consumer.stop());
   const batches: Array<{ offsets: number[]; fetchedAt: number; handedOver: number; announced: boolean; finished: number }> = [];
+  // When each wave was sent: nothing of a wave can be fetched before it is sent.
+  const sentAt: number[] = [];
   let assigned = false;
   await consumer.start(
     {
@@ -184,14 +186,15 @@ test('GroupConsumer: each batch carries when its last record was fetched: after 
     async (_p, records, fetchedAt) => {
       const batch = { offsets: records.map((r) => Number(r.offset)), fetchedAt, handedOver: performance.now(), announced: announced.includes(fetchedAt), finished: 0 };
       batches.push(batch);
-      // The first batch is slow: what is produced meanwhile is fetched, and waits behind it.
-      if (batches.length === 1) await sleep(3000);
+      // The first batch is slow: what is produced meanwhile is fetched, and waits behind it. It lasts
+      // until the second wave's fetch is announced (a fixed pause could end first on a busy machine).
+      if (batches.length === 1) {
+        await waitFor(() => (sentAt.length === 2 && announced.some((a) => a > sentAt[1]!) ? true : undefined), { timeoutMs: 60_000, message: 'the second wave is fetched while the first batch is in flight' });
+      }
       batch.finished = performance.now();
     },
   );
   await waitFor(() => (assigned ? true : undefined), { timeoutMs: 60_000, message: 'the partition is assigned' });
-  // Two waves: nothing of a wave can be fetched before it is sent.
-  const sentAt: number[] = [];
   sentAt.push(performance.now());
   await producer.send(config.topic, numbered(0, 10, () => 0));
   await waitFor(() => (batches.length > 0 ? true : undefined), { timeoutMs: 60_000, message: 'the first wave is handed over' });

@@ -164,7 +164,8 @@ test('20 transactions of 100 events, 2 of 3 committed, the last aborted: checkpo
  * into it and waits; the test SIGKILLs it, so the transaction stays open until the broker aborts it
  * (after `timeoutMs`, its transaction.timeout.ms, plus up to the broker's 10 s cleanup interval).
  */
-async function abandonTransaction(config: ConnectionConfig, count: number, timeoutMs: number): Promise<void> {
+/** Leaves a transaction of `count` records open (its producer SIGKILLed); resolves with when its producer said it was open. */
+async function abandonTransaction(config: ConnectionConfig, count: number, timeoutMs: number): Promise<number> {
   const code = `
     import { generate } from ${JSON.stringify(`${repoRoot}src/jobs/events/generator.ts`)};
     import { TransactionalProducer } from ${JSON.stringify(`${repoRoot}src/kafka/producer.ts`)};
@@ -182,6 +183,7 @@ async function abandonTransaction(config: ConnectionConfig, count: number, timeo
   try {
     await waitFor(() => output.includes('open\n') || child.exitCode !== null, { timeoutMs: 120_000, message: 'the upstream producer opens its transaction' });
     assert.ok(output.includes('open\n'), `the upstream producer failed: ${output}`);
+    return Date.now();
   } finally {
     child.kill('SIGKILL');
     if (child.exitCode === null && child.signalCode === null) await once(child, 'exit');
@@ -200,8 +202,10 @@ test('a transaction left open (its producer SIGKILLed) until the broker aborts i
   await waitDrained(session, config, 120_000);
 
   // 150 events in a transaction whose producer dies; then 300 committed by another producer: held back behind it.
-  const openedAt = Date.now();
-  await abandonTransaction(config, 150, 100_000);
+  // Its timeout leaves room for the checks below on a slow machine; its clock starts with its first
+  // record, which is before the producer says it is open (a moment's slack below).
+  const TXN_TIMEOUT_MS = 150_000;
+  const openedAt = await abandonTransaction(config, 150, TXN_TIMEOUT_MS);
   assert.equal(await producer.write(config.topic, later, true), 'committed');
   // The commit returns before the coordinator has written its markers: read a moment early, a
   // partition's end was one control record short of where it stays (a CI run, every held gauge off by
@@ -253,11 +257,11 @@ test('a transaction left open (its producer SIGKILLed) until the broker aborts i
   };
   const stalledPartitions = () => new Set(stallLines(worker).map((l) => (JSON.parse(l) as { partition: number }).partition));
   await waitFor(() => stalledPartitions().size === 3, { timeoutMs: STALL_AFTER_MS + 60_000, message: 'a stall warning for each partition' });
-  assert.ok(Date.now() - openedAt < 100_000, 'the transaction was still open when the warnings came (else raise its timeout)');
+  assert.ok(Date.now() - openedAt < TXN_TIMEOUT_MS - 5_000, 'the transaction was still open when the warnings came (else raise its timeout)');
   everyStallNamesTheTransaction();
 
   // The broker aborts it: the 300 committed after it become readable, and the checkpoints reach the log ends.
-  await waitFor(async () => (await admin.watermarks(config.topic)).every((w) => w.stable === w.high), { timeoutMs: 180_000, message: 'the broker aborts the transaction' });
+  await waitFor(async () => (await admin.watermarks(config.topic)).every((w) => w.stable === w.high), { timeoutMs: TXN_TIMEOUT_MS + 120_000, message: 'the broker aborts the transaction' });
   const marks = await admin.watermarks(config.topic);
   await waitDrained(session, config, 120_000);
   assert.deepEqual(await storedCheckpoints(session, config), byPartition(marks, (w) => w.high));

@@ -50,6 +50,8 @@ async function scenario(t: TestContext, partitioner: string, from: number, to: n
   }, { timeoutMs: 180_000, message: 'the workers store round 1' });
 
   await growTopic(config, config.topic, to);
+  // The broker's metadata may lag the controller: the next producer must see the new count.
+  await waitFor(async () => ((await admin.partitionCount(config.topic)) === to ? true : undefined), { timeoutMs: 60_000, message: `the topic has ${to} partitions` });
   // A producer started after the change places every key by the new count.
   await produceRound(config, partitioner, 2);
   const after = await admin.watermarks(config.topic);
