@@ -18,9 +18,10 @@
  *    the row. A message of a window no partition's watermark reached (over every record read) is extra.
  *
  * The topic is read to its end (a batch in flight may have written partials beyond its checkpoint),
- * and always from the log start: a partial is a fold of the log's prefix. Memory: each contributing
- * record's offset and values per group and window it falls in, for the length of the run; with
- * closeAfter, also the latest closed message per window.
+ * and always from the log start: a partial is a fold of the log's prefix. The partials are read before
+ * the log, and each record is folded into its partial's expected state as it is read. Memory: per
+ * group, window and partition, a state and a few offsets (the partials read, the folds, the close
+ * times), whatever the number of records; with closeAfter, also the latest closed message per window.
  */
 import { fromLong, type Client } from '../cassandra/session.js';
 import type { ConnectionConfig } from '../config.js';
@@ -37,11 +38,25 @@ interface Stored {
   state: unknown;
 }
 
+/** What the log says of one (group, window) on one partition, folded as its records are read. */
+interface Contribution {
+  /** Its records below the partition's checkpoint: how many, and the first. */
+  due: number;
+  firstDue: bigint | null;
+  /** With a partial read before the scan: the fold of its records up to the partial's through offset. */
+  want: unknown;
+  /** The first record below the checkpoint beyond the partial's through offset (not included in it). */
+  lost: bigint | null;
+}
+
 export class AggregateAudit {
-  /** Per group and window (its key text), per partition, the contributing records in offset order. */
-  private readonly contributions = new Map<string, Map<number, Array<{ offset: bigint; value: unknown }>>>();
-  /** closeAfter: per partition, each offset at which its watermark rose, with the new watermark (ascending). */
-  private readonly rises = new Map<number, Array<{ offset: bigint; watermark: number }>>();
+  /** Per group and window (its key text), per partition, what its records give. */
+  private readonly contributions = new Map<string, Map<number, Contribution>>();
+  /** The partials as read before the scan (prepare), per group and window, per partition. */
+  private readonly before = new Map<string, Map<number, Stored>>();
+  /** closeAfter: per partition, the latest time of its records below its checkpoint, and of all records read. */
+  private readonly below = new Map<number, number>();
+  private readonly read = new Map<number, number>();
   /** closeAfter: each (group, window)'s close time. */
   private readonly closeAt = new Map<string, number>();
 
@@ -54,29 +69,58 @@ export class AggregateAudit {
       readonly described: Described;
       readonly violations: ViolationLog;
       readonly unattributed: Unattributed;
-      /** Counts a result row not judged: a partial of it is beyond its partition's checkpoint (a batch in flight). */
+      /** Each partition's checkpoint (records below it must be included) and log end as the audit started (what it reads up to). */
+      readonly ends: ReadonlyMap<number, bigint>;
+      readonly highs: ReadonlyMap<number, bigint>;
+      /** Each partition's log end now (read only when a partial is beyond the one the audit started with). */
+      readonly logEnds: () => Promise<ReadonlyMap<number, bigint>>;
+      /** Counts a result row (or partial) not judged: beyond its partition's checkpoint (a batch in flight). */
       readonly aheadOfCheckpoint: () => void;
       /** Counts a violation on a partition's line of the report. */
       readonly count: (partition: number, kind: 'missing' | 'extra' | 'mismatched') => void;
     },
   ) {}
 
-  /** A record folded into these groups and windows. */
+  /**
+   * Reads the partials before the log is scanned, so that each record is folded into the partial it
+   * belongs to as it is read: memory holds a state per (group, window) and partition, not the records.
+   * Read after the checkpoints: a partial that records below a checkpoint are due in was written
+   * before it, and stays as read (a later write of it would be a batch beyond the checkpoint).
+   */
+  async prepare(): Promise<void> {
+    const d = this.o.described;
+    for await (const p of pagedRows(this.o.session, `SELECT ${d.partialColumns.join(', ')} FROM ${this.o.keyspace}.${d.partialsTable}`, [], (row) => d.partial(row))) {
+      let byPartition = this.before.get(p.slot);
+      if (byPartition === undefined) this.before.set(p.slot, (byPartition = new Map()));
+      byPartition.set(p.partition, p);
+    }
+  }
+
+  /** A record folded into these groups and windows (each partition's records in offset order). */
   add(partition: number, offset: bigint, slots: readonly string[], value: unknown): void {
+    const end = this.o.ends.get(partition) ?? 0n;
+    const isDue = offset < end;
     const closed = this.o.described.closed;
     if (closed !== undefined) {
       const { time, closeAt } = closed.times(value);
       slots.forEach((slot, i) => this.closeAt.set(slot, closeAt[i]!));
-      let rises = this.rises.get(partition);
-      if (rises === undefined) this.rises.set(partition, (rises = []));
-      if (rises.length === 0 || time > rises[rises.length - 1]!.watermark) rises.push({ offset, watermark: time });
+      if (time > (this.read.get(partition) ?? -Infinity)) this.read.set(partition, time);
+      if (isDue && time > (this.below.get(partition) ?? -Infinity)) this.below.set(partition, time);
     }
+    const fold = this.o.described.fold;
     for (const slot of slots) {
       let byPartition = this.contributions.get(slot);
       if (byPartition === undefined) this.contributions.set(slot, (byPartition = new Map()));
-      let list = byPartition.get(partition);
-      if (list === undefined) byPartition.set(partition, (list = []));
-      list.push({ offset, value });
+      const partial = this.before.get(slot)?.get(partition);
+      let c = byPartition.get(partition);
+      if (c === undefined) byPartition.set(partition, (c = { due: 0, firstDue: null, want: partial === undefined ? undefined : fold.empty(), lost: null }));
+      if (isDue) {
+        c.due++;
+        c.firstDue ??= offset;
+      }
+      if (partial === undefined) continue;
+      if (offset <= partial.through) c.want = fold.add(c.want, value, { partition, offset });
+      else if (isDue) c.lost ??= offset;
     }
   }
 
@@ -87,40 +131,51 @@ export class AggregateAudit {
     else this.o.count(partition, counted);
   }
 
-  /** Judges the partials and the result rows; `ends`: each partition's checkpoint (records below it must be included). */
-  async judge(ends: ReadonlyMap<number, bigint>): Promise<void> {
+  /** Judges the partials and the result rows, once every record was added. */
+  async judge(): Promise<void> {
     const d = this.o.described;
+    const { ends, highs } = this.o;
     const fold = d.fold;
     const ks = this.o.keyspace;
+    // A partial through an offset at or beyond the log end the audit read to: written by a batch of
+    // records produced since (not judged), unless it is still beyond the log end now (no such record).
+    const beyond = [...this.before.values()].flatMap((m) => [...m.values()]).filter((p) => p.through >= (highs.get(p.partition) ?? 0n));
+    const now = beyond.length === 0 ? new Map<number, bigint>() : await this.o.logEnds();
+    const unjudged = (slot: string, p: Stored): boolean => {
+      if (p.through < (highs.get(p.partition) ?? 0n)) return false;
+      const logEnd = now.get(p.partition) ?? 0n;
+      if (p.through >= logEnd) this.v('mismatch', `partition ${p.partition}: the partial of ${slot} in ${d.partialsTable} is through offset ${p.through}, beyond the log end ${logEnd}: no record there`, p.partition, p.through);
+      else this.o.aheadOfCheckpoint();
+      return true;
+    };
+    // 1 and 2: each partial (as read before the scan) against the log, and the log's records against the partials.
+    for (const [slot, byPartition] of this.contributions) {
+      for (const [partition, c] of byPartition) {
+        const end = ends.get(partition) ?? 0n;
+        const partial = this.before.get(slot)?.get(partition);
+        if (partial === undefined) {
+          if (c.due > 0) this.v('missing', `partition ${partition}: no partial of ${slot} in ${d.partialsTable}, though ${c.due} record(s) of it are below the checkpoint ${end} (the first at offset ${c.firstDue})`, partition, c.firstDue!);
+          continue;
+        }
+        if (c.lost !== null) this.v('missing', `partition ${partition}: the partial of ${slot} includes records up to offset ${partial.through}, below the checkpoint ${end}: the record at offset ${c.lost} is not included`, partition, c.lost);
+        if (unjudged(slot, partial)) continue;
+        if (d.stateText(c.want) !== d.stateText(partial.state)) {
+          this.v('mismatch', `partition ${partition}: the partial of ${slot} through offset ${partial.through} holds ${d.stateText(partial.state)}, its records give ${d.stateText(c.want)}`, partition, partial.through);
+        }
+      }
+    }
+    for (const [slot, partials] of this.before) {
+      for (const p of partials.values()) {
+        if (this.contributions.get(slot)?.has(p.partition) === true || unjudged(slot, p)) continue;
+        this.v('extra', `partition ${p.partition}: a partial of ${slot} in ${d.partialsTable} (through offset ${p.through}), though no record of the partition falls in it`, p.partition, p.through);
+      }
+    }
+    // The partials again, now: the rows were merged from partials that batches in flight may have moved on since.
     const stored = new Map<string, Stored[]>();
     for await (const p of pagedRows(this.o.session, `SELECT ${d.partialColumns.join(', ')} FROM ${ks}.${d.partialsTable}`, [], (row) => d.partial(row))) {
       let list = stored.get(p.slot);
       if (list === undefined) stored.set(p.slot, (list = []));
       list.push(p);
-    }
-    // 1 and 2: each partial against the log, and the log's records against the partials.
-    for (const [slot, byPartition] of this.contributions) {
-      for (const [partition, records] of byPartition) {
-        const end = ends.get(partition) ?? 0n;
-        const partial = stored.get(slot)?.find((p) => p.partition === partition);
-        const due = records.filter((r) => r.offset < end);
-        if (partial === undefined) {
-          if (due.length > 0) this.v('missing', `partition ${partition}: no partial of ${slot} in ${d.partialsTable}, though ${due.length} record(s) of it are below the checkpoint ${end} (the first at offset ${due[0]!.offset})`, partition, due[0]!.offset);
-          continue;
-        }
-        const lost = due.find((r) => r.offset > partial.through);
-        if (lost !== undefined) this.v('missing', `partition ${partition}: the partial of ${slot} includes records up to offset ${partial.through}, below the checkpoint ${end}: the record at offset ${lost.offset} is not included`, partition, lost.offset);
-        let want = fold.empty();
-        for (const r of records) if (r.offset <= partial.through) want = fold.add(want, r.value, { partition, offset: r.offset });
-        if (d.stateText(want) !== d.stateText(partial.state)) {
-          this.v('mismatch', `partition ${partition}: the partial of ${slot} through offset ${partial.through} holds ${d.stateText(partial.state)}, its records give ${d.stateText(want)}`, partition, partial.through);
-        }
-      }
-    }
-    for (const [slot, partials] of stored) {
-      for (const p of partials) {
-        if (this.contributions.get(slot)?.has(p.partition) !== true) this.v('extra', `partition ${p.partition}: a partial of ${slot} in ${d.partialsTable} (through offset ${p.through}), though no record of the partition falls in it`, p.partition, p.through);
-      }
     }
     // 3: each result row against the merge of its partials.
     const seen = new Set<string>();
@@ -152,21 +207,11 @@ export class AggregateAudit {
       if (seen.has(slot) || partials.some((p) => p.through >= (ends.get(p.partition) ?? 0n))) continue;
       this.v('missing', `no row of ${slot} in ${this.o.table}, though it has partials`);
     }
-    if (d.closed !== undefined) await this.judgeClosed(d.closed, ends, rows);
-  }
-
-  /** The partition's watermark over its records below `end`. */
-  private watermark(partition: number, end: bigint): number {
-    let w = -Infinity;
-    for (const r of this.rises.get(partition) ?? []) {
-      if (r.offset >= end) break;
-      w = r.watermark;
-    }
-    return w;
+    if (d.closed !== undefined) await this.judgeClosed(d.closed, rows);
   }
 
   /** 4: the closed topic's latest message per window against the windows closed and their rows. */
-  private async judgeClosed(closed: NonNullable<Described['closed']>, ends: ReadonlyMap<number, bigint>, rows: ReadonlyMap<string, { values: Readonly<Record<string, string>>; settled: boolean }>): Promise<void> {
+  private async judgeClosed(closed: NonNullable<Described['closed']>, rows: ReadonlyMap<string, { values: Readonly<Record<string, string>>; settled: boolean }>): Promise<void> {
     const latest = new Map<string, { partition: number; offset: bigint; value: Buffer | null }>();
     const admin = new KafkaAdmin(this.o.connection);
     const exists = await admin.partitionCount(closed.topic).finally(() => admin.close()) !== null;
@@ -180,12 +225,11 @@ export class AggregateAudit {
       });
     }
     const where = (m: { partition: number; offset: bigint }) => `${closed.topic} partition ${m.partition} offset ${m.offset}`;
-    // Each partition's watermark below its checkpoint, and over every record read.
-    const below = new Map([...this.rises.keys()].map((p) => [p, this.watermark(p, ends.get(p) ?? 0n)]));
-    const read = new Map([...this.rises].map(([p, rises]) => [p, rises[rises.length - 1]?.watermark ?? -Infinity]));
+    // Each partition's watermark below its checkpoint (this.below), and over every record read (this.read).
+    const { below, read } = this;
     for (const [slot, byPartition] of this.contributions) {
       const at = this.closeAt.get(slot)!;
-      const due = [...byPartition].filter(([p, records]) => records.some((r) => r.offset < (ends.get(p) ?? 0n)));
+      const due = [...byPartition].filter(([, c]) => c.due > 0);
       const closedBy = due.filter(([p]) => (below.get(p) ?? -Infinity) >= at).map(([p]) => p);
       const m = latest.get(slot);
       if (m === undefined) {

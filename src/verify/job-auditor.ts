@@ -21,7 +21,8 @@
  *   (src/verify/aggregate-audit.ts); always from the log start, to the log end.
  *
  * Memory: one chunk of records per lane, one page of rows, and in upsert mode the keyed merge's budget
- * (`memoryMb`; beyond it sorted runs go to a temporary folder) — independent of the number of keys.
+ * (`memoryMb`; beyond it sorted runs go to a temporary folder) — independent of the number of keys; in
+ * aggregate mode a state per group, window and partition — independent of the number of records.
  */
 import { fromLong, toLong, type Client, type Row } from '../cassandra/session.js';
 import type { ConnectionConfig } from '../config.js';
@@ -138,6 +139,9 @@ export class JobAuditor {
           described: audit.aggregate!,
           violations: this.violations,
           unattributed,
+          ends: new Map(states.map((s) => [s.partition, s.end])),
+          highs: new Map(states.map((s) => [s.partition, s.high])),
+          logEnds: async () => new Map((await walk.admin.watermarks(config.topic)).map((w) => [w.partition, w.high])),
           aheadOfCheckpoint: () => undefined,
           count: (p, kind) => {
             const c = byPartition.get(p)?.counts;
@@ -145,6 +149,7 @@ export class JobAuditor {
             else unattributed[kind]++;
           },
         });
+        await this.aggregate.prepare();
       }
 
       const progress = new Progress(states.reduce((n, s) => n + Number(max(0n, this.readTo(s) - s.ledger.position)), 0), options.onProgress);
@@ -161,7 +166,7 @@ export class JobAuditor {
         );
         await this.unknownPartitions(new Set(byPartition.keys()));
         if (this.upsert !== null) await (walk.full ? this.upsert.judgeAll() : this.upsert.judgeTouched());
-        if (this.aggregate !== null) await this.aggregate.judge(new Map(states.map((s) => [s.partition, s.end])));
+        if (this.aggregate !== null) await this.aggregate.judge();
       } finally {
         await this.upsert?.close();
       }
