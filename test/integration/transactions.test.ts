@@ -163,8 +163,8 @@ test('20 transactions of 100 events, 2 of 3 committed, the last aborted: checkpo
  * Starts an upstream producer in a process of its own that opens a transaction, sends `count` events
  * into it and waits; the test SIGKILLs it, so the transaction stays open until the broker aborts it
  * (after `timeoutMs`, its transaction.timeout.ms, plus up to the broker's 10 s cleanup interval).
+ * Resolves with when its producer said the transaction was open.
  */
-/** Leaves a transaction of `count` records open (its producer SIGKILLed); resolves with when its producer said it was open. */
 async function abandonTransaction(config: ConnectionConfig, count: number, timeoutMs: number): Promise<number> {
   const code = `
     import { generate } from ${JSON.stringify(`${repoRoot}src/jobs/events/generator.ts`)};
