@@ -80,6 +80,13 @@ function forPodman(deployment: Doc, o: { name: string; port: number; connection:
     if (v.configMap) v.configMap.name = o.configMap;
     // podman 4.3.1 dereferences `optional` without checking it is set.
     if (v.secret) v.secret = { ...v.secret, secretName: o.secret, optional: false };
+    // podman 4.3.1 makes an emptyDir a named volume, named after it, shared by every pod that names it
+    // (and pods played at once race to create it: "volume already exists"): one of its own per pod, as
+    // Kubernetes gives each pod.
+    if (v.emptyDir) {
+      for (const m of c.volumeMounts) if (m.name === v.name) m.name = `${o.name}-${v.name}`;
+      v.name = `${o.name}-${v.name}`;
+    }
   }
   return d;
 }
@@ -95,10 +102,12 @@ async function createSecret(t: TestContext, dir: string, name: string, token: st
   writeFileSync(secretFile, stringify({ ...secret, metadata: { ...secret.metadata, name: secretName }, stringData: undefined, data: plain }), { mode: 0o600 });
   await podman(['secret', 'create', secretName, secretFile]);
   t.after(() => podman(['secret', 'rm', secretName]).catch(() => undefined));
-  // podman keeps a pod's Secret and ConfigMap volumes (named after them) when the pod goes.
-  // (and the emptyDir, a volume named after it, `tmp`, which podman 4.3.1 shares between pods: removed once unused.)
-  t.after(() => podman(['volume', 'rm', '-f', secretName, `${name}-sink`]).catch(() => undefined));
-  t.after(() => podman(['volume', 'rm', 'tmp']).catch(() => undefined));
+  // podman keeps a pod's Secret, ConfigMap and emptyDir volumes (named after them: forPodman) when the pod goes.
+  t.after(async () => {
+    const emptyDirs = (await podman(['volume', 'ls', '--format', '{{.Name}}']).catch(() => '')).split('\n').filter((v) => v.startsWith(`${name}`) && v.endsWith('-tmp'));
+    await podman(['volume', 'rm', '-f', secretName, `${name}-sink`]).catch(() => undefined);
+    if (emptyDirs.length > 0) await podman(['volume', 'rm', '-f', ...emptyDirs]).catch(() => undefined);
+  });
   return secretName;
 }
 
