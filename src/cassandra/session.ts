@@ -64,6 +64,7 @@ export async function connect(config: ConnectionConfig, options: SessionOptions 
     // sink's set<T> compares as a set with the value it bound (src/jobs/sink/cql-types.ts canonical).
     encoding: { set: Set },
   });
+  serializeControlRefresh(client);
   // Works around a driver bug (4.10): when every contact point was down (a Cassandra restart), the
   // control connection re-initialises and replaces each Host object without shutting the old one
   // down; the old host's pool keeps reconnecting on its own, and its sockets outlive shutdown().
@@ -78,6 +79,41 @@ export async function connect(config: ConnectionConfig, options: SessionOptions 
     throw unavailable(config, e);
   }
   return client;
+}
+
+/** What serializeControlRefresh needs of the driver's ControlConnection (4.10), not in its types. */
+interface ControlConnectionInternals {
+  _refresh(hostIterator?: unknown): Promise<void>;
+  _isShuttingDown: boolean;
+}
+
+/**
+ * Works around a driver bug (4.10) that killed workers under repeated Cassandra restarts: the control
+ * connection starts a refresh from each of its health listeners and each failed refresh's timer,
+ * never asking whether one is under way, and it attaches two sets of listeners when it re-initialises
+ * after every node was down. So refreshes multiply with each outage (3 outages here: 4 listener sets,
+ * reconnect attempts twice as often as the schedule), and two that overlap null each other's
+ * connection: the one that fails then reads `this.connection.endpoint` of null in its catch, and when
+ * a timer had started it, nothing handles the rejection and Node ends the process. Here one refresh
+ * runs at a time (a second asked for meanwhile joins it; the driver's retry within a refresh, with a
+ * host iterator, goes through), and one that still fails is tried again after RECONNECT_MAX_MS.
+ */
+export function serializeControlRefresh(client: Client): void {
+  const cc = (client as unknown as { controlConnection?: ControlConnectionInternals }).controlConnection;
+  if (typeof cc?._refresh !== 'function') throw new Error('cassandra-driver: ControlConnection._refresh not found; the workaround in src/cassandra/session.ts needs the pinned driver version');
+  const refresh = cc._refresh.bind(cc);
+  let running: Promise<void> | undefined;
+  cc._refresh = (hostIterator?: unknown) => {
+    if (hostIterator !== undefined) return refresh(hostIterator);
+    running ??= refresh()
+      .catch(() => {
+        if (!cc._isShuttingDown) setTimeout(() => void cc._refresh(), RECONNECT_MAX_MS).unref();
+      })
+      .finally(() => {
+        running = undefined;
+      });
+    return running;
+  };
 }
 
 /**

@@ -74,7 +74,7 @@ export class WorkerFleet {
       this.workers.delete(id);
       const how = signal ?? `code ${code}`;
       if (was === 'running' || was === 'paused' || was === 'waking') {
-        this.unexpectedExits.push(`worker#${id} (pid ${child.pid}) exited by itself with ${how}: ${this.tail(w, 3).split('\n').join(' | ').slice(0, 600)}`);
+        this.unexpectedExits.push(`worker#${id} (pid ${child.pid}) exited by itself with ${how}: ${this.lastWords(w).split('\n').join(' | ').slice(0, 1500)}`);
         this.o.onUnexpectedExit?.(w, how);
       } else if (was === 'stopping' && code !== 0) {
         this.badStops.push(`worker#${id} (pid ${child.pid}) stopped with ${how} after SIGTERM; see ${logFile}`);
@@ -97,6 +97,19 @@ export class WorkerFleet {
 
   running(): FleetWorker[] {
     return [...this.workers.values()].filter((w) => w.state === 'running');
+  }
+
+  /**
+   * What a worker that died printed last: Node's report of an uncaught error (the lines after the last
+   * JSON log line: the error's message and the frames up to the first await, not only the last), else
+   * the last 3 lines.
+   */
+  lastWords(w: FleetWorker): string {
+    const lines = readFileSync(w.logFile, 'utf8').trim().split('\n');
+    let from = lines.length;
+    while (from > 0 && !lines[from - 1]!.startsWith('{')) from--;
+    const report = lines.slice(from).filter((l) => l.trim() !== '' && !/^\s*\^+\s*$/.test(l));
+    return report.length > 0 ? report.slice(0, 12).join('\n') : lines.slice(-3).join('\n');
   }
 
   /** The last `lines` lines of a worker's log. */

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { once } from 'node:events';
 import { test } from 'node:test';
-import { connect } from '../../src/cassandra/session.js';
+import { connect, RECONNECT_MAX_MS } from '../../src/cassandra/session.js';
 import { startServer, stopServer } from '../../src/stack/index.js';
 import { freshKeyspace, freshTopic, localStack, testConfig, waitFor } from '../helpers.js';
 import { assertExactlyOnce, generate, startServedWorker, waitDrained, waitProgress, waitReadyz, timeline } from '../pipeline.js';
@@ -102,4 +102,49 @@ test('Cassandra down for over a minute: the worker answers again within seconds 
   const ledger = await assertExactlyOnce(session, config);
   assert.equal(ledger.records, 6000);
   t.diagnostic(`${phases}; ${JSON.stringify(ledger)}`);
+});
+
+// The driver (4.10) started a control-connection refresh from each of its health listeners and each
+// failed refresh's timer without asking whether one was under way, and attached two sets of listeners
+// when it re-initialised after every node was down: refreshes multiplied with each outage, and two
+// that overlapped nulled each other's connection until one failed reading it and, started by a timer,
+// ended the process with an unhandled rejection (a worker died so in CI's chaos --transition-crashes).
+// src/cassandra/session.ts runs one refresh at a time. Through three restarts, each attempt the driver
+// schedules comes when scheduled, never sooner (a second chain's attempt falls in between), none
+// starts while Cassandra stays up after a reconnect, and no rejection escapes.
+test('Cassandra restarted three times: the driver reconnects on one schedule, never two refreshes at once, and no rejection escapes', async (t) => {
+  const stack = await localStack();
+  const client = await connect(testConfig());
+  t.after(() => client.shutdown());
+  const escaped: string[] = [];
+  const onRejection = (e: unknown) => escaped.push(String((e as Error)?.stack ?? e));
+  process.on('unhandledRejection', onRejection);
+  t.after(() => process.off('unhandledRejection', onRejection));
+  const lines: Array<{ at: number; msg: string }> = [];
+  client.on('log', (level: string, className: string, msg: string) => {
+    if (className === 'ControlConnection' && /Trying to acquire|scheduling reconnection in|and up to date/.test(msg)) lines.push({ at: performance.now(), msg });
+  });
+  const upSince: number[] = [];
+  for (let i = 0; i < 3; i++) {
+    assert.equal(await stopServer(stack, 'cassandra'), true);
+    await startServer(stack, 'cassandra');
+    await waitFor(() => client.execute('SELECT now() FROM system.local').then(() => true, () => false), { timeoutMs: 120_000, message: `the client answers after restart ${i + 1}` });
+    await waitFor(() => lines.at(-1)?.msg.includes('and up to date'), { timeoutMs: 60_000, message: `the control connection is up to date after restart ${i + 1}` });
+    upSince.push(performance.now());
+    await new Promise((r) => setTimeout(r, 2 * RECONNECT_MAX_MS));
+  }
+  const early: string[] = [];
+  for (let i = 1; i < lines.length; i++) {
+    const scheduled = /scheduling reconnection in (\d+)ms/.exec(lines[i - 1]!.msg);
+    if (scheduled !== null && lines[i]!.msg.includes('Trying to acquire') && lines[i]!.at - lines[i - 1]!.at < Number(scheduled[1]) - 25) {
+      early.push(`an attempt ${(lines[i]!.at - lines[i - 1]!.at).toFixed(0)} ms after one scheduled in ${scheduled[1]} ms`);
+    }
+  }
+  assert.deepEqual(early, [], 'attempts of a second refresh chain');
+  for (const since of upSince) {
+    const after = lines.filter((l) => l.at > since && l.at < since + 2 * RECONNECT_MAX_MS - 100);
+    assert.deepEqual(after.map((l) => l.msg), [], 'refreshes while Cassandra stayed up after a reconnect');
+  }
+  assert.ok(lines.filter((l) => l.msg.includes('scheduling reconnection in')).length >= 3, 'each restart made the driver reconnect');
+  assert.deepEqual(escaped, []);
 });
