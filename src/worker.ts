@@ -81,7 +81,10 @@ export async function runWorker(job: Job<any>, options: WorkerOptions = {}): Pro
     onSignal = (sig: NodeJS.Signals) => {
       if (++signals > 1) process.exit(130); // a second Ctrl-C: stop now
       log.info({ signal: sig }, 'stopping: finishing the batches in flight, then leaving the group');
-      void runner.stop().then(resolve);
+      void runner.stop().then(resolve, (e: unknown) => {
+        log.error({ err: e }, `stopping failed: ${(e as Error).message}`);
+        resolve();
+      });
     };
     process.on('SIGINT', onSignal);
     process.on('SIGTERM', onSignal);

@@ -322,8 +322,19 @@ export class GroupConsumer {
       const queue = this.queues.get(partition);
       if (queue === undefined) return; // revoked meanwhile
       this.queues.drop(partition);
-      this.consumer.incrementalUnassign([tp]);
-      this.consumer.incrementalAssign([{ ...tp, offset: Number(offset) }]);
+      let unassigned = false;
+      try {
+        this.consumer.incrementalUnassign([tp]);
+        unassigned = true;
+        this.consumer.incrementalAssign([{ ...tp, offset: Number(offset) }]);
+      } catch (e) {
+        // Never a throw out of the fetch loop (nothing would handle it, and the process would end):
+        // the partition stays held, nothing of it is read, and its task stops, visibly. One the
+        // client let go of is assigned again by a later restart, and never unassigned on revocation.
+        if (unassigned) this.unassigned.add(`${tp.topic}:${partition}`);
+        this.handler!.onAssignFailed([partition], e instanceof Error ? e : new Error(String(e)));
+        return;
+      }
       queue.from = offset;
       this.native(() => this.consumer.resume([tp]));
       this.held.delete(partition);

@@ -282,6 +282,48 @@ test('GroupConsumer: a restart of a partition the client refused to assign assig
   assert.deepEqual(clientErrors, [], 'the partition taken by the restart is unassigned cleanly when the member leaves');
 });
 
+// A restart moves a partition the client holds: unassign, then assign at the new offset. When the
+// client refused the assign, the throw ended the fetch loop with nothing to handle it, and the process.
+test('GroupConsumer: the client refuses to re-assign a partition a restart moves: the handler is told, the other partition flows on, a later restart reads it', async (t) => {
+  const config = testConfig();
+  await freshTopic(t, config, 2);
+  const producer = await connectedProducer(t, config);
+  await producer.send(config.topic, numbered(0, 400, (i) => i % 2));
+  const clientErrors: string[] = [];
+  const consumer = new GroupConsumer(config, { ...optionsFor(config), onClientLog: (level, m) => void (level === 'error' && clientErrors.push(m)) });
+  t.after(() => Promise.race([consumer.stop(), sleep(30_000)]));
+  const native = (consumer as unknown as { consumer: { incrementalAssign(x: unknown[]): void } }).consumer;
+  const realAssign = native.incrementalAssign.bind(native);
+  let refusing = false;
+  native.incrementalAssign = (x) => {
+    if (refusing && x.length > 0) throw new Error('Local: Erroneous state');
+    realAssign(x);
+  };
+  const failed: Array<{ partitions: number[]; message: string }> = [];
+  const seen = new Map<number, number[]>([[0, []], [1, []]]);
+  await consumer.start(
+    fromBeginning((partitions, e) => void failed.push({ partitions, message: e.message })),
+    async (p, records) => void seen.get(p)!.push(...records.map((r) => Number(r.offset))),
+  );
+  await waitFor(() => (seen.get(0)!.at(-1) === 199 && seen.get(1)!.at(-1) === 199 ? true : undefined), { timeoutMs: 120_000, message: 'both partitions read to their end' });
+  refusing = true;
+  consumer.restartAt(0, 50n);
+  await waitFor(() => (failed.length > 0 ? true : undefined), { timeoutMs: 60_000, message: 'the refused restart is reported' });
+  assert.deepEqual(failed, [{ partitions: [0], message: 'Local: Erroneous state' }]);
+  refusing = false;
+  // The fetch loop lives: partition 1 reads what comes next; partition 0 reads nothing until restarted.
+  await producer.send(config.topic, numbered(400, 440, (i) => i % 2));
+  await waitFor(() => (seen.get(1)!.at(-1) === 219 ? true : undefined), { timeoutMs: 60_000, message: 'partition 1 reads on' });
+  assert.equal(seen.get(0)!.at(-1), 199, 'nothing of partition 0 handed over while it is not assigned');
+  consumer.restartAt(0, 100n);
+  await waitFor(() => (seen.get(0)!.at(-1) === 219 ? true : undefined), { timeoutMs: 120_000, message: 'partition 0 read from the restart to its end' });
+  await Promise.race([consumer.stop(), sleep(30_000).then(() => assert.fail('the member never finished leaving'))]);
+  assert.deepEqual(seen.get(0), [...range(0, 200), ...range(100, 220)]);
+  assert.deepEqual(seen.get(1), range(0, 220));
+  assert.equal(failed.length, 1);
+  assert.deepEqual(clientErrors, [], 'the partition taken again by the restart is unassigned cleanly when the member leaves');
+});
+
 test('GroupConsumer and PartitionTask: jumps over transaction markers and aborted records are stored; a restart that is lost stops the task with EO_OFFSET_GAP, nothing skipped', async (t) => {
   const config = testConfig();
   await freshTopic(t, config, 1);
