@@ -251,7 +251,9 @@ export class EventJob implements Job<Event> {
   async write(partition: number, records: readonly DecodedRecord<Event>[]): Promise<void> {
     const insert = this.insert!;
     const prepared = await insert.batch.prepared();
-    const chunks: Promise<unknown>[] = [];
+    // Every batch is encoded before any is sent: a throw while encoding leaves no send behind it
+    // whose failure nothing would handle (an unhandled rejection ends the process).
+    const chunks: Array<{ rows: BatchRows; routing: ReturnType<typeof insertRouting> }> = [];
     const layout = this.options.layout;
     // A batch never spans two Cassandra partitions (two buckets), so each stays one atomic mutation.
     for (const run of sameCassandraPartition(layout, records, (r) => r.record.offset)) {
@@ -261,10 +263,10 @@ export class EventJob implements Job<Event> {
         const to = Math.min(run.length, i + ROWS_PER_BATCH);
         const rows = new BatchRows(prepared.queryId, insert.values, FIXED_ROW_BYTES + 40, to - i);
         i = insertRows(rows, partition, run, i, to, bucket, BATCH_BYTES);
-        chunks.push(insert.batch.send(prepared, rows, routing));
+        chunks.push({ rows, routing });
       }
     }
-    const [touched] = await Promise.all([this.alerts.index(partition, records), ...chunks]);
+    const [touched] = await Promise.all([this.alerts.index(partition, records), ...chunks.map((c) => insert.batch.send(prepared, c.rows, c.routing))]);
     const outcome = await this.alerts.update(touched);
     let late = 0;
     const lateBefore = this.maxTs - this.options.rule.windows.sizeMs;

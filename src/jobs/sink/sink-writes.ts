@@ -71,22 +71,23 @@ export async function writeLog(config: SinkConfig, statements: RowStatements, pa
   // 1000 digits), and each row is below MAX_ROW_BYTES, so a batch stays below the 16 MiB a mutation
   // may take with Cassandra's default commit log (src/jobs/sink/store-limits.ts).
   const batches = cutBatches(records, ROWS_PER_BATCH, BATCH_BYTES, ({ value }) => (value as { bytes: number }).bytes + 32);
-  await Promise.all(
-    batches.map((batch) => {
-      const rows = new BatchRows(b.queryId, w.length, 64, batch.length);
-      for (const r of batch) {
-        const values = (r.value as { values: unknown[] }).values;
-        rows.row();
-        rows.int32(partition);
-        const offset = r.record.offset;
-        if (typeof offset === 'bigint') rows.int64(offset);
-        else rows.int64FromNumber(offset);
-        for (let i = 0; i < n; i++) w[2 + i]!(rows, values[i]);
-        if (ttl) rows.int32(left.get(r)!);
-      }
-      return insert.send(b, rows, routing);
-    }),
-  );
+  // Every batch is encoded before any is sent: a throw while encoding leaves no send behind it whose
+  // failure nothing would handle (an unhandled rejection ends the process).
+  const encoded = batches.map((batch) => {
+    const rows = new BatchRows(b.queryId, w.length, 64, batch.length);
+    for (const r of batch) {
+      const values = (r.value as { values: unknown[] }).values;
+      rows.row();
+      rows.int32(partition);
+      const offset = r.record.offset;
+      if (typeof offset === 'bigint') rows.int64(offset);
+      else rows.int64FromNumber(offset);
+      for (let i = 0; i < n; i++) w[2 + i]!(rows, values[i]);
+      if (ttl) rows.int32(left.get(r)!);
+    }
+    return rows;
+  });
+  await Promise.all(encoded.map((rows) => insert.send(b, rows, routing)));
 }
 
 /**
@@ -145,7 +146,7 @@ export async function writeUpsert(
   const pieceBytes = (piece: readonly DecodedRecord<SinkRow>[]) => piece.reduce((a, r) => a + bytesOf(r), 0);
   const batches = [...bySet.values()].flatMap((list) => cutBatches(list, UPSERT_KEYS_PER_BATCH, UPSERT_BATCH_BYTES, pieceBytes));
   let expired = 0;
-  const sendBatch = (batch: DecodedRecord<SinkRow>[][]) => {
+  const encode = (batch: DecodedRecord<SinkRow>[][]) => {
     const rows = new BatchRows(ins.queryId, ins.writers.length, 64, batch.reduce((a, p) => a + p.length, 0));
     for (const piece of batch) {
       for (const w of piece) {
@@ -166,11 +167,13 @@ export async function writeUpsert(
         }
       }
     }
-    return insert.send(ins, rows, routingOf(batch[0]![0]!.value.key));
+    return { rows, routing: routingOf(batch[0]![0]!.value.key) };
   };
   for (let i = 0; i < batches.length; i += UPSERT_CONCURRENCY) {
     signal.throwIfAborted();
-    await Promise.all(batches.slice(i, i + UPSERT_CONCURRENCY).map(sendBatch));
+    // Encoded before any is sent (as log mode's).
+    const encoded = batches.slice(i, i + UPSERT_CONCURRENCY).map(encode);
+    await Promise.all(encoded.map(({ rows, routing }) => insert.send(ins, rows, routing)));
   }
   if (expired > 0) onExpired(expired);
 }
