@@ -75,6 +75,8 @@ export async function runWorker(job: Job<any>, options: WorkerOptions = {}): Pro
   // Lets `exactlyonce dashboard` find this worker (a row of <keyspace>.workers with a TTL).
   const announcement = server && announceWorker(config, { workerId: metrics.workerId, port, log, job: job.name });
   let signals = 0;
+  /** Why stopping on a signal failed: the worker then exits with it, not as if all were closed. */
+  let stopFailure: unknown;
   let onSignal: (sig: NodeJS.Signals) => void = () => undefined;
   let stopProgress: () => void = () => undefined;
   const done = new Promise<void>((resolve) => {
@@ -82,7 +84,7 @@ export async function runWorker(job: Job<any>, options: WorkerOptions = {}): Pro
       if (++signals > 1) process.exit(130); // a second Ctrl-C: stop now
       log.info({ signal: sig }, 'stopping: finishing the batches in flight, then leaving the group');
       void runner.stop().then(resolve, (e: unknown) => {
-        log.error({ err: e }, `stopping failed: ${(e as Error).message}`);
+        stopFailure = e;
         resolve();
       });
     };
@@ -120,6 +122,7 @@ export async function runWorker(job: Job<any>, options: WorkerOptions = {}): Pro
     throw refusal;
   }
   await cleanUp();
+  if (stopFailure !== undefined) throw stopFailure;
   // Everything that matters is closed (batches finished or abandoned before their checkpoint, group
   // left, producer flushed, sessions shut, the job closed).
   if (options.exit !== false) await exit(0);

@@ -95,8 +95,10 @@ interface ControlConnectionInternals {
  * reconnect attempts twice as often as the schedule), and two that overlap null each other's
  * connection: the one that fails then reads `this.connection.endpoint` of null in its catch, and when
  * a timer had started it, nothing handles the rejection and Node ends the process. Here one refresh
- * runs at a time (a second asked for meanwhile joins it; the driver's retry within a refresh, with a
- * host iterator, goes through), and one that still fails is tried again after RECONNECT_MAX_MS.
+ * runs at a time: a second asked for meanwhile joins it (the one under way fails too if its
+ * connection closed, and schedules the driver's next attempt); the driver's retry within a refresh,
+ * with a host iterator, goes through. A refresh that fails resolves once it has scheduled its next
+ * attempt; one that rejects all the same (a driver bug) is tried again after RECONNECT_MAX_MS.
  */
 export function serializeControlRefresh(client: Client): void {
   const cc = (client as unknown as { controlConnection?: ControlConnectionInternals }).controlConnection;

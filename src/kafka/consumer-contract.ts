@@ -17,8 +17,9 @@ export interface AssignmentHandler {
   /** Partitions taken away (`lost` when the session expired, e.g. after a pause). */
   onRevoke(partitions: number[], lost: boolean): void;
   /**
-   * The client refused to assign partitions that onAssign planned (its incrementalAssign threw): they
-   * are not read until the next rebalance gives them again. Not called for a rebalance that succeeded.
+   * The client refused to assign partitions that onAssign planned (its incrementalAssign threw), or to
+   * move one that restartAt restarts: they are not read until the next rebalance gives them again, or
+   * a later restartAt succeeds. Not called for a rebalance or a restart that succeeded.
    */
   onAssignFailed(partitions: number[], error: Error): void;
 }

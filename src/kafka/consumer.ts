@@ -329,9 +329,14 @@ export class GroupConsumer {
         this.consumer.incrementalAssign([{ ...tp, offset: Number(offset) }]);
       } catch (e) {
         // Never a throw out of the fetch loop (nothing would handle it, and the process would end):
-        // the partition stays held, nothing of it is read, and its task stops, visibly. One the
-        // client let go of is assigned again by a later restart, and never unassigned on revocation.
-        if (unassigned) this.unassigned.add(`${tp.topic}:${partition}`);
+        // the partition stays held (nothing of it is handed over) and its task stops, visibly. One
+        // the client still holds is paused there; one it let go of is assigned again by a later
+        // restart, and left out of the unassign on revocation (unassigning what the client does not
+        // hold fails the whole call).
+        let holds = !unassigned;
+        this.native(() => (holds = this.consumer.assignments().some((a) => a.topic === tp.topic && a.partition === partition)));
+        if (holds) this.native(() => this.consumer.pause([tp]));
+        else this.unassigned.add(`${tp.topic}:${partition}`);
         this.handler!.onAssignFailed([partition], e instanceof Error ? e : new Error(String(e)));
         return;
       }

@@ -42,6 +42,8 @@ export interface LowLevelConsumer {
   incrementalAssign(assignments: Array<TopicPartition & { offset: number }>): void;
   incrementalUnassign(assignments: TopicPartition[]): void;
   assignmentLost(): boolean;
+  /** What the client holds now. */
+  assignments(): TopicPartition[];
   pause(partitions: TopicPartition[]): void;
   resume(partitions: TopicPartition[]): void;
   on(event: 'event.error', listener: (e: Error & { code?: number }) => void): void;

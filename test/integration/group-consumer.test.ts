@@ -284,7 +284,7 @@ test('GroupConsumer: a restart of a partition the client refused to assign assig
 
 // A restart moves a partition the client holds: unassign, then assign at the new offset. When the
 // client refused the assign, the throw ended the fetch loop with nothing to handle it, and the process.
-test('GroupConsumer: the client refuses to re-assign a partition a restart moves: the handler is told, the other partition flows on, a later restart reads it', async (t) => {
+test('GroupConsumer: the client refuses to move a partition a restart moves (its assign, then its unassign): the handler is told each time, the other partition flows on, a later restart reads it', async (t) => {
   const config = testConfig();
   await freshTopic(t, config, 2);
   const producer = await connectedProducer(t, config);
@@ -292,12 +292,17 @@ test('GroupConsumer: the client refuses to re-assign a partition a restart moves
   const clientErrors: string[] = [];
   const consumer = new GroupConsumer(config, { ...optionsFor(config), onClientLog: (level, m) => void (level === 'error' && clientErrors.push(m)) });
   t.after(() => Promise.race([consumer.stop(), sleep(30_000)]));
-  const native = (consumer as unknown as { consumer: { incrementalAssign(x: unknown[]): void } }).consumer;
+  const native = (consumer as unknown as { consumer: { incrementalAssign(x: unknown[]): void; incrementalUnassign(x: unknown[]): void } }).consumer;
   const realAssign = native.incrementalAssign.bind(native);
-  let refusing = false;
+  const realUnassign = native.incrementalUnassign.bind(native);
+  let refusing: 'assign' | 'unassign' | undefined;
   native.incrementalAssign = (x) => {
-    if (refusing && x.length > 0) throw new Error('Local: Erroneous state');
+    if (refusing === 'assign' && x.length > 0) throw new Error('Local: Erroneous state');
     realAssign(x);
+  };
+  native.incrementalUnassign = (x) => {
+    if (refusing === 'unassign' && x.length > 0) throw new Error('Local: Invalid argument');
+    realUnassign(x);
   };
   const failed: Array<{ partitions: number[]; message: string }> = [];
   const seen = new Map<number, number[]>([[0, []], [1, []]]);
@@ -306,21 +311,33 @@ test('GroupConsumer: the client refuses to re-assign a partition a restart moves
     async (p, records) => void seen.get(p)!.push(...records.map((r) => Number(r.offset))),
   );
   await waitFor(() => (seen.get(0)!.at(-1) === 199 && seen.get(1)!.at(-1) === 199 ? true : undefined), { timeoutMs: 120_000, message: 'both partitions read to their end' });
-  refusing = true;
+  // The client let go of partition 0 and refuses to take it back at 50.
+  refusing = 'assign';
   consumer.restartAt(0, 50n);
   await waitFor(() => (failed.length > 0 ? true : undefined), { timeoutMs: 60_000, message: 'the refused restart is reported' });
   assert.deepEqual(failed, [{ partitions: [0], message: 'Local: Erroneous state' }]);
-  refusing = false;
+  refusing = undefined;
   // The fetch loop lives: partition 1 reads what comes next; partition 0 reads nothing until restarted.
   await producer.send(config.topic, numbered(400, 440, (i) => i % 2));
   await waitFor(() => (seen.get(1)!.at(-1) === 219 ? true : undefined), { timeoutMs: 60_000, message: 'partition 1 reads on' });
   assert.equal(seen.get(0)!.at(-1), 199, 'nothing of partition 0 handed over while it is not assigned');
   consumer.restartAt(0, 100n);
   await waitFor(() => (seen.get(0)!.at(-1) === 219 ? true : undefined), { timeoutMs: 120_000, message: 'partition 0 read from the restart to its end' });
+  // The client refuses to let go of partition 0 to move it to 150: it keeps it, paused.
+  refusing = 'unassign';
+  consumer.restartAt(0, 150n);
+  await waitFor(() => (failed.length > 1 ? true : undefined), { timeoutMs: 60_000, message: 'the refused unassign is reported' });
+  assert.deepEqual(failed[1], { partitions: [0], message: 'Local: Invalid argument' });
+  refusing = undefined;
+  await producer.send(config.topic, numbered(440, 480, (i) => i % 2));
+  await waitFor(() => (seen.get(1)!.at(-1) === 239 ? true : undefined), { timeoutMs: 60_000, message: 'partition 1 reads on again' });
+  assert.equal(seen.get(0)!.at(-1), 219, 'nothing of partition 0 handed over while it is held');
+  consumer.restartAt(0, 200n);
+  await waitFor(() => (seen.get(0)!.at(-1) === 239 ? true : undefined), { timeoutMs: 120_000, message: 'partition 0 read from the second restart to its end' });
   await Promise.race([consumer.stop(), sleep(30_000).then(() => assert.fail('the member never finished leaving'))]);
-  assert.deepEqual(seen.get(0), [...range(0, 200), ...range(100, 220)]);
-  assert.deepEqual(seen.get(1), range(0, 220));
-  assert.equal(failed.length, 1);
+  assert.deepEqual(seen.get(0), [...range(0, 200), ...range(100, 220), ...range(200, 240)]);
+  assert.deepEqual(seen.get(1), range(0, 240));
+  assert.equal(failed.length, 2);
   assert.deepEqual(clientErrors, [], 'the partition taken again by the restart is unassigned cleanly when the member leaves');
 });
 
