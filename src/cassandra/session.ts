@@ -99,6 +99,8 @@ interface ControlConnectionInternals {
  * connection closed, and schedules the driver's next attempt); the driver's retry within a refresh,
  * with a host iterator, goes through. A refresh that fails resolves once it has scheduled its next
  * attempt; one that rejects all the same (a driver bug) is tried again after RECONNECT_MAX_MS.
+ * Upstream has the same diagnosis and fix open (NODEJS-681, apache/cassandra-nodejs-driver pull
+ * request 462: a refresh-in-progress flag in `_refresh`); this goes once a release has it.
  */
 export function serializeControlRefresh(client: Client): void {
   const cc = (client as unknown as { controlConnection?: ControlConnectionInternals }).controlConnection;
