@@ -48,6 +48,8 @@ export const ErrorCodes = {
   EO_SINK_TABLE_INVALID: { retriable: false, exitCode: 5 },
   /** The Schema Registry does not answer (connection refused, timeout, HTTP 5xx/408/429): retried like Kafka and Cassandra. */
   EO_REGISTRY_UNAVAILABLE: { retriable: true, exitCode: 4 },
+  /** A stopping worker still waited on a server (a batch in flight, the group leave) when its stop deadline passed: it exits all the same, as after a crash. */
+  EO_STOP_TIMEOUT: { retriable: false, exitCode: 4 },
   /** The Schema Registry refused the login (HTTP 401) or a permission (403). */
   EO_REGISTRY_AUTH_FAILED: { retriable: false, exitCode: 11 },
   /** The Schema Registry answered something no retry changes (a URL that is not its API, a schema it rejects). */

@@ -102,7 +102,7 @@ export async function runWorker(job: Job<any>, options: WorkerOptions = {}): Pro
   try {
     await runner.start();
   } catch (e) {
-    await runner.stop();
+    await runner.stop().catch(() => undefined); // (a stop past its deadline logged EO_STOP_TIMEOUT: the start's error is the one to say)
     await cleanUp();
     // Stopped by a signal while still starting (e.g. waiting for Kafka): a clean exit.
     if (signals > 0 && e instanceof AbortedError) {
@@ -117,7 +117,7 @@ export async function runWorker(job: Job<any>, options: WorkerOptions = {}): Pro
   const refusal = await Promise.race([done.then(() => undefined), runner.refusal]);
   if (refusal !== undefined) {
     log.error({ code: refusal.code }, refusal.message);
-    await runner.stop();
+    await runner.stop().catch(() => undefined);
     await cleanUp();
     throw refusal;
   }

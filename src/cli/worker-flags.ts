@@ -21,6 +21,11 @@ export function withWorkerFlags<C extends Command<any, any, any>>(cmd: C): C {
         .default(d.startupTimeoutMs / 1000)
         .argParser(intOption('--startup-timeout', 1, 86_400)),
     )
+    .addOption(
+      new Option('--stop-timeout <s>', 'seconds a stopping worker (SIGTERM, Ctrl-C) waits for its batches in flight and the group leave before it exits all the same with EO_STOP_TIMEOUT (exit 4; nothing is lost)')
+        .default(d.stopTimeoutMs / 1000)
+        .argParser(intOption('--stop-timeout', 1, 86_400)),
+    )
     .addOption(new Option('--max-quarantine-bytes <n>', 'raw bytes kept per quarantined record').default(d.maxQuarantineBytes).argParser(intOption('--max-quarantine-bytes', 0, 1e9)))
     .addOption(
       new Option('--lost-writes-window-ms <ms>', "when a Cassandra node goes down, each partition is read again from the first batch acknowledged this long before (the nodes' commitlog_sync_period plus a margin; 0: off)")
@@ -38,6 +43,7 @@ export interface WorkerFlags {
   maxBufferMb: number;
   sessionTimeoutMs: number;
   startupTimeout: number;
+  stopTimeout: number;
   maxQuarantineBytes: number;
   lostWritesWindowMs: number;
   metricsPort: number;
@@ -54,6 +60,7 @@ export function runnerOptions(opts: WorkerFlags): RunnerOptions {
     sessionTimeoutMs: opts.sessionTimeoutMs,
     maxQuarantineBytes: opts.maxQuarantineBytes,
     startupTimeoutMs: opts.startupTimeout * 1000,
+    stopTimeoutMs: opts.stopTimeout * 1000,
     lostWritesWindowMs: opts.lostWritesWindowMs,
   };
 }

@@ -9,7 +9,7 @@ import type { TaskContext, TaskState } from './ports.js';
 import { forJob, isLost, LostWritesFound, outOfRange, permanentError } from './task-errors.js';
 import type { QuarantineEntry } from './quarantine.js';
 import { RecentBatches } from './recent-batches.js';
-import { AbortedError, isRetriable } from './retry.js';
+import { abortedBy, isRetriable } from './retry.js';
 import { reportQuarantined, writeAroundRefused } from './task-quarantine.js';
 
 const NEVER = new AbortController().signal;
@@ -220,7 +220,7 @@ export class PartitionTask {
         void this.ctx.lostWrites?.rewind(this, e.stored, e.acked);
         return;
       }
-      if (e instanceof AbortedError || isRetriable(e) || decoded.length === 0 || (isExactlyOnceError(e) && !e.retriable)) throw e;
+      if (abortedBy(e, this.ctx.signal) || isRetriable(e) || decoded.length === 0 || (isExactlyOnceError(e) && !e.retriable)) throw e;
       const around = await writeAroundRefused(this.ctx, this.partition, decoded, e);
       if (around instanceof ExactlyOnceError) throw around;
       // Every record the store refused was quarantined by hand: the batch is the others.
@@ -320,7 +320,7 @@ export class PartitionTask {
         },
         (e: unknown) => {
           if (e instanceof LostWritesFound) void this.ctx.lostWrites?.rewind(this, e.stored, e.acked);
-          else if (!(e instanceof AbortedError)) this.stop(permanentError(this.partition, e));
+          else if (!abortedBy(e, this.ctx.signal)) this.stop(permanentError(this.partition, e));
         },
       );
     // (The previous write never rejects; one that stopped the partition leaves nothing to write.)

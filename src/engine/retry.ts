@@ -41,6 +41,13 @@ export interface RetryOptions {
   deadlineMs?: number;
   /** Called once per failed attempt, e.g. to count retries in a metric. */
   onRetry?: (e: unknown) => void;
+  /**
+   * When the signal aborts, an attempt still running is abandoned at once (AbortedError; its outcome is
+   * ignored) instead of awaited: for calls whose result nobody needs once the worker stops (a metadata
+   * read, a send the next owner repeats) and which may hang on a server that is gone — a Kafka
+   * client's call waits out its own timeouts, a minute and more, while the brokers are down.
+   */
+  abandonOnAbort?: boolean;
 }
 
 /** Shared per-server health so that many concurrent retries log one "down" line and one "up" line. */
@@ -85,7 +92,7 @@ export async function retry<T>(fn: () => Promise<T>, o: RetryOptions): Promise<T
     // A first attempt always runs, so a healthy batch finishes during shutdown; only retries stop.
     if (attempt > 1 && o.signal?.aborted) throw new AbortedError();
     try {
-      const result = await fn();
+      const result = await (o.abandonOnAbort === true && o.signal !== undefined ? abandonedOnAbort(fn(), o.signal) : fn());
       const since = down.get(o.server);
       if (since !== undefined) {
         down.delete(o.server);
@@ -95,6 +102,7 @@ export async function retry<T>(fn: () => Promise<T>, o: RetryOptions): Promise<T
       }
       return result;
     } catch (e) {
+      if (e instanceof AbortedError) throw e;
       if (!(o.isRetriable ?? isRetriable)(e)) throw e;
       o.onRetry?.(e);
       lastError.set(o.server, describeShort(e));
@@ -117,6 +125,26 @@ export async function retry<T>(fn: () => Promise<T>, o: RetryOptions): Promise<T
       delay = Math.min(maxDelay, delay * 2);
     }
   }
+}
+
+/** `call`'s outcome, or AbortedError as soon as `signal` aborts (the call goes on, unobserved). */
+function abandonedOnAbort<T>(call: Promise<T>, signal: AbortSignal): Promise<T> {
+  call.catch(() => undefined); // (a failure after it was abandoned is nobody's concern)
+  if (signal.aborted) return Promise.reject(new AbortedError());
+  return new Promise<T>((resolve, reject) => {
+    const onAbort = () => reject(new AbortedError());
+    signal.addEventListener('abort', onAbort, { once: true });
+    call.then(resolve, reject).finally(() => signal.removeEventListener('abort', onAbort));
+  });
+}
+
+/**
+ * Whether a failure is the shutdown's doing: AbortedError, or anything a call threw once `signal` had
+ * aborted (a job's write that checks the signal throws the platform's own AbortError). Such a batch is
+ * abandoned before its checkpoint, never stopped with a code: the next owner reads it again.
+ */
+export function abortedBy(e: unknown, signal: AbortSignal | undefined): boolean {
+  return e instanceof AbortedError || signal?.aborted === true;
 }
 
 function describeShort(e: unknown): string {

@@ -59,7 +59,20 @@ export interface RunnerOptions {
    * 0: never read a partition again on a node's crash). See src/engine/lost-writes.ts.
    */
   lostWritesWindowMs: number;
+  /**
+   * How long, in ms, a stop may wait for the batches in flight and the group leave before it gives
+   * up with EO_STOP_TIMEOUT (default 30000: within the pods' 60 s grace period). A stop that gives up
+   * is a crash's equal: nothing is lost.
+   */
+  stopTimeoutMs: number;
 }
+
+/**
+ * How long a stopping worker waits for its admin client's requests in flight (metadata and offsets,
+ * which with the brokers down each wait out their 15 s timeout, one after the other) before it
+ * leaves them to the process's exit.
+ */
+const ADMIN_CLOSE_GRACE_MS = 2_000;
 
 /** Times a missing topic is asked for again, a second apart, before start-up fails (EO_TOPIC_MISMATCH). */
 const TOPIC_SETTLE_TRIES = 10;
@@ -73,7 +86,17 @@ export const defaultRunnerOptions: RunnerOptions = {
   maxQuarantineBytes: DEFAULT_MAX_RAW_BYTES,
   startupTimeoutMs: 60_000,
   lostWritesWindowMs: 15_000,
+  stopTimeoutMs: 30_000,
 };
+
+/** `work`, or the error `late` makes once `ms` have passed without it settling. */
+function withDeadline(work: Promise<void>, ms: number, late: () => Error): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
+  const deadline = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(late()), ms);
+  });
+  return Promise.race([work, deadline]).finally(() => clearTimeout(timer));
+}
 
 export class Runner {
   readonly metrics: EngineMetrics;
@@ -89,6 +112,8 @@ export class Runner {
   private consumer: GroupConsumer | undefined;
   private publisher: Publisher | undefined;
   private closing: Promise<void> | undefined;
+  /** closing, bounded by the stop deadline. */
+  private stopped: Promise<void> | undefined;
   /** When the Kafka client last reported all brokers unreachable (cleared by the next batch). */
   private kafkaDownSince: number | undefined;
   /** The input topic's ID the job is bound to (its checkpoints describe that topic, no other), and whether its settings changed. */
@@ -152,6 +177,9 @@ export class Runner {
       log: this.log,
       deadlineMs,
       isRetriable,
+      // A Kafka call writes nothing the next owner does not do again; with the brokers down it waits
+      // out the client's timeouts (a minute and more), which must not hold a stopping worker.
+      abandonOnAbort: server === 'Kafka',
       onRetry: (e) => {
         if (server === 'Cassandra') this.lostWrites.outage();
         this.metrics.retries.inc({ server });
@@ -374,21 +402,36 @@ export class Runner {
    * simply read again by the next owner), leaves the group and closes the sessions. Idempotent.
    */
   stop(): Promise<void> {
+    let step = 'nothing';
     this.closing ??= (async () => {
       this.abort.abort();
       this.lag.close();
       this.positions?.close();
       this.resets?.close();
       this.tails?.close();
+      step = 'consumer';
       await this.consumer?.stop();
       // The last batches' checkpoints (their rows are stored): written, or abandoned if still retrying.
+      step = 'the checkpoint writes in flight';
       await Promise.all(this.checkpointsInFlight);
+      step = "the job's close";
       await this.jobHook('close', () => this.job.close?.());
-      await this.publisher?.close();
-      await this.admin?.close();
+      // (Both Kafka clients at once: each may wait out its requests to brokers that are down.)
+      step = "the publisher's flush and the admin client's requests in flight";
+      await Promise.all([this.publisher?.close(), this.admin?.close(ADMIN_CLOSE_GRACE_MS)]);
+      step = "the Cassandra session's shutdown";
       await this.session?.shutdown().catch(() => undefined);
       this.log.info('worker stopped');
     })();
-    return this.closing;
+    this.stopped ??= withDeadline(this.closing, this.options.stopTimeoutMs, () => {
+      const waiting = step === 'consumer' ? (this.consumer?.stopStep ?? 'the consumer') : step;
+      const error = new ExactlyOnceError(
+        'EO_STOP_TIMEOUT',
+        `the worker did not stop within ${this.options.stopTimeoutMs} ms: still waiting for ${waiting}; it exits all the same, as after a crash (nothing is lost: every batch not checkpointed is read again by the partition's next owner, once the group's session timeout has passed)`,
+      );
+      this.log.error({ code: error.code }, error.message);
+      return error;
+    });
+    return this.stopped;
   }
 }

@@ -14,7 +14,7 @@ import type { EngineMetrics } from './metrics.js';
 import { PartitionTask } from './partition-task.js';
 import type { PartitionPlan, TaskContext } from './ports.js';
 import { permanentError } from './task-errors.js';
-import { AbortedError } from './retry.js';
+import { abortedBy } from './retry.js';
 
 /** Who owns which partition and why one stopped, for `checkpoints list` (CheckpointStore). */
 export interface OwnershipRecorder {
@@ -124,9 +124,9 @@ export class TaskManager {
       if (task.status.state === 'stopped') return true;
       await task.process(records, arrived);
     } catch (e) {
-      // On shutdown a batch still retrying rejects with AbortedError: it is abandoned before its
-      // checkpoint, so the next owner reads it again.
-      if (e instanceof AbortedError) return false;
+      // On shutdown a batch still retrying rejects with AbortedError (or whatever the job throws on
+      // the aborted signal): it is abandoned before its checkpoint, so the next owner reads it again.
+      if (abortedBy(e, this.ctx.signal)) return false;
       // Anything else is an error retrying cannot fix (transient ones are retried inside): stop
       // the partition where its checkpoint is, visibly, instead of letting the client redeliver
       // the batch in a loop.

@@ -8,7 +8,7 @@ import { ExactlyOnceError } from '../errors.js';
 import type { DecodedRecord } from './job.js';
 import type { TaskContext } from './ports.js';
 import { HAND_QUARANTINE_REASON, type QuarantineEntry } from './quarantine.js';
-import { AbortedError } from './retry.js';
+import { abortedBy } from './retry.js';
 import { permanentError } from './task-errors.js';
 
 const NEVER = new AbortController().signal;
@@ -50,7 +50,7 @@ function writeOnly(ctx: TaskContext, partition: number, records: readonly Decode
     .then(
       () => null,
       (e: unknown) => {
-        if (e instanceof AbortedError) throw e;
+        if (abortedBy(e, ctx.signal)) throw e;
         return e;
       },
     );

@@ -50,7 +50,32 @@ export class KafkaAdmin {
     } as KafkaJSNamespace.AdminConstructorConfig);
   }
 
-  private async call<T>(fn: () => Promise<T>): Promise<T> {
+  /**
+   * The calls, one after another. The client runs its requests one at a time anyway (each holds the
+   * connection's write lock while it waits for its answer, in a thread of libuv's pool), and its
+   * disconnect is synchronous and takes that lock too: with requests still waiting on brokers that are
+   * down, it blocked the whole process — timers, signals, the stop deadline — until their 15 s
+   * timeouts had passed one after the other, and so did the process's exit, which joins that pool.
+   * Queued here instead, a call not started when close() comes is never sent, and close() waits, without
+   * blocking anything, for the one call under way.
+   */
+  private queue: Promise<unknown> = Promise.resolve();
+
+  private call<T>(fn: () => Promise<T>): Promise<T> {
+    let request: Promise<unknown> = Promise.resolve();
+    const run = this.queue.then(() => {
+      if (this.closed) throw kafkaUnavailable(this.config, new Error('the admin client was closed before the request was sent'));
+      return this.attempt(() => (request = fn()) as Promise<T>);
+    });
+    // The next call waits for this one's request too (a refusal found ends the call before its request).
+    this.queue = run.then(
+      () => request,
+      () => request,
+    ).catch(() => undefined);
+    return run;
+  }
+
+  private async attempt<T>(fn: () => Promise<T>): Promise<T> {
     try {
       this.connecting ??= this.admin.connect().catch((e: unknown) => {
         this.connecting = undefined;
@@ -188,12 +213,9 @@ export class KafkaAdmin {
    * see the position outside the log.
    */
   async watermarks(topic: string): Promise<Watermarks[]> {
-    const [all, committed] = await this.call(() =>
-      Promise.all([
-        this.admin.fetchTopicOffsets(topic, { timeout: this.timeoutMs } as never),
-        this.admin.fetchTopicOffsets(topic, { timeout: this.timeoutMs, isolationLevel: READ_COMMITTED } as never),
-      ]),
-    );
+    // Two calls (the client would run their requests one after the other anyway): a close between them sends only the first.
+    const all = await this.call(() => this.admin.fetchTopicOffsets(topic, { timeout: this.timeoutMs } as never));
+    const committed = await this.call(() => this.admin.fetchTopicOffsets(topic, { timeout: this.timeoutMs, isolationLevel: READ_COMMITTED } as never));
     const stable = new Map(committed.map((o) => [o.partition, BigInt(o.high)]));
     const marks = all
       .map((o) => ({ partition: o.partition, low: BigInt(o.low), high: BigInt(o.high), stable: stable.get(o.partition) ?? -1n }))
@@ -231,10 +253,22 @@ export class KafkaAdmin {
   }
 
   /** Idempotent; also releases a client whose connect failed. */
-  async close(): Promise<void> {
+  /**
+   * Disconnects once the call under way has settled (see queue); calls queued behind it fail at once.
+   * With `graceMs`, waits at most that long for it: the disconnect then happens in the background once
+   * it settles (a stopping worker does not wait out a request to brokers that are down: its answer is
+   * of no use to it any more).
+   */
+  async close(graceMs?: number): Promise<void> {
     if (this.closed) return;
     this.closed = true;
-    this.connecting = undefined;
-    await this.admin.disconnect().catch(() => undefined);
+    const closed = this.queue.then(async () => {
+      this.connecting = undefined;
+      await this.admin.disconnect().catch(() => undefined);
+    });
+    if (graceMs === undefined) return closed;
+    let timer: NodeJS.Timeout | undefined;
+    await Promise.race([closed, new Promise<void>((resolve) => (timer = setTimeout(resolve, graceMs)))]);
+    clearTimeout(timer);
   }
 }

@@ -363,20 +363,33 @@ export class GroupConsumer {
     this.native(() => this.consumer.resume([tp]));
   }
 
+  /** What stop() waits for now (for a stop that overruns its deadline to say why). */
+  get stopStep(): string {
+    return this.stopStepNow();
+  }
+
+  private stopStepNow: () => string = () => 'nothing';
+
   /** Leaves the group after the batches in flight finish. Idempotent. */
   stop(): Promise<void> {
     this.stopped ??= (async () => {
       this.stopping = true;
       this.wake?.();
+      this.stopStepNow = () => 'the fetch loop to end';
       await this.loop?.catch(() => undefined);
+      this.stopStepNow = () => `the batches in flight of partitions ${[...this.inFlight.keys()].sort((a, b) => a - b).join(',')}`;
       await Promise.all(this.inFlight.values());
+      this.stopStepNow = () => 'the rebalance being handled';
       while (this.rebalancing !== undefined) await this.rebalancing;
       this.closing = true;
       // A client still connecting is disconnected once connected (an exit meanwhile would tear the
       // process down under its threads: src/kafka/client.ts, kafkaClientsClosed); a client whose
       // connect failed was disconnected by the client itself.
+      this.stopStepNow = () => 'the Kafka client to connect';
       await this.connecting?.catch(() => undefined);
+      this.stopStepNow = () => "the Kafka client's close (leaving the group)";
       if (this.connected) await new Promise<void>((resolve) => this.consumer.disconnect(() => resolve()));
+      this.stopStepNow = () => 'nothing';
     })().catch(() => undefined);
     return this.stopped;
   }

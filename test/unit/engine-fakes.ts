@@ -43,7 +43,7 @@ export interface FakeWorld {
   /** What happened, in order: `rows p:offsets`, `checkpoint p:next`, `stop p:code`, ... */
   events: string[];
   /** The job's write for a partition; default: resolves at once. */
-  write: (partition: number, records: readonly DecodedRecord<unknown>[]) => Promise<void>;
+  write: (partition: number, records: readonly DecodedRecord<unknown>[], signal: AbortSignal) => Promise<void>;
   /** The `replay` each checkpoint write carried, as `p:next from F` (none: `p:next`). */
   replays: string[];
 }
@@ -97,8 +97,8 @@ export function fakeEngine(world: Partial<FakeWorld> = {}, opts: { bound?: strin
     name: 'test',
     decode: (r) => (r.value?.toString() === 'bad' ? { ok: false, reason: 'invalid_json', detail: '' } : { ok: true, value: r.value!.toString() }),
     open: async () => undefined,
-    write: async (p, records) => {
-      await w.write(p, records);
+    write: async (p, records, signal) => {
+      await w.write(p, records, signal);
       w.events.push(`rows ${p}:${records.map((r) => r.record.offset).join(',')}`);
     },
   };
@@ -117,6 +117,7 @@ export function fakeEngine(world: Partial<FakeWorld> = {}, opts: { bound?: strin
     log,
     // As the Runner does: retried until the server answers or the worker shuts down.
     withRetry: (fn) => retrying('Cassandra', fn),
+    signal: opts.signal,
     logStart: async (p) => w.marks.find((m) => m.partition === p)?.low ?? 0n,
     onStop: (p, _epoch, error) => void w.events.push(`stop ${p}:${error.code}`),
   };

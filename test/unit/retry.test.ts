@@ -4,7 +4,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import cassandra from 'cassandra-driver';
 import { ExactlyOnceError, ErrorCodes, type ErrorCode } from '../../src/errors.js';
-import { AbortedError, isRetriable, retry } from '../../src/engine/retry.js';
+import { abortedBy, AbortedError, isRetriable, retry } from '../../src/engine/retry.js';
 
 test("our errors are retried exactly when their code says so (ErrorCodes' retriable flag)", () => {
   for (const code of Object.keys(ErrorCodes) as ErrorCode[]) {
@@ -59,4 +59,50 @@ test('retry() reads the classification by default: a retriable error is retried,
     }, { server: 'test-aborted', initialDelayMs: 1, signal: abort.signal }),
     AbortedError,
   );
+});
+
+test('abandonOnAbort: an attempt still running when the signal aborts ends the call at once with AbortedError; without it the attempt is awaited', async () => {
+  const hanging = () => new Promise<string>(() => undefined); // a call to brokers that are down
+  const abort = new AbortController();
+  const abandoned = retry(hanging, { server: 'Kafka', signal: abort.signal, abandonOnAbort: true });
+  const started = Date.now();
+  setTimeout(() => abort.abort(), 50);
+  await assert.rejects(abandoned, AbortedError);
+  assert.ok(Date.now() - started < 5_000);
+
+  // Aborted before the call: no attempt at all would wait (the first attempt is abandoned at once).
+  let attempts = 0;
+  await assert.rejects(
+    retry(
+      () => {
+        attempts++;
+        return hanging();
+      },
+      { server: 'Kafka', signal: abort.signal, abandonOnAbort: true },
+    ),
+    AbortedError,
+  );
+  assert.equal(attempts, 1);
+
+  // Without abandonOnAbort, a first attempt runs to its end, abort or not (a healthy batch finishes
+  // during shutdown); its failure then ends the call, aborted, without a retry.
+  let release: (v: string) => void = () => undefined;
+  const slow = new Promise<string>((resolve) => (release = resolve));
+  const awaited = retry(() => slow, { server: 'Cassandra', signal: abort.signal });
+  let settled = false;
+  void awaited.then(() => (settled = true));
+  await new Promise((r) => setTimeout(r, 50));
+  assert.equal(settled, false);
+  release('stored');
+  assert.equal(await awaited, 'stored');
+});
+
+test("abortedBy: AbortedError, or any failure once the shutdown's signal has aborted (a job's own AbortError), is the shutdown's doing", () => {
+  const abort = new AbortController();
+  assert.equal(abortedBy(new AbortedError(), undefined), true);
+  assert.equal(abortedBy(new Error('refused'), abort.signal), false);
+  assert.equal(abortedBy(new Error('refused'), undefined), false);
+  abort.abort();
+  assert.equal(abortedBy(new DOMException('This operation was aborted', 'AbortError'), abort.signal), true);
+  assert.equal(abortedBy(new Error('refused'), abort.signal), true);
 });

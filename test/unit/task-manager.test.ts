@@ -71,6 +71,25 @@ test('shutdown with batches in flight: a healthy batch finishes with its checkpo
   assert.deepEqual(await series(metrics, 'partition_stops_total'), []);
 });
 
+test("shutdown: a job's write that throws on the aborted signal (the platform's AbortError, as the sink's does) abandons the batch, never a coded stop", async () => {
+  const abort = new AbortController();
+  const { tasks, world, metrics } = fakeEngine(
+    {
+      ...twoPartitions([0n, 0n]),
+      write: async (_p, _records, signal) => {
+        abort.abort(); // Runner.stop() while the write runs
+        signal.throwIfAborted();
+      },
+    },
+    { signal: abort.signal },
+  );
+  await tasks.assign([0]);
+  assert.equal(await tasks.process(0, [rec(0n, 'ok', 0), rec(1n, 'ok', 0)]), false);
+  assert.deepEqual(world.events, [], 'no checkpoint, no stop, nothing quarantined: the next owner reads the batch again');
+  assert.deepEqual(tasks.tasks.get(0)!.status, { state: 'running', next: 0n, error: undefined });
+  assert.deepEqual(await series(metrics, 'partition_stops_total'), []);
+});
+
 test('an error no retry can fix stops the partition at its checkpoint (EO_PERMANENT_ERROR) and the poll loop is told to pause it', async () => {
   const { tasks, world } = fakeEngine({
     stored: new Map([[0, { next: 5n, epoch: 0 }]]),
