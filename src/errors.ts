@@ -56,6 +56,8 @@ export const ErrorCodes = {
   EO_REGISTRY_REFUSED: { retriable: false, exitCode: 10 },
   /** A job declares a table that another job of the keyspace writes (src/engine/job-binding.ts). */
   EO_TABLE_OWNED: { retriable: false, exitCode: 5 },
+  /** A failure nothing handled (a bug, ours or a library's): a worker logs it at error level, counts it and goes on. */
+  EO_INTERNAL: { retriable: false, exitCode: 70 },
   /** A batch began past the offset a partition resumes at, and nothing proves the gap holds no record (src/engine/partition-task.ts). */
   EO_OFFSET_GAP: { retriable: false, exitCode: 6 },
 } as const satisfies Record<string, { retriable: boolean; exitCode: number }>;

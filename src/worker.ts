@@ -92,8 +92,21 @@ export async function runWorker(job: Job<any>, options: WorkerOptions = {}): Pro
     process.on('SIGTERM', onSignal);
     options.signal?.addEventListener('abort', () => onSignal('SIGTERM'), { once: true });
   });
+  // The last resort, in a process the worker owns: a rejection nothing handled (a bug, ours or a
+  // library's: the Cassandra driver's control connection once raced itself into one) is logged with
+  // a code at error level and counted (errors_total, on the dashboards), and the worker goes on —
+  // Node's default would end it. Going on is safe: what is stored is checked against the stored
+  // checkpoints, never against this process's memory, and a partition that stalls meanwhile is
+  // reported as stalled.
+  const onUnhandled = (reason: unknown) => {
+    metrics.errors.inc({ server: 'worker', error: 'EO_INTERNAL' });
+    const what = reason instanceof Error ? (reason.stack ?? `${reason.name}: ${reason.message}`) : String(reason);
+    log.error({ code: 'EO_INTERNAL' }, `a failure nothing handled (a bug: please report it, with this line): ${what}; the worker goes on`);
+  };
+  if (options.exit !== false) process.on('unhandledRejection', onUnhandled);
   const cleanUp = async () => {
     stopProgress();
+    process.off('unhandledRejection', onUnhandled);
     process.off('SIGINT', onSignal);
     process.off('SIGTERM', onSignal);
     await announcement?.stop();

@@ -3,11 +3,12 @@
 // silence, never in a skipped record.
 import assert from 'node:assert/strict';
 import { once } from 'node:events';
+import { join } from 'node:path';
 import { test, type TestContext } from 'node:test';
 import type { Client } from '../../src/cassandra/session.js';
 import type { ConnectionConfig } from '../../src/config.js';
 import { KafkaAdmin } from '../../src/kafka/admin.js';
-import { freshKeyspaceAndTopic, freshTopic, recreateTopic, runCli, waitFor } from '../helpers.js';
+import { connectedProducer, freshKeyspaceAndTopic, freshTopic, recreateTopic, repoRoot, runCli, waitFor } from '../helpers.js';
 import { checkpoints, connectionArgs, generate, readyz, sleep, startServedWorker, waitDrained, type Worker } from '../pipeline.js';
 
 /** The worker's error-level log lines (pino level 50) carrying `code`, as {partition, msg}. */
@@ -179,5 +180,32 @@ test('the alerts topic deleted under a running worker: the partition stops with 
   assert.deepEqual(await checkpoints(session, config), ends, 'the checkpoint stays where every record is stored');
   assert.deepEqual(await metric(worker, 'exactlyonce_partition_stops_total'), ['exactlyonce_partition_stops_total{code="EO_TOPIC_MISMATCH"} 1']);
   assert.equal((await fetch(`http://127.0.0.1:${worker.port}/healthz`)).status, 200, 'the worker still answers');
+  await stop(worker);
+});
+
+// The last resort: a rejection nothing handles (a bug, here a job's promise nobody awaits) used to end
+// the worker with Node's own report. It is logged with a code at error level and counted, and the
+// worker goes on reading, every record once.
+test('a failure nothing handles (an unhandled rejection) is logged as EO_INTERNAL and counted; the worker goes on, every record once', async (t) => {
+  const { config } = await freshKeyspaceAndTopic(t, 1);
+  const producer = await connectedProducer(t, config);
+  const job = ['--job', join(repoRoot, 'test', 'fixtures', 'slow-assign-job.ts'), '--job-option', 'rejectOnAssign=1'];
+  const worker = await startServedWorker(t, config, job);
+  await waitFor(() => coded(worker, 'EO_INTERNAL').length === 1, { timeoutMs: 120_000, message: 'the unhandled rejection is logged as EO_INTERNAL' });
+  const [line] = coded(worker, 'EO_INTERNAL');
+  assert.match(line!.msg, /^a failure nothing handled \(a bug: please report it, with this line\): Error: a bug in the job: a promise nobody awaits \(partitions 0\)\n/);
+  assert.match(line!.msg, /; the worker goes on$/);
+  assert.deepEqual(await metric(worker, 'exactlyonce_errors_total{server="worker"'), ['exactlyonce_errors_total{server="worker",error="EO_INTERNAL"} 1']);
+  // Alive and at work: records sent after it are read, each once.
+  await producer.send(config.topic, Array.from({ length: 50 }, (_, i) => ({ key: `k${i}`, value: `v${i}`, partition: 0 })));
+  const written = () =>
+    worker
+      .output()
+      .split('\n')
+      .filter((l) => l.includes('"slow-assign: wrote"'))
+      .flatMap((l) => (JSON.parse(l) as { offsets: string[] }).offsets.map(Number));
+  await waitFor(() => written().length >= 50, { timeoutMs: 120_000, message: 'the worker reads the records sent after the failure' });
+  assert.deepEqual(written(), Array.from({ length: 50 }, (_, i) => i));
+  assert.equal(worker.exitCode, null);
   await stop(worker);
 });
