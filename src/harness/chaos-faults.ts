@@ -126,7 +126,7 @@ export class FaultRunner {
           const w = fleet.pick(f.pick, true)!;
           say(`SIGTERM worker#${w.id} (a clean leave)`);
           this.done['remove-worker']++;
-          this.episode(fleet.stop(w));
+          this.episode(fleet.stop(w).then(() => undefined));
         });
       case 'zombie':
         this.done.zombie++;
@@ -186,6 +186,7 @@ export class FaultRunner {
       if (id.startsWith('cassandra')) this.c.onCassandraKilled?.();
     }
     this.c.say(`SIGKILL ${what}; down for ${(f.downMs / 1000).toFixed(1)} s`);
+    if (ids.some((id) => id.startsWith('kafka'))) this.episode(this.leaveDuringOutage(f.pick));
     await sleep(f.downMs);
     const during = await this.c.progress();
     const advancedWhileDown = before === null || during === null ? null : during - before;
@@ -208,6 +209,29 @@ export class FaultRunner {
     this.c.say(
       `${what}: back after ${(backInMs / 1000).toFixed(1)} s; while down the checkpoints advanced by ${advancedWhileDown === null ? 'an unknown number of (unreadable without a quorum)' : advancedWhileDown} records`,
     );
+  }
+
+  /**
+   * A clean leave while a broker is down (a rolling update of the workers meeting a broker's crash):
+   * a worker that owns partitions is SIGTERMed a second into the outage, and must stop by itself, exit 0, within its stop
+   * deadline — a stop once waited out the Kafka client's timeouts and held its partitions for minutes.
+   * A new worker replaces it.
+   */
+  private async leaveDuringOutage(pick: number): Promise<void> {
+    const { fleet, say } = this.c;
+    await sleep(1000);
+    if (this.c.aborted() || fleet.running().length < 2) return;
+    // One that owns partitions: its batches and its group membership are what a stop must not hold.
+    const w = await fleet.pickOwner(pick, 1000);
+    if (w === undefined) return say('no worker owns partitions while the broker is down; no leave then');
+    say(`SIGTERM worker#${w.id} while a broker is down (its stop must not wait for the brokers)`);
+    const started = Date.now();
+    // A grace beyond the worker's stop deadline (30 s): a stop that overruns it exits 4 by itself.
+    const { code, signal } = await fleet.stop(w, 90_000);
+    const tookMs = Date.now() - started;
+    if (code !== 0) this.c.problems.push(`worker#${w.id}, SIGTERMed while a broker was down, ended with ${signal ?? `code ${code}`} after ${(tookMs / 1000).toFixed(1)} s, not a clean stop; see ${w.logFile}`);
+    else say(`worker#${w.id} stopped in ${(tookMs / 1000).toFixed(1)} s with a broker down`);
+    if (!this.c.aborted()) fleet.start();
   }
 
   /**

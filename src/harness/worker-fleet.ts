@@ -190,15 +190,16 @@ export class WorkerFleet {
    * SIGTERM, then SIGKILL if it has not left after `graceMs`. A worker still starting (no signal
    * handler yet on a loaded machine) is first given up to a minute to join, as a user would wait.
    */
-  async stop(w: FleetWorker, graceMs = 30_000): Promise<void> {
-    if (w.state === 'exited') return;
+  async stop(w: FleetWorker, graceMs = 30_000): Promise<{ code: number | null; signal: NodeJS.Signals | null }> {
+    if (w.state === 'exited') return w.exited;
     if (w.state === 'paused') w.child.kill('SIGCONT');
     w.state = 'stopping';
     const deadline = Date.now() + 60_000;
     while (Date.now() < deadline && !readFileSync(w.logFile, 'utf8').includes(STARTED)) {
-      if ((await Promise.race([w.exited.then(() => true), sleep(250).then(() => false)])) === true) return;
+      if ((await Promise.race([w.exited.then(() => true), sleep(250).then(() => false)])) === true) return w.exited;
     }
     await terminate(w.child, graceMs);
+    return w.exited;
   }
 
   /** The log files of every worker started so far, the exited ones too. */
