@@ -118,7 +118,8 @@ export class AssignmentPlanner {
         }),
       };
     } catch (e) {
-      if (e instanceof AbortedError) return { kind: 'aborted' }; // shutting down: nothing is read
+      // Shutting down (or failed once the worker was stopping): nothing is read, nothing is stopped.
+      if (e instanceof AbortedError || stopping()) return { kind: 'aborted' };
       const error = new ExactlyOnceError(
         'EO_ASSIGNMENT_FAILED',
         `partitions ${assigned.join(',')}: planning where they resume failed (${e instanceof Error ? e.message.split('\n')[0] : String(e)}); they are stopped, not read from a default position. Restart the worker once the cause is fixed`,

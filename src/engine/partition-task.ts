@@ -320,7 +320,10 @@ export class PartitionTask {
         },
         (e: unknown) => {
           if (e instanceof LostWritesFound) void this.ctx.lostWrites?.rewind(this, e.stored, e.acked);
-          else if (!abortedBy(e, this.ctx.signal)) this.stop(permanentError(this.partition, e));
+          // Shutting down: this checkpoint (and the rows it may have been writing again) is abandoned, and
+          // so is the task, so that no later batch's checkpoint passes rows it did not see stored.
+          else if (abortedBy(e, this.ctx.signal)) this.abandon();
+          else this.stop(permanentError(this.partition, e));
         },
       );
     // (The previous write never rejects; one that stopped the partition leaves nothing to write.)

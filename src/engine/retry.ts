@@ -90,7 +90,8 @@ export async function retry<T>(fn: () => Promise<T>, o: RetryOptions): Promise<T
   const maxDelay = o.maxDelayMs ?? 10_000;
   for (let attempt = 1; ; attempt++) {
     // A first attempt always runs, so a healthy batch finishes during shutdown; only retries stop.
-    if (attempt > 1 && o.signal?.aborted) throw new AbortedError();
+    // A call abandoned on abort is not even started once aborted: its answer would be of no use.
+    if ((attempt > 1 || o.abandonOnAbort === true) && o.signal?.aborted) throw new AbortedError();
     try {
       const result = await (o.abandonOnAbort === true && o.signal !== undefined ? abandonedOnAbort(fn(), o.signal) : fn());
       const since = down.get(o.server);

@@ -423,11 +423,12 @@ export class Runner {
       await this.session?.shutdown().catch(() => undefined);
       this.log.info('worker stopped');
     })();
-    this.stopped ??= withDeadline(this.closing, this.options.stopTimeoutMs, () => {
+    const deadlineMs = this.options.stopTimeoutMs ?? defaultRunnerOptions.stopTimeoutMs;
+    this.stopped ??= withDeadline(this.closing, deadlineMs, () => {
       const waiting = step === 'consumer' ? (this.consumer?.stopStep ?? 'the consumer') : step;
       const error = new ExactlyOnceError(
         'EO_STOP_TIMEOUT',
-        `the worker did not stop within ${this.options.stopTimeoutMs} ms: still waiting for ${waiting}; it exits all the same, as after a crash (nothing is lost: every batch not checkpointed is read again by the partition's next owner, once the group's session timeout has passed)`,
+        `the worker did not stop within ${deadlineMs} ms: still waiting for ${waiting}; it exits all the same, as after a crash (nothing is lost: every batch not checkpointed is read again by the partition's next owner, once the group's session timeout has passed)`,
       );
       this.log.error({ code: error.code }, error.message);
       return error;

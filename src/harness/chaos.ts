@@ -138,6 +138,18 @@ function sayQuorumLost(runDir: string, outages: number, problems: string[]): num
   return total;
 }
 
+/** Every failure nothing handled (EO_INTERNAL) a worker logged and survived: a bug, as a worker's death would be. */
+function internalErrors(runDir: string): string[] {
+  return readdirSync(runDir)
+    .filter((n) => /^worker-\d+\.log$/.test(n))
+    .flatMap((f) =>
+      readFileSync(path.join(runDir, f), 'utf8')
+        .split('\n')
+        .filter((l) => l.includes('"code":"EO_INTERNAL"'))
+        .map((l) => `${f}: ${l.slice(0, 1500)}`),
+    );
+}
+
 /** Events per second that spread the events over the run. */
 export function chaosRate(o: Pick<ChaosOptions, 'events' | 'durationMs'>): number {
   return Math.max(1, Math.ceil(o.events / (o.durationMs / 1000)));
@@ -361,6 +373,7 @@ export async function runChaos(
       if (audit.report.partitions.every((p) => p.checkpoint === p.logEnd)) problems.push(...acked.compare(held));
     }
     problems.push(...fleet.unexpectedExits);
+    problems.push(...internalErrors(runDir));
     const quorumLostLines = sayQuorumLost(runDir, o.cassandraOutages ?? 0, problems);
     const checkpoints = { polls: watch.polls, regressions: watch.regressions, losses: watch.losses, rewinds: lostWritesLines(runDir) };
     // Not every loss needs finding: a worker that held nothing beyond the lowered checkpoint when the

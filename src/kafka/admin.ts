@@ -4,7 +4,7 @@
  */
 import type { ConnectionConfig } from '../config.js';
 import { ExactlyOnceError } from '../errors.js';
-import { baseProperties, kafkaJS, kafkaSecurityError, kafkaUnavailable, quietLogger, recentRefusal, type KafkaJSNamespace } from './client.js';
+import { baseProperties, closeInBackground, kafkaJS, kafkaSecurityError, kafkaUnavailable, quietLogger, recentRefusal, type KafkaJSNamespace } from './client.js';
 import { probeRefusal } from './producer.js';
 
 export interface TopicSpec {
@@ -267,6 +267,7 @@ export class KafkaAdmin {
       await this.admin.disconnect().catch(() => undefined);
     });
     if (graceMs === undefined) return closed;
+    closeInBackground(closed); // (the process's exit waits for it: src/kafka/client.ts)
     let timer: NodeJS.Timeout | undefined;
     await Promise.race([closed, new Promise<void>((resolve) => (timer = setTimeout(resolve, graceMs)))]);
     clearTimeout(timer);

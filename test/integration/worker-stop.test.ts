@@ -57,6 +57,9 @@ test('a worker SIGTERMed while Kafka is down, with batches in flight, exits clea
   assert.notEqual(code, undefined, `the worker did not exit within 120 s of its SIGTERM:\n${worker.output()}`);
   // Exit 0 is a stop that finished: within its deadline (60 s), else it would be EO_STOP_TIMEOUT, exit 4.
   assert.equal(code, 0, worker.output());
+  // Seconds (the group leave without a coordinator, the producer's flush): 8–15 s measured here; waiting
+  // out the Kafka client's timeouts took over 80 s.
+  assert.ok(tookMs < 45_000, `the stop took ${tookMs} ms`);
   assert.deepEqual(errorLines(worker.output()), [], 'a stop while Kafka is down is no error');
   assert.match(worker.output(), /"msg":"worker stopped"/);
   const next = startWorker(t, config);
@@ -71,25 +74,24 @@ test('a worker SIGTERMed while Kafka is down, with batches in flight, exits clea
 });
 
 // Whatever a stop waits for — here a job's close hook that never returns — it gives up at its
-// deadline, says so with a code at error level, and exits: a worker never outlives its SIGTERM
-// by more than --stop-timeout.
+// deadline, says so with a code at error level, and exits: a stop never waits past --stop-timeout.
 test('a stop that cannot finish gives up at --stop-timeout with EO_STOP_TIMEOUT (exit 4), naming what it waited for', async (t) => {
   await localStack();
   const config = testConfig();
   await freshKeyspace(t, config);
   await freshTopic(t, config, 2);
   const job = ['--job', join(repoRoot, 'test', 'fixtures', 'slow-assign-job.ts'), '--job-option', 'closeDelayMs=600000'];
-  const worker = startCli(t, ['run', ...connectionArgs(config), '--session-timeout-ms', '6000', '--stop-timeout', '3', ...job]);
+  const worker = startCli(t, ['run', ...connectionArgs(config), '--session-timeout-ms', '6000', '--stop-timeout', '10', ...job]);
   await waitFor(() => /assigned partitions/.test(worker.output()), { timeoutMs: 120_000, message: 'the worker owns partitions' });
   worker.kill('SIGTERM');
   const started = Date.now();
   const code = await exitWithin(worker, 60_000);
   const tookMs = Date.now() - started;
   assert.equal(code, 4, worker.output());
-  assert.ok(tookMs >= 3000, `gave up after ${tookMs} ms, before its deadline`);
+  assert.ok(tookMs >= 10_000, `gave up after ${tookMs} ms, before its deadline`);
   const coded = errorLines(worker.output()).filter((l) => l.includes('"code":"EO_STOP_TIMEOUT"'));
   assert.equal(coded.length, 1, worker.output());
-  assert.match(coded[0]!, /did not stop within 3000 ms: still waiting for the job's close; it exits all the same/);
+  assert.match(coded[0]!, /did not stop within 10000 ms: still waiting for the job's close; it exits all the same/);
   assert.match(worker.output(), /error EO_STOP_TIMEOUT: /);
   t.diagnostic(`exited ${code} after ${tookMs} ms`);
 });
