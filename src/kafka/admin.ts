@@ -252,9 +252,9 @@ export class KafkaAdmin {
     return new Map(offsets.map((o) => [o.partition, BigInt(o.offset)]));
   }
 
-  /** Idempotent; also releases a client whose connect failed. */
   /**
-   * Disconnects once the call under way has settled (see queue); calls queued behind it fail at once.
+   * Idempotent; also releases a client whose connect failed. Disconnects once the call under way has
+   * settled (see queue); calls queued behind it fail at once.
    * With `graceMs`, waits at most that long for it: the disconnect then happens in the background once
    * it settles (a stopping worker does not wait out a request to brokers that are down: its answer is
    * of no use to it any more).
