@@ -30,9 +30,14 @@ export type Expectation =
       readonly expiresAtMs?: number;
       /** Upsert mode: columns the record does not write (their value in `row` is null): the key's earlier value stays. */
       readonly unset?: readonly string[];
+      /**
+       * Upsert mode: what orders the key's records instead of the offset, and the write timestamp of
+       * the record's cells: the key's row is its record with the highest version, on any partition.
+       */
+      readonly version?: number;
     }
-  /** Upsert mode: the key's row is deleted (a tombstone record). */
-  | { readonly kind: 'delete'; readonly key: Readonly<Record<string, unknown>> }
+  /** Upsert mode: the key's row is deleted (a tombstone record), `version` as a row's. */
+  | { readonly kind: 'delete'; readonly key: Readonly<Record<string, unknown>>; readonly version?: number }
   /** Aggregate mode: the record is folded into these (group, window)s, each named by its key text. */
   | { readonly kind: 'contribute'; readonly slots: readonly string[]; readonly value: unknown }
   /** The record is quarantined, with this reason. */

@@ -262,7 +262,12 @@ export interface KeyGroup {
   key: string;
   partitions: number[];
   /** The last record below its partition's checkpoint, if any. */
-  last: { partition: number; offset: bigint; del: boolean; values: unknown[] | null; packedKey: unknown; expiresAtMs: number | null } | undefined;
+  last: { partition: number; offset: bigint; del: boolean; values: unknown[] | null; packedKey: unknown; expiresAtMs: number | null; version: number | null } | undefined;
+  /**
+   * A versioned key: the values of its other records below the checkpoints at the last one's version
+   * (a tie, which Cassandra settles per cell by the greater value): each cell may hold any of them.
+   */
+  tied: unknown[][];
   /**
    * Columns left unset by some record: per column, the offset whose record last wrote a non-null value
    * since the last delete (null: a null written, or none), and whether any record since the last delete
@@ -301,7 +306,8 @@ export function judgeKey(ctx: KeyContext, note: KeyNote, g: KeyGroup, row: Table
   const last = g.last;
   const partition = last?.partition ?? g.firstPartition;
   // A write of a batch in flight: newer than the key's last record below the checkpoint.
-  if (row !== undefined && row.wt !== null && g.inFlight.has(BigInt(row.wt))) {
+  // (A versioned key's write in flight counts only if it is no older than its last record's version.)
+  if (row !== undefined && row.wt !== null && g.inFlight.has(BigInt(row.wt)) && (last?.version == null || BigInt(row.wt) >= BigInt(last.version))) {
     ctx.counts(partition).aheadOfCheckpoint++;
     return;
   }
@@ -329,9 +335,11 @@ export function judgeKey(ctx: KeyContext, note: KeyNote, g: KeyGroup, row: Table
   // Merged (unset cells): a column no record seen wrote is not judged; the row's latest write is the
   // latest record that wrote a value (none known: not judged).
   const known = g.known;
-  const diff = ctx.valueColumns.map((c, i) => ({ c, i })).filter(({ i }) => (known === undefined || known[i]!) && JSON.stringify(row.values[i]) !== JSON.stringify(want[i]));
+  const diff = ctx.valueColumns
+    .map((c, i) => ({ c, i }))
+    .filter(({ i }) => (known === undefined || known[i]!) && JSON.stringify(row.values[i]) !== JSON.stringify(want[i]) && !g.tied.some((t) => JSON.stringify(row.values[i]) === JSON.stringify(t[i])));
   const latestSet = g.setAt?.reduce<bigint | null>((a, b) => (b !== null && (a === null || b > a) ? b : a), null);
-  const wantTs = latestSet === null ? undefined : ctx.writeTimestamp?.(latestSet ?? last.offset);
+  const wantTs = last.version !== null ? BigInt(last.version) : latestSet === null ? undefined : ctx.writeTimestamp?.(latestSet ?? last.offset);
   if (diff.length > 0) {
     note(
       'mismatch',
@@ -340,6 +348,6 @@ export function judgeKey(ctx: KeyContext, note: KeyNote, g: KeyGroup, row: Table
       `${table} key ${g.key}: ${diff.map(({ c, i }) => `${c} is ${JSON.stringify(row.values[i])}, its last record (partition ${last.partition} offset ${last.offset}) says ${JSON.stringify(want[i])}`).join('; ')}`,
     );
   } else if (wantTs !== undefined && row.wt !== null && BigInt(row.wt) !== wantTs) {
-    note('mismatch', last.partition, last.offset, `${table} key ${g.key}: written at timestamp ${row.wt}, not ${wantTs} (from its last record's offset ${last.offset}): another writer touched the table`);
+    note('mismatch', last.partition, last.offset, `${table} key ${g.key}: written at timestamp ${row.wt}, not ${wantTs} (from its last record's ${last.version !== null ? 'version' : 'offset'} ${last.version ?? last.offset}): another writer touched the table`);
   }
 }

@@ -60,7 +60,9 @@ export class UpsertAudit {
     const expires = e.kind === 'row' && e.expiresAtMs !== undefined ? e.expiresAtMs : null;
     const unset = e.kind === 'row' && e.unset !== undefined && e.unset.length > 0 ? this.ctx.valueColumns.flatMap((c, i) => (e.unset!.includes(c) ? [i] : [])) : null;
     const payload = JSON.stringify([flags, values, inFlight ? null : packKey(e.key), expires, unset]);
-    await this.log.add(`${text(e.key)}${SEP}${String(partition).padStart(10, '0')}${SEP}${String(offset).padStart(20, '0')}${SEP}${payload}`);
+    // A versioned key's records sort by version first (a version is below 2^44: 14 digits).
+    const version = e.version === undefined ? '' : String(e.version).padStart(14, '0');
+    await this.log.add(`${text(e.key)}${SEP}${version}${SEP}${String(partition).padStart(10, '0')}${SEP}${String(offset).padStart(20, '0')}${SEP}${payload}`);
   }
 
   /** Full run: every key of the log and every row of the table, merged. */
@@ -131,27 +133,41 @@ export class UpsertAudit {
     let g: KeyGroup | undefined;
     for await (const line of this.log.sorted()) {
       const a = line.indexOf(SEP);
-      const b = line.indexOf(SEP, a + 1);
+      const v = line.indexOf(SEP, a + 1);
+      const b = line.indexOf(SEP, v + 1);
       const c = line.indexOf(SEP, b + 1);
       const key = line.slice(0, a);
-      const partition = Number(line.slice(a + 1, b));
+      const version = v === a + 1 ? null : Number(line.slice(a + 1, v));
+      const partition = Number(line.slice(v + 1, b));
       const offset = BigInt(line.slice(b + 1, c));
       const [flags, values, packedKey, expiresAtMs, unset] = JSON.parse(line.slice(c + 1)) as [number, unknown[] | null, unknown, number | null, number[] | null];
       if (g === undefined || g.key !== key) {
         if (g !== undefined) yield g;
-        g = { key, partitions: [], last: undefined, inFlight: new Set(), firstPartition: partition, setAt: undefined, known: undefined };
+        g = { key, partitions: [], last: undefined, tied: [], inFlight: new Set(), firstPartition: partition, setAt: undefined, known: undefined };
       }
       if (!g.partitions.includes(partition)) {
-        if (g.partitions.length > 0) {
+        // A version orders a key's records on any partition.
+        if (g.partitions.length > 0 && version === null) {
           this.note('mismatch', partition, offset, `key ${key} has records on partitions ${[...g.partitions, partition].join(' and ')}: an upsert needs all records of a key on one partition (key the records by it)`);
         }
         g.partitions.push(partition);
       }
       if ((flags & 1) !== 0) {
-        const ts = this.ctx.writeTimestamp?.(offset);
+        const ts = version !== null ? BigInt(version) : this.ctx.writeTimestamp?.(offset);
         if (ts !== undefined) g.inFlight.add(ts);
       } else {
         const del = (flags & 2) !== 0;
+        if (version !== null && g.last !== undefined && g.last.version === version) {
+          // A tie (records in version order): a delete wins it, as in Cassandra; between values each
+          // cell is the greater, so any of the tied records' values is accepted.
+          if (g.last.del) continue;
+          if (!del) {
+            g.tied.push(g.last.values!);
+            g.last = { partition, offset, del, values, packedKey, expiresAtMs, version };
+            continue;
+          }
+        }
+        g.tied = [];
         let merged = values;
         if (del) {
           // A delete hides every older cell: what follows starts from nothing, known to be null.
@@ -176,7 +192,7 @@ export class UpsertAudit {
             return v;
           });
         }
-        g.last = { partition, offset, del, values: merged, packedKey, expiresAtMs };
+        g.last = { partition, offset, del, values: merged, packedKey, expiresAtMs, version };
       }
     }
     if (g !== undefined) yield g;

@@ -4,6 +4,10 @@
 // (EO_PARTITIONS_ADDED) before any record produced after the change is written: each key's row stays
 // exactly its last record from before the change, checked key by key, with the librdkafka default
 // partitioner (consistent_random: CRC32) and the Java client's (murmur2_random).
+//
+// With `version:` the sink orders a key's records by the version and keeps going: the topic grows while
+// a producer writes, a worker is SIGKILLed, stale records (lower versions, higher offsets) come last,
+// and every key's row is its record of the highest version, written at it, proved by verify --job.
 import assert from 'node:assert/strict';
 import { writeFileSync } from 'node:fs';
 import os from 'node:os';
@@ -12,7 +16,7 @@ import { test, type TestContext } from 'node:test';
 import { CheckpointStore } from '../../src/engine/checkpoint-store.js';
 import { Producer } from '../../src/kafka/producer.js';
 import type { ConnectionConfig } from '../../src/config.js';
-import { freshKeyspace, freshTopic, growTopic, runCli, startCli, suffix, testConfig, waitFor } from '../helpers.js';
+import { applySinkSchema, freshKeyspace, freshTopic, growTopic, runCli, startCli, suffix, testConfig, verifyPasses, waitFor, waitSinkDrained } from '../helpers.js';
 import { connectionArgs, freePort } from '../pipeline.js';
 
 const KEYS = 400;
@@ -102,3 +106,63 @@ test('upsert sink, topic grows 4 -> 8 partitions under two workers, librdkafka d
 
 test("upsert sink, topic grows 4 -> 6 partitions under two workers, the Java client's murmur2: every partition stops coded before a moved key is written", (t) =>
   scenario(t, 'murmur2_random', 4, 6));
+
+test('upsert sink with version: the topic grows 4 -> 8 partitions while a producer writes and a worker is SIGKILLed; every key keeps its record of the highest version, on whichever partition, proved by verify --job', async (t) => {
+  const config = testConfig();
+  const session = await freshKeyspace(t, config);
+  const admin = await freshTopic(t, config, 4);
+  const name = `kvv_${suffix()}`;
+  const file = path.join(os.tmpdir(), `${name}.yaml`);
+  writeFileSync(file, `name: ${name}\ntopic: ${config.topic}\ntable: kv\nmode: upsert\nkey: [id]\nversion: n\ncolumns:\n  id: { type: bigint, required: true }\n  v: { type: text, required: true }\n  n: { type: bigint, required: true }\n`);
+  const args = await applySinkSchema(config, file);
+  const worker = async () => {
+    const port = await freePort();
+    return startCli(t, ['sink', '--config', file, ...connectionArgs(config), '--metrics-port', String(port), '--session-timeout-ms', '6000']);
+  };
+  const workers = [await worker(), await worker()];
+  const ROUNDS = 6;
+  // One producer throughout: it learns the new partition count while it writes, so keys move mid-stream.
+  const producer = new Producer(config, { partitioner: 'murmur2_random', 'topic.metadata.refresh.interval.ms': 1000 });
+  t.after(() => producer.close());
+  const round = async (n: number, v: string) => {
+    const records = Array.from({ length: KEYS }, (_, i) => ({ key: String(i + 1), value: JSON.stringify({ id: i + 1, v, n }) }));
+    for (let i = 0; i < records.length; i += 50) await producer.send(config.topic, records.slice(i, i + 50));
+  };
+  await round(1, 'r1');
+  await growTopic(config, config.topic, 8);
+  for (let r = 2; r <= ROUNDS; r++) {
+    await round(r, `r${r}`);
+    if (r === 3) {
+      workers[0]!.kill('SIGKILL');
+      workers.push(await worker());
+    }
+    await new Promise((res) => setTimeout(res, 1500));
+  }
+  await waitFor(async () => ((await admin.partitionCount(config.topic)) === 8 ? true : undefined), { timeoutMs: 60_000, message: 'the topic has 8 partitions' });
+  // Stale records last: lower versions at higher offsets, placed by the new count. An offset order would keep them.
+  await round(2, 'stale');
+  const marks = await admin.watermarks(config.topic);
+  assert.equal(marks.length, 8);
+  assert.ok(marks.some((w) => w.partition >= 4 && w.high > 0n), 'keys moved to the new partitions');
+  await waitSinkDrained(session, config, admin, { timeoutMs: 240_000, message: 'the workers store every partition, old and new' });
+
+  const rows = (await session.execute(`SELECT id, v, n, WRITETIME(v) AS wt FROM ${config.keyspace}.kv`)).rows;
+  assert.deepEqual(rows.map((r) => Number(r['id'])).sort((a, b) => a - b), Array.from({ length: KEYS }, (_, i) => i + 1));
+  const wrong = rows.filter((r) => r['v'] !== `r${ROUNDS}` || Number(r['n']) !== ROUNDS || String(r['wt']) !== String(ROUNDS));
+  assert.deepEqual(wrong.map((r) => `${r['id']}: ${r['v']} n ${r['n']} at ${r['wt']}`), [], 'keys whose row is not their record of the highest version, written at it');
+  const out = workers.map((w) => w.output()).join('\n');
+  assert.doesNotMatch(out, /EO_PARTITIONS_ADDED/);
+  // Some keys have records on two partitions (placed by 4, then by 8): the proof judges them by version.
+  const report = await verifyPasses(args);
+  assert.deepEqual(
+    { records: report.totals['records'], quarantined: report.totals['quarantined'], missing: report.totals['missing'], extra: report.totals['extra'], mismatched: report.totals['mismatched'] },
+    { records: KEYS * (ROUNDS + 1), quarantined: 0, missing: 0, extra: 0, mismatched: 0 },
+  );
+  // A row that is an older record's (written above it, as a foreign writer would) is found.
+  await session.execute(`INSERT INTO ${config.keyspace}.kv (id, v, n) VALUES (7, 'r3', 3) USING TIMESTAMP ${ROUNDS + 1}`);
+  const forged = await runCli(['verify', ...args, '--no-record', '--json']);
+  assert.equal(forged.code, 9, forged.stderr);
+  assert.match(forged.stderr, /EO_VERIFY_FAILED: 1 violation\(s\) of exactly-once \(mismatch 1\); first: kv key \{"id":"7"\}: v is "r3", its last record \(partition \d offset \d+\) says "r6"/);
+  assert.equal((JSON.parse(forged.stdout) as { totals: Record<string, number> }).totals['mismatched'], 1);
+  t.diagnostic(`new partitions got ${marks.filter((w) => w.partition >= 4).reduce((n, w) => n + Number(w.high), 0)} of ${KEYS * (ROUNDS + 1)} records`);
+});

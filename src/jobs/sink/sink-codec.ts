@@ -15,21 +15,27 @@ import { canonicalKeyText } from './key-encoding.js';
 import { columnValue, predicateValue, sourceValue, UNSET, type KeyView } from './column-values.js';
 import { FALSE, FlatPicker, NUMBER, STRING, TRUE } from '../../formats/flat-json.js';
 import { holds } from './filter.js';
-import { change } from './debezium.js';
+import { change, unwrapSchema } from './debezium.js';
 import { deriveColumns } from './derive-columns.js';
 import { field, isRecord, parseObject } from './record-fields.js';
 import { RecordKeys, sameKey } from './record-key.js';
 import { ttlSeconds } from './row-ttl.js';
+import { versionOf } from './row-version.js';
 import type { SinkColumn, SinkConfig } from './sink-config.js';
+import type { ColumnSource } from './column-source.js';
 import { refusedKey, rowBytes } from './store-limits.js';
 import { inactiveColumns, type ColumnsFrom } from './column-eras.js';
 
 /** What one record becomes. `values` follow `config.columns`; `key` follows `config.key`. */
 export type SinkRow =
-  | { kind: 'row'; key: unknown[]; values: unknown[]; bytes: number; absent: number[]; expiresAtMs?: number; unknown?: string[] }
-  | { kind: 'delete'; key: unknown[] }
-  /** Filtered by the config's `where`: nothing is written (the checkpoint passes it). */
-  | { kind: 'skip'; key: unknown[] };
+  | { kind: 'row'; key: unknown[]; values: unknown[]; bytes: number; absent: number[]; expiresAtMs?: number; unknown?: string[]; version?: number }
+  | { kind: 'delete'; key: unknown[]; version?: number }
+  /**
+   * Nothing is written (the checkpoint passes it): filtered by the config's `where`, or (`tombstone`)
+   * Debezium's tombstone after a delete in a sink ordered by a version the tombstone lacks (the
+   * change event before it deleted the key).
+   */
+  | { kind: 'skip'; key: unknown[]; tombstone?: true };
 
 /** The value document the flat path never builds (its columns of other sources do not read it). */
 const NO_DOC: Record<string, unknown> = Object.freeze({});
@@ -39,6 +45,8 @@ const NONE_INACTIVE: ReadonlySet<string> = new Set();
 const NONE_ABSENT: number[] = Object.freeze([]) as unknown as number[];
 
 const bad = (reason: string, detail: string): Decoded<SinkRow> => ({ ok: false, reason, detail });
+/** The column a version or TTL field is read as (a number, or a timestamp's text). */
+const numberColumn = (name: string, src: ColumnSource): SinkColumn => ({ name, type: { kind: 'scalar', name: 'bigint' }, source: src.source, field: src.path, spec: src.spec, required: false, default: undefined, onNull: 'null' });
 
 export class SinkCodec {
   private readonly keyColumns: SinkColumn[];
@@ -89,7 +97,7 @@ export class SinkCodec {
     this.keys = keyDecoded && isRegistryFormat(config.keyFormat) ? createDecoder(config.keyFormat, cache) : undefined;
     this.recordKeys = new RecordKeys(this.keyColumns, this.keys);
     const flatColumns = config.columns.every((c) => c.source !== 'value' || c.field.length === 1);
-    const plain = config.envelope === undefined && config.where === undefined && (config.ttl === undefined || 'seconds' in config.ttl) && columnsFrom.size === 0;
+    const plain = config.envelope === undefined && config.where === undefined && config.version === undefined && (config.ttl === undefined || 'seconds' in config.ttl) && columnsFrom.size === 0;
     this.flat = this.values === undefined && flatColumns && plain ? new FlatPicker(this.requiredColumns.map((c) => (c.source === 'value' ? c.field[0]! : ''))) : undefined;
     this.lookup = decoderLookup({ ...(this.values === undefined ? {} : { value: this.values }), ...(this.keys === undefined ? {} : { key: this.keys }) });
   }
@@ -176,7 +184,16 @@ export class SinkCodec {
           return bad('non_canonical_key', `the record key ${JSON.stringify(record.key.toString('utf8').slice(0, 80))} names the key ${JSON.stringify(want.slice(0, 80))}, whose one accepted spelling is that (another spelling may place the key's records on another partition)`);
         }
       }
-      if (record.value === null) return { ok: true, value: { kind: 'delete', key } };
+      if (record.value === null) {
+        if (config.version === undefined) return { ok: true, value: { kind: 'delete', key } };
+        if (config.version.source === 'value') {
+          // Debezium follows a delete's change event with a tombstone; the event deleted the key at its version.
+          if (config.envelope === 'debezium') return { ok: true, value: { kind: 'skip', key, tombstone: true } };
+          return bad('bad_version', `a tombstone (a record without a value) has no version ${config.version.spec} to order its delete by; with tombstones, read the version from a header or $timestamp`);
+        }
+        const v = this.version(record, NO_DOC, () => this.recordKeys.view(record.key));
+        return v.ok ? { ok: true, value: { kind: 'delete', key, version: v.version } } : bad('bad_version', v.detail);
+      }
     } else if (record.value === null) {
       return bad('null_value', `a record without a value (a tombstone) has ${config.mode === 'log' ? 'no row in a log-mode table' : 'nothing to aggregate'}`);
     }
@@ -187,10 +204,16 @@ export class SinkCodec {
     const v = this.valueDoc(record.value!);
     if (!v.ok) return bad(v.reason, v.detail);
     let doc = v.doc;
+    // With Debezium's envelope a version's value path is read from the change event, not the row.
+    const envelope = doc;
     if (config.envelope === 'debezium') {
       const c = change(doc);
       if (!c.ok) return bad(c.reason, c.detail);
-      if (c.op === 'd' && config.mode === 'upsert') return { ok: true, value: { kind: 'delete', key } };
+      if (c.op === 'd' && config.mode === 'upsert') {
+        if (config.version === undefined) return { ok: true, value: { kind: 'delete', key } };
+        const v = this.version(record, unwrapSchema(doc) as Record<string, unknown>, () => this.recordKeys.view(record.key));
+        return v.ok ? { ok: true, value: { kind: 'delete', key, version: v.version } } : bad('bad_version', v.detail);
+      }
       if (c.row === null) return bad('bad_envelope', 'op d without before: a log-mode row needs the deleted row (Postgres: REPLICA IDENTITY FULL, or an upsert sink)');
       doc = c.row;
     }
@@ -231,10 +254,20 @@ export class SinkCodec {
     const seconds = (): { ok: true; seconds: number } | { ok: false; detail: string } => {
       if (ttl === undefined || 'seconds' in ttl) return { ok: true, seconds: ttl?.seconds ?? 0 };
       const src = ttl.field;
-      const raw = sourceValue({ name: 'ttlField', type: { kind: 'scalar', name: 'bigint' }, source: src.source, field: src.path, spec: src.spec, required: false, default: undefined, onNull: 'null' }, record, doc, keyOf, this.keys !== undefined);
+      const raw = sourceValue(numberColumn('ttlField', src), record, doc, keyOf, this.keys !== undefined);
       return raw.ok ? ttlSeconds(raw.value, src.spec) : { ok: false, detail: raw.detail };
     };
-    return this.row(record, key, values, absent, unknown, seconds);
+    const d = this.row(record, key, values, absent, unknown, seconds);
+    if (config.version === undefined || !d.ok || d.value.kind !== 'row') return d;
+    const version = this.version(record, config.envelope === 'debezium' ? (unwrapSchema(envelope) as Record<string, unknown>) : doc, keyOf);
+    return version.ok ? { ok: true, value: { ...d.value, version: version.version } } : bad('bad_version', version.detail);
+  }
+
+  /** A record's version (`version:`, src/jobs/sink/row-version.ts), a value path read from `doc`. */
+  private version(record: SourceRecord, doc: Record<string, unknown>, keyOf: () => KeyView): ReturnType<typeof versionOf> {
+    const src = this.config.version!;
+    const raw = sourceValue(numberColumn('version', src), record, doc, keyOf, this.keys !== undefined);
+    return raw.ok ? versionOf(raw.value, src.spec) : { ok: false, detail: raw.detail };
   }
 
   /**
@@ -321,7 +354,7 @@ export class SinkCodec {
   /** What the record must produce (for `verify --job`). */
   expect(record: SourceRecord, d: Decoded<SinkRow> = this.decode(record)): Expectation {
     if (!d.ok) return { kind: 'quarantine', reason: d.reason };
-    if (d.value.kind === 'skip') return { kind: 'none', why: 'filtered' };
+    if (d.value.kind === 'skip') return { kind: 'none', why: d.value.tombstone === true ? 'tombstone' : 'filtered' };
     const { config } = this;
     const expires = d.value.kind === 'row' && d.value.expiresAtMs !== undefined ? { expiresAtMs: d.value.expiresAtMs } : {};
     // An unset cell reads back as null in log mode; in upsert mode it keeps the key's earlier value.
@@ -335,10 +368,11 @@ export class SinkCodec {
       };
     }
     const key = Object.fromEntries(config.key.map((k, i) => [k, d.value.key[i]]));
-    if (d.value.kind === 'delete') return { kind: 'delete', key };
+    const version = d.value.version === undefined ? {} : { version: d.value.version };
+    if (d.value.kind === 'delete') return { kind: 'delete', key, ...version };
     const values = d.value.values;
     const cols = config.columns.filter((c) => !config.key.includes(c.name));
     const unset = cols.filter((c) => values[config.columns.indexOf(c)] === UNSET).map((c) => c.name);
-    return { kind: 'row', key, row: Object.fromEntries(cols.map((c) => [c.name, shown(values[config.columns.indexOf(c)])])), ...expires, ...(unset.length === 0 ? {} : { unset }) };
+    return { kind: 'row', key, row: Object.fromEntries(cols.map((c) => [c.name, shown(values[config.columns.indexOf(c)])])), ...expires, ...(unset.length === 0 ? {} : { unset }), ...version };
   }
 }

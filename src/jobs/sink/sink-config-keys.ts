@@ -74,7 +74,7 @@ export const sinkSchema = z
     keyFormat: formats.optional().describe('the record keys, the same choices (default json: the key\'s canonical text, or a JSON object of several)'),
     mode: z
       .enum(['log', 'upsert', 'aggregate'])
-      .describe('log: one row per (partition, offset); upsert: one row per key, its record with the highest offset; aggregate: one row per group (and window), the aggregates of every record read (required)'),
+      .describe('log: one row per (partition, offset); upsert: one row per key, its record with the highest offset (or version); aggregate: one row per group (and window), the aggregates of every record read (required)'),
     key: z.array(identifier).min(1).optional().describe('upsert: the key columns, e.g. [order_id]'),
     groupBy: z.array(identifier).min(1).optional().describe('aggregate: the columns a group is, e.g. [customer] (text, int, bigint, smallint, tinyint, boolean, timestamp, uuid, timeuuid or decimal)'),
     window: windowSchema
@@ -111,6 +111,13 @@ export const sinkSchema = z
       .min(1)
       .optional()
       .describe("instead of ttl: where each record's TTL in seconds is, any column source (value.ttl, header.ttl, …); a record whose TTL is missing, negative or not a whole number is quarantined (bad_ttl)"),
+    version: z
+      .string()
+      .min(1)
+      .optional()
+      .describe(
+        "upsert: order a key's records by this instead of the offset, any column source (value.updated_at, header.v, $timestamp; with envelope: debezium a value path is read from the change event: source.lsn, ts_ms): a whole number or a timestamp (epoch ms), below 2^44. The row is the key's record with the highest version, whatever partition it is on (the topic may then gain partitions); equal versions: the later offset within a batch, else Cassandra's tie rule (verify --job accepts any of them). A record without a usable version is quarantined (bad_version)",
+      ),
     consistency: z
       .string()
       .superRefine((v, ctx) => {

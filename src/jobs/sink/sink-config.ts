@@ -14,6 +14,7 @@
  *   where: { field: value.status, in: [paid, shipped] }  # only these records (src/jobs/sink/filter.ts)
  *   consistency: QUORUM         # the row writes': LOCAL_QUORUM (default), QUORUM or EACH_QUORUM
  *   envelope: debezium          # the values are Debezium change events (src/jobs/sink/debezium.ts)
+ *   version: value.updated_at   # upsert: a key's row is its record with the highest version (src/jobs/sink/row-version.ts)
  *   columns:
  *     order_id: { type: bigint, field: id }   # field: the JSON field (a.b for nested; default: the column's name)
  *     status: text                            # shorthand for { type: text }
@@ -114,6 +115,8 @@ export interface SinkConfig {
   readonly where?: Predicate;
   /** Rows expire at record timestamp + TTL: a fixed TTL, or one read per record (in seconds) from a source. */
   readonly ttl?: { readonly seconds: number } | { readonly field: ColumnSource };
+  /** Upsert: what orders a key's records instead of the offset (src/jobs/sink/row-version.ts). */
+  readonly version?: ColumnSource;
   /** Derived columns: a field of a record's schema that no column stores is ignored (counted) or quarantined (unknown_field). */
   readonly onUnknown: 'ignore' | 'quarantine';
   /** The values are Debezium change events: the row is their `after` (or `before`), op d a delete. */
@@ -217,6 +220,17 @@ export function sinkConfig(raw: unknown, where = 'sink config', derived = false)
     else if (src.source === 'meta') problems.push(`ttlField: ${src.spec} is no number of seconds; name a field of the value, the key or a header`);
     else ttl = { field: src };
   }
+  let version: ColumnSource | undefined;
+  if (c.version !== undefined) {
+    const src = parseColumnSource(c.version);
+    if (c.mode !== 'upsert') problems.push(`version: orders an upsert table's records by key; mode ${c.mode} keeps ${c.mode === 'log' ? 'every record' : 'every record in its aggregates'}`);
+    else if (typeof src === 'string') problems.push(`version: ${src}`);
+    else if (src.source === 'meta' && src.path[0] !== 'timestamp') problems.push(`version: ${src.spec} does not order a key's records across partitions; name a field that grows per key (value.updated_at, a row version, a log position) or $timestamp`);
+    else version = src;
+    for (const col of columns) {
+      if (col.onNull === 'unset') problems.push(`columns.${col.name}.onNull: unset with a version is not supported (a row would be the merge of its key's records in version order, which verify --job does not model); use null or default`);
+    }
+  }
   if (c.envelope !== undefined && derived) problems.push('envelope: debezium needs its columns listed (columns derived from the registered schema would be the envelope\'s: before, after, source, op)');
   if (c.onUnknown !== undefined && !derived) problems.push('onUnknown: only for columns derived from the registered schema (leave columns out); listed columns store what they name, and the other fields are not read');
   const filter = c.where === undefined ? undefined : parsePredicate(c.where, 'where', problems);
@@ -239,6 +253,7 @@ export function sinkConfig(raw: unknown, where = 'sink config', derived = false)
     consistency: (c.consistency?.toUpperCase() ?? 'LOCAL_QUORUM') as WriteLevel,
     onUnknown: c.onUnknown ?? 'ignore',
     ...(ttl === undefined ? {} : { ttl }),
+    ...(version === undefined ? {} : { version }),
     ...(filter === undefined ? {} : { where: filter }),
     ...(c.envelope === undefined ? {} : { envelope: c.envelope }),
     ...(aggregate === undefined ? {} : { aggregate }),

@@ -23,12 +23,20 @@
  *      such writes, and `verify --job` checks every row's write time;
  *   3. the topic is not re-created under the table (offsets restart at 0 and would lose to the old
  *      rows): after `checkpoints reset --rebind`, truncate the table;
- *   4. the topic does not gain partitions: producers then place keys by the new count, so a key's
+ *   4. the topic does not gain partitions (unless a `version:` orders the key's records, below): producers then place keys by the new count, so a key's
  *      newer records may sit on another partition at lower offsets. "Newest" is the highest offset
  *      within one partition layout; across a change no offset orders a key's records (producers
  *      learn the new count at different times), so the engine stops every partition before writing a
  *      batch that may hold a moved key (EO_PARTITIONS_ADDED, Job.keysStayOnPartition;
  *      docs/guarantees.md, "When the topic gains partitions").
+ * With `version: <field>` (src/jobs/sink/row-version.ts) a key's records are ordered by a number that
+ * grows per key (an updated_at, a row version, a CDC log position) instead of the offset: every write
+ * is `USING TIMESTAMP <version>`, the row is the key's record of the highest version on any partition,
+ * so a key's records may be on several partitions and the topic may gain partitions (rule 4 falls
+ * away; the record key is still required and checked); rule 2 stays, as versions are below the
+ * wall-clock floor. Equal versions of a key are
+ * ordered by offset within a batch, and otherwise by Cassandra's rule for equal timestamps (a delete
+ * wins; among values, per cell, the greater), which `verify --job` accepts as it is.
  * A deletion's tombstone is kept gc_grace_seconds (10 days by default); a zombie write older than
  * that could only come from a worker paused for longer.
  *
@@ -120,7 +128,8 @@ export class SinkJob implements Job<SinkRow> {
     this.lookup = this.codec.lookup;
     this.name = config.name;
     this.topic = config.topic;
-    this.keysStayOnPartition = config.mode === 'upsert';
+    // A version orders a key's records on any partition: the topic may gain partitions.
+    this.keysStayOnPartition = config.mode === 'upsert' && config.version === undefined;
     // What changes what a record becomes: a worker with another mapping refuses (EO_JOB_CONFIG_MISMATCH).
     // The formats only when not JSON, so a JSON sink's stored settings are what they always were.
     this.settings = {
@@ -134,6 +143,7 @@ export class SinkJob implements Job<SinkRow> {
       ...(config.onUnknown === 'quarantine' ? { onUnknown: 'quarantine' } : {}),
       ...(config.ttl === undefined ? {} : 'seconds' in config.ttl ? { ttl: `${config.ttl.seconds}s` } : { ttlField: settingOf(config.ttl.field) }),
       ...(config.envelope === undefined ? {} : { envelope: config.envelope }),
+      ...(config.version === undefined ? {} : { version: settingOf(config.version) }),
       ...(config.aggregate === undefined ? {} : { aggregate: JSON.stringify(config.aggregate) }),
       ...(columnsFrom.size === 0 ? {} : { [COLUMNS_FROM]: columnsFromSetting(columnsFrom)! }),
     };
@@ -292,8 +302,9 @@ export class SinkJob implements Job<SinkRow> {
   }
 
   async write(partition: number, all: readonly DecodedRecord<SinkRow>[], signal: AbortSignal): Promise<void> {
-    const records = this.config.where === undefined ? all : all.filter((r) => r.value.kind !== 'skip');
-    if (records.length < all.length) this.filteredCount?.inc(all.length - records.length);
+    const records = this.config.where === undefined && this.config.version === undefined ? all : all.filter((r) => r.value.kind !== 'skip');
+    const filtered = records.length === all.length ? 0 : all.filter((r) => r.value.kind === 'skip' && r.value.tombstone !== true).length;
+    if (filtered > 0) this.filteredCount?.inc(filtered);
     this.unmatched.batch(partition, records.map((r) => r.value), records.length);
     if (this.unknownCount !== undefined) for (const r of records) if (r.value.kind === 'row' && r.value.unknown !== undefined) for (const f of r.value.unknown) this.unknownCount.inc({ field: f });
     if (records.length === 0) return;

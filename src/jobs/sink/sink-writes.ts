@@ -92,7 +92,8 @@ export async function writeLog(config: SinkConfig, statements: RowStatements, pa
 
 /**
  * Upsert mode: per key only the batch's last record is written (an older one would lose to it anyway),
- * `USING TIMESTAMP <offset>` so that the highest offset wins whatever order writes land in. A key is a
+ * `USING TIMESTAMP <offset>` so that the highest offset wins whatever order writes land in (with a
+ * `version:`, the record of the highest version, `USING TIMESTAMP <version>`). A key is a
  * Cassandra partition: its writes are one mutation, and keys on the same replicas share an unlogged
  * batch (its partitions are applied independently: the checkpoint follows them all, and a batch
  * written again changes nothing), encoded as log mode's rows are.
@@ -109,13 +110,16 @@ export async function writeUpsert(
   // With unset cells a key's row is the merge of its records: each is written (at its own offset,
   // so the cells each record set win in offset order whatever order the writes land in).
   const all = config.columns.some((c) => c.onNull === 'unset');
+  // With a version the key's record of the highest version is written (the later offset on a tie), at
+  // that version: Cassandra keeps it over any write of a lower version, from any partition.
+  const versioned = config.version !== undefined;
   const byKey = new Map<string, DecodedRecord<SinkRow>[]>();
   for (const r of records) {
     const k = keyText(r.value.key);
     const list = byKey.get(k);
     if (list === undefined) byKey.set(k, [r]);
     else if (all) list.push(r);
-    else list[0] = r;
+    else if (!versioned || versionAt(r) >= versionAt(list[0]!)) list[0] = r;
   }
   const ttl = config.ttl !== undefined;
   // A TTL: the row expires at its record's time + TTL whenever it is (re)written. A record already past
@@ -150,7 +154,7 @@ export async function writeUpsert(
     const rows = new BatchRows(ins.queryId, ins.writers.length, 64, batch.reduce((a, p) => a + p.length, 0));
     for (const piece of batch) {
       for (const w of piece) {
-        const offset = toLong(w.record.offset);
+        const offset = versioned ? toLong(BigInt(versionAt(w))) : toLong(w.record.offset);
         const t = left(w);
         if (w.value.kind === 'row' && t > 0) {
           const values = w.value.values;
@@ -177,3 +181,6 @@ export async function writeUpsert(
   }
   if (expired > 0) onExpired(expired);
 }
+
+/** A versioned upsert record's version (the codec sets it on every row and delete it writes). */
+const versionAt = (r: DecodedRecord<SinkRow>): number => (r.value as { version: number }).version;
