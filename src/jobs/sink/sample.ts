@@ -2,7 +2,8 @@
  * Seeded sample records for a sink's config, for `chaos --job` and `bench --sink`: values of every
  * column's type (bigints over the whole int64 range, written as exact JSON digits), timestamps both as
  * epoch ms and ISO-8601, nested fields. In upsert mode a small pool of keys gets updates and deletes
- * (tombstones), each record keyed by its key so one key stays on one partition; `badRatio` of them
+ * (tombstones), each record keyed by its key so one key stays on one partition (with a `version:` field,
+ * a random version each, and no tombstones); `badRatio` of them
  * break a rule of the config (a wrong type, a missing required field, a key that differs from the
  * record key).
  */
@@ -106,12 +107,21 @@ export function* sampleRecords(config: SinkConfig, o: { seed: number; count: num
     const g = agg?.groupBy.indexOf(at) ?? -1;
     return g >= 0 ? group[g] : undefined;
   };
+  // A version read from the value (`version:`): a random whole number per record, so a key's records
+  // come in no version order and sometimes tie. No tombstones then: they have no value to read it from.
+  const versionPath = config.version?.source === 'value' ? config.version.path : undefined;
   for (let i = 0; i < o.count; i++) {
     const key = config.mode === 'upsert' ? keys[Math.floor(rand() * keys.length)]! : undefined;
     const group = agg === undefined ? [] : groups[Math.floor(rand() * groups.length)]!;
     const fields: Array<[readonly string[], Json]> = config.columns
       .filter((c: SinkColumn) => c.required || config.key.includes(c.name) || rand() < 0.8)
       .map((c) => [c.field, key !== undefined && config.key.includes(c.name) ? key[config.key.indexOf(c.name)]! : ((agg === undefined ? undefined : aggValue(c, group)) ?? value(c.type, rand))]);
+    if (versionPath !== undefined) {
+      const at = fields.findIndex(([f]) => f.join('.') === versionPath.join('.'));
+      const v: [readonly string[], Json] = [versionPath, { raw: String(Math.floor(rand() * o.count * 2)) }];
+      if (at >= 0) fields[at] = v;
+      else fields.push(v);
+    }
     const bad = rand() < o.badRatio;
     if (bad) {
       const kind = Math.floor(rand() * 3);
@@ -119,7 +129,7 @@ export function* sampleRecords(config: SinkConfig, o: { seed: number; count: num
       else if (kind === 1) fields.splice(0, fields.length);
       else if (key !== undefined) fields.push([keyCols[0]!.field, value(keyCols[0]!.type, rand)]);
     }
-    if (key !== undefined && !bad && rand() < 0.1) {
+    if (key !== undefined && !bad && versionPath === undefined && rand() < 0.1) {
       yield { key: keyText(key), value: null }; // a tombstone: deletes the key
       continue;
     }
