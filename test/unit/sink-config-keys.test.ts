@@ -17,7 +17,7 @@ test('an unknown key names the key meant: tabel, requried, tpye', () => {
 });
 
 test('an unknown key nothing resembles lists the keys', () => {
-  assert.equal(problem({ ...base, partitions: 3 }), 'orders.yaml: partitions: unknown key; the keys are name, topic, table, format, keyFormat, mode, key, groupBy, window, aggregates, closeAfter, closedTopic, ttl, ttlField, consistency, where, onUnknown, envelope, columns');
+  assert.equal(problem({ ...base, partitions: 3 }), 'orders.yaml: partitions: unknown key; the keys are name, topic, table, format, keyFormat, mode, key, groupBy, window, aggregates, closeAfter, closedTopic, ttl, ttlField, version, consistency, where, onUnknown, envelope, columns');
   assert.equal(problem({ ...base, columns: { total: { type: 'decimal', nullable: true } } }), 'orders.yaml: columns.total.nullable: unknown key; the keys are type, field, required, default, onNull');
 });
 

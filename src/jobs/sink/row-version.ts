@@ -5,12 +5,14 @@
  * in (src/jobs/sink/sink-writes.ts). A file of its own so that the codec and `verify --job` read one rule.
  *
  * A version is a whole number from 0 up to (not including) 2^44, the floor of wall-clock write times
- * (src/jobs/sink/sink-table.ts): epoch milliseconds (a timestamp field, an ISO-8601 text, a number),
+ * (the sink's table check refuses a table holding such writes, src/jobs/sink/sink-table.ts): epoch milliseconds (a timestamp field, an ISO-8601 text, a number),
  * a row version, a log position (a Postgres LSN below 16 TiB). A version at or above the floor could
  * not be told from a foreign write at wall-clock time (rule 2 of the sink), so it is refused.
  */
 import { isLosslessNumber } from 'lossless-json';
-import { WALL_CLOCK_FLOOR } from './sink-table.js';
+
+/** Write times at or above this are neither offsets nor versions (2^44 µs is 1970-07-24: every wall clock is past it). */
+export const WALL_CLOCK_FLOOR = 1n << 44n;
 
 const FLOOR = Number(WALL_CLOCK_FLOOR);
 /** An ISO-8601 date and time, as Debezium's ZonedTimestamp and most JSON producers write them. */

@@ -9,10 +9,9 @@ import { ExactlyOnceError } from '../../errors.js';
 import { closingTable } from './aggregate-close.js';
 import { cqlColumnType } from './cql-types.js';
 import type { SinkConfig } from './sink-config.js';
+import { WALL_CLOCK_FLOOR } from './row-version.js';
 import { aggregateTablesCql, partialsTable } from './sink-aggregate.js';
 
-/** Write times at or above this are not offsets (2^44 µs is 1970-07-24: every wall clock is past it). */
-export const WALL_CLOCK_FLOOR = 1n << 44n;
 
 /** The CQL that creates the sink's table (`sink --print-cql`, and the job's migration 1). */
 export function createTableCql(config: SinkConfig, keyspace = '{{keyspace}}'): string {
@@ -31,8 +30,8 @@ export function createTableCql(config: SinkConfig, keyspace = '{{keyspace}}'): s
     ].join('\n');
   }
   return [
-    `-- Sink ${config.name}: topic ${config.topic}, upsert mode: one row per ${config.key.join(', ')}, the record with the highest offset.`,
-    '-- Every write is USING TIMESTAMP <offset>: never write this table with wall-clock timestamps.',
+    `-- Sink ${config.name}: topic ${config.topic}, upsert mode: one row per ${config.key.join(', ')}, the record with the highest ${config.version === undefined ? 'offset' : `version (${config.version.spec})`}.`,
+    `-- Every write is USING TIMESTAMP <${config.version === undefined ? 'offset' : 'version'}>: never write this table with wall-clock timestamps.`,
     `CREATE TABLE IF NOT EXISTS ${keyspace}.${config.table} (`,
     ...cols.map((c) => `${c},`),
     `    PRIMARY KEY ((${config.key.join(', ')}))`,
