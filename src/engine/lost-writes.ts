@@ -88,6 +88,8 @@ export interface LostWritesDeps {
   /** Tells the job to forget what it remembers of the partition (Job.onRewind); must not throw. */
   onRewind: (partition: number, from: bigint) => void;
   retrying: <T>(server: 'Cassandra' | 'Kafka', fn: () => Promise<T>) => Promise<T>;
+  /** The worker is stopping: a failure then is the shutdown's (a client closed under the call), not the partition's. */
+  stopping: () => boolean;
   metrics: EngineMetrics;
   log: Logger;
 }
@@ -298,9 +300,10 @@ export class LostWrites implements LostWritesGuard {
       tasks.replace(plan, readAt);
       if (plan.stop === null) deps.consumer.restartAt(p, to);
     } catch (e) {
-      // Shutting down: the next owner reads the stored checkpoint anyway. Anything else (a refusal no
-      // retry fixes) stops the partition where it is, visibly, rather than leaving it paused.
-      if (!(e instanceof AbortedError)) task.stop(permanentError(p, e));
+      // Shutting down (whatever a call threw once the stop began): the next owner reads the stored
+      // checkpoint anyway. Anything else (a refusal no retry fixes) stops the partition where it is,
+      // visibly, rather than leaving it paused.
+      if (!(e instanceof AbortedError) && !deps.stopping()) task.stop(permanentError(p, e));
     }
   }
 }

@@ -114,6 +114,7 @@ export function wireTasks(w: TaskWiring): WiredTasks {
     logStart: ctx.logStart,
     onRewind: w.onRewind,
     retrying: (server, fn) => w.retrying(server, fn),
+    stopping: () => w.signal.aborted,
     metrics,
     log,
   });

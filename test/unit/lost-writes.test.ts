@@ -40,6 +40,8 @@ function wired(
   ring: RingState = { down: [], lastStart: 0 },
   replay?: StoredCheckpoint['replay'],
   stopping?: () => boolean,
+  /** A failure the rewinds' checkpoint reset meets, if any. */
+  resetFails?: () => Error | undefined,
 ) {
   const world = { stored: new Map([[0, { next: stored, epoch: 0, ...(replay === undefined ? {} : { replay }) }]]), marks: [{ partition: 0, low: 0n, high: 9000n, stable: 9000n }] };
   const lostWrites = new LostWrites(windowMs);
@@ -52,6 +54,8 @@ function wired(
     checkpoints: {
       readOne: async (p) => (await gate(), w.stored.get(p) ?? null),
       reset: async (p, to, fromEpoch) => {
+        const failure = resetFails?.();
+        if (failure !== undefined) throw failure;
         calls.push(`reset ${p}:${to}@${fromEpoch + 1}`);
         return { next: to, epoch: fromEpoch + 1 };
       },
@@ -62,6 +66,7 @@ function wired(
     logStart: async () => 0n,
     onRewind: (p, from) => void calls.push(`onRewind ${p}:${from}`),
     retrying: (_server, fn) => fn(),
+    stopping: stopping ?? (() => false),
     metrics,
     log,
   });
@@ -83,6 +88,20 @@ test('a rewind moves the partition once: a task already rewound that finds the l
   assert.deepEqual(calls, ['pause 0', 'reset 0:500@1', 'onRewind 0:500', 'restartAt 0:500'], 'nothing more: the new owner is not paused');
   assert.equal(tasks.tasks.get(0), owner);
   assert.deepEqual(await series(metrics, 'lost_writes_total'), ['exactlyonce_lost_writes_total{partition="0"} 1']);
+});
+
+test('a rewind that fails stops the partition, coded, unless the worker is stopping: then the failure is the shutdown\'s (a client closed under the call) and the next owner reads the stored checkpoint', async () => {
+  let stopping = false;
+  const { tasks, calls, w, lostWrites } = wired(500n, 60_000, undefined, undefined, undefined, () => stopping, () => new Error('Connection closed'));
+  await tasks.assign([0]);
+  const task = tasks.tasks.get(0)!;
+  stopping = true;
+  await lostWrites.rewind(task, { next: 500n, epoch: 0 }, 700n);
+  assert.deepEqual(w.events.filter((e) => e.startsWith('stop')), [], 'no stop while stopping');
+  stopping = false;
+  await lostWrites.rewind(task, { next: 500n, epoch: 0 }, 700n);
+  assert.deepEqual(w.events.filter((e) => e.startsWith('stop')), ['stop 0:EO_PERMANENT_ERROR']);
+  assert.deepEqual(calls, ['pause 0', 'pause 0']);
 });
 
 test('a new owner finds the checkpoint it was planned from gone after an outage (its predecessor wrote it; Cassandra lost it) and rewinds, before writing a row', async () => {
