@@ -63,6 +63,12 @@ export interface JobAudit {
    * (checks that no other writer with wall-clock timestamps touched the table).
    */
   readonly writeTimestamp?: (offset: bigint) => bigint;
+  /**
+   * Upsert mode: the records carry versions (Expectation.version) that order a key's records on any
+   * partition, so every audit reads the whole log: the records after a recorded proof do not say
+   * whether an older one had a higher version.
+   */
+  readonly versioned?: boolean;
   /** Pure: what the record must produce. */
   expect(record: SourceRecord): Expectation;
   /**

@@ -319,8 +319,9 @@ export function judgeKey(ctx: KeyContext, note: KeyNote, g: KeyGroup, row: Table
       c.skipped['expired'] = (c.skipped['expired'] ?? 0) + 1;
       return;
     }
-    if (g.inFlight.size > 0) {
-      ctx.counts(partition).aheadOfCheckpoint++; // a batch in flight may have deleted it
+    // A batch in flight may have deleted it (a versioned key's: by a delete of no lower version).
+    if (last.version === null ? g.inFlight.size > 0 : [...g.inFlight].some((ts) => ts >= BigInt(last.version!))) {
+      ctx.counts(partition).aheadOfCheckpoint++;
       return;
     }
     note('missing', last.partition, last.offset, `${table} key ${g.key}: no row, though its last record (partition ${last.partition} offset ${last.offset}) writes one`);

@@ -104,8 +104,9 @@ export class JobAuditor {
       noTopic: `topic ${config.topic} does not exist; nothing to verify`,
       readCheckpoints: () => new CheckpointStore(this.session, ks, config.topic, this.job.legacyTables === true ? undefined : this.job.name).readStored(),
       job: this.job.name,
-      // A partial is a fold of the log's prefix: an aggregate job is proved from the log start every time.
-      proofs: audit.mode === 'aggregate' && options.proofs !== undefined ? { ...options.proofs, full: true } : options.proofs,
+      // A partial is a fold of the log's prefix: an aggregate job is proved from the log start every time;
+      // so is a versioned upsert job (a key's newest record may be anywhere in the log).
+      proofs: (audit.mode === 'aggregate' || audit.versioned === true) && options.proofs !== undefined ? { ...options.proofs, full: true } : options.proofs,
       defaultConfig: () => configFingerprint({ ...(this.job.settings ?? {}), topic: config.topic }),
       checkpointOutside: (w, cp) => `partition ${w.partition}: checkpoint ${cp} is outside the log [${w.low}, ${w.high}]`,
     };

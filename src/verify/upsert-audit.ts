@@ -162,8 +162,11 @@ export class UpsertAudit {
           // cell is the greater, so any of the tied records' values is accepted.
           if (g.last.del) continue;
           if (!del) {
+            // (A tied record already past its TTL was written as a delete, which wins: the row may be
+            // gone from the earliest expiry among them.)
+            const expiry = g.last.expiresAtMs === null ? expiresAtMs : expiresAtMs === null ? g.last.expiresAtMs : Math.min(g.last.expiresAtMs, expiresAtMs);
             g.tied.push(g.last.values!);
-            g.last = { partition, offset, del, values, packedKey, expiresAtMs, version };
+            g.last = { partition, offset, del, values, packedKey, expiresAtMs: expiry, version };
             continue;
           }
         }

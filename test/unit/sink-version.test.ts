@@ -38,12 +38,14 @@ test('versionOf: whole numbers and timestamps below 2^44 are versions; anything 
   assert.equal(why(undefined), 'version value.v is missing');
   assert.equal(why(null), 'version value.v is null');
   assert.equal(why(-1), 'version value.v is negative: -1');
-  assert.equal(why(1.5), 'version value.v is not a whole number: 1.5');
-  assert.equal(why('soon'), 'version value.v is not a number or a timestamp: "soon"');
-  assert.equal(why(true), 'version value.v is not a number or a timestamp: "boolean"');
+  assert.equal(why(1.5), 'version value.v: expected a whole number (or a string of digits), got 1.5');
+  assert.equal(why('soon'), 'version value.v: expected epoch milliseconds or an ISO-8601 string with a time zone (2026-01-31T12:00:00Z), got "soon"');
+  assert.equal(why(true), 'version value.v: expected a whole number (or a string of digits), got true');
+  assert.equal(why('2025-12-06 05:46:40Z'), 'version value.v: expected epoch milliseconds or an ISO-8601 string with a time zone (2026-01-31T12:00:00Z), got "2025-12-06 05:46:40Z"');
+  assert.deepEqual(versionOf('24023928', 'v'), { ok: true, version: 24023928 }, 'a string of digits, as some converters write an int64');
   assert.match(why(17592186044416), /^version value\.v is 17592186044416, at or above 2\^44/);
   assert.match(why(1_765_000_000_000_000n), /at or above 2\^44 .*epoch microseconds/);
-  assert.equal(why('1969-12-31T23:59:59Z'), 'version value.v is before 1970: 1969-12-31T23:59:59Z');
+  assert.equal(why('1969-12-31T23:59:59Z'), 'version value.v is negative: 1969-12-31T23:59:59Z is before 1970');
 });
 
 test('the config: version is for upsert tables, from any source but $topic, $partition, $offset, never with unset cells; a stored setting that frees the topic to gain partitions', () => {
@@ -51,6 +53,9 @@ test('the config: version is for upsert tables, from any source but $topic, $par
   assert.match(configProblem({ ...base, version: '$offset' }), /version: \$offset does not order a key's records across partitions/);
   assert.match(configProblem({ ...base, version: 'now()' }), /version: now\(\) is not a pure function of the record/);
   assert.match(configProblem({ ...base, columns: { id: 'bigint', v: { type: 'text', onNull: 'unset' } }, version: 'n' }), /columns\.v\.onNull: unset with a version is not supported/);
+  assert.equal(configProblem({ ...base, envelope: 'debezium', version: 'updated_at' }), 's.yaml: version: updated_at: with envelope: debezium a value path is read from the change event, whose fields are source, ts_ms, after, before, op, transaction (a field of the row: after.updated_at)');
+  assert.equal(configProblem({ ...base, envelope: 'debezium', version: 'source.ts_us' }), 's.yaml: version: source.ts_us counts microseconds, above the 2^44 a version stays below (where wall-clock write times begin); use the milliseconds, source.ts_ms');
+  assert.ok(new SinkJob(sinkConfig({ ...base, envelope: 'debezium', version: 'after.updated_at' })));
   assert.match(configProblem({ ...base, versoin: 'n' }), /versoin: unknown key \(did you mean version\?\)/);
   const plain = new SinkJob(sinkConfig(base));
   const versioned = new SinkJob(sinkConfig({ ...base, version: 'value.meta.n' }));
@@ -70,7 +75,7 @@ test('a row and a delete carry their version; a bad version is quarantined (bad_
   assert.deepEqual(codec.expect(rec('7', { id: 7, v: 'a', n: 41 })), { kind: 'row', key: { id: (d.value.key as unknown[])[0] }, row: { v: 'a' }, version: 41 });
   for (const [n, detail] of [
     [undefined, 'version n is missing'],
-    ['x', 'version n is not a number or a timestamp: "x"'],
+    ['x', 'version n: expected epoch milliseconds or an ISO-8601 string with a time zone (2026-01-31T12:00:00Z), got "x"'],
     [-3, 'version n is negative: -3'],
   ] as const) {
     assert.deepEqual(codec.decode(rec('7', { id: 7, v: 'a', ...(n === undefined ? {} : { n }) })), { ok: false, reason: 'bad_version', detail });

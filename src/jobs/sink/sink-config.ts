@@ -134,6 +134,9 @@ export interface SinkConfig {
  */
 const KEY_TYPES: readonly string[] = ['text', 'int', 'bigint', 'smallint', 'tinyint', 'boolean', 'timestamp', 'uuid', 'timeuuid', 'decimal'];
 
+/** The fields of a Debezium change event (a version's value path with envelope: debezium names one first). */
+const DEBEZIUM_FIELDS = ['source', 'ts_ms', 'after', 'before', 'op', 'transaction'];
+
 /** Columns a log-mode table has already: the record's position. */
 const LOG_COLUMNS = ['partition', 'offset'];
 
@@ -226,7 +229,10 @@ export function sinkConfig(raw: unknown, where = 'sink config', derived = false)
     if (c.mode !== 'upsert') problems.push(`version: orders an upsert table's records by key; mode ${c.mode} keeps ${c.mode === 'log' ? 'every record' : 'every record in its aggregates'}`);
     else if (typeof src === 'string') problems.push(`version: ${src}`);
     else if (src.source === 'meta' && src.path[0] !== 'timestamp') problems.push(`version: ${src.spec} does not order a key's records across partitions; name a field that grows per key (value.updated_at, a row version, a log position) or $timestamp`);
-    else version = src;
+    else if (src.source === 'value' && /^ts_(us|ns)$/.test(src.path[src.path.length - 1]!)) problems.push(`version: ${src.spec} counts ${src.path[src.path.length - 1] === 'ts_us' ? 'micro' : 'nano'}seconds, above the 2^44 a version stays below (where wall-clock write times begin); use the milliseconds, ${[...src.path.slice(0, -1), 'ts_ms'].join('.')}`);
+    else if (src.source === 'value' && c.envelope === 'debezium' && !DEBEZIUM_FIELDS.includes(src.path[0]!)) {
+      problems.push(`version: ${src.spec}: with envelope: debezium a value path is read from the change event, whose fields are ${DEBEZIUM_FIELDS.join(', ')} (a field of the row: after.${src.path.join('.')})`);
+    } else version = src;
     for (const col of columns) {
       if (col.onNull === 'unset') problems.push(`columns.${col.name}.onNull: unset with a version is not supported (a row would be the merge of its key's records in version order, which verify --job does not model); use null or default`);
     }

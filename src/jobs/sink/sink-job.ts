@@ -162,6 +162,7 @@ export class SinkJob implements Job<SinkRow> {
       columns: config.mode === 'aggregate' ? config.aggregate!.aggregates.map((a) => a.name) : config.columns.map((c) => c.name).filter((c) => !config.key.includes(c)),
       ...(config.mode === 'aggregate' ? { aggregate: aggregateAudit(config) } : {}),
       writeTimestamp: config.mode === 'upsert' ? (offset) => offset : undefined,
+      ...(config.version === undefined ? {} : { versioned: true }),
       expect: (record) => {
         const d = codec.decode(record);
         if (d.ok && d.value.kind === 'row') {

@@ -13,6 +13,7 @@ import type { DecodedRecord } from '../../engine/job.js';
 import type { SinkRow } from './sink-codec.js';
 import { keyText } from './record-key.js';
 import { ttlLeft } from './row-ttl.js';
+import { UNSET } from './column-values.js';
 import type { SinkConfig } from './sink-config.js';
 
 /** Upsert batches in flight at once. */
@@ -109,17 +110,20 @@ export async function writeUpsert(
 ): Promise<void> {
   // With unset cells a key's row is the merge of its records: each is written (at its own offset,
   // so the cells each record set win in offset order whatever order the writes land in).
-  const all = config.columns.some((c) => c.onNull === 'unset');
-  // With a version the key's record of the highest version is written (the later offset on a tie), at
-  // that version: Cassandra keeps it over any write of a lower version, from any partition.
+  // With a version the key's record of the highest version is written, at that version: Cassandra keeps
+  // it over any write of a lower version, from any partition. On a tie the later offset, unless the
+  // earlier is a delete: a delete wins a tie of timestamps in Cassandra, so it must here too.
   const versioned = config.version !== undefined;
+  // Versioned rows with cells left unset (columns added after the record, column-eras.ts) are each
+  // written, so that Cassandra merges a key's cells by version as verify --job does.
+  const all = config.columns.some((c) => c.onNull === 'unset') || (versioned && records.some((r) => r.value.kind === 'row' && r.value.values.includes(UNSET)));
   const byKey = new Map<string, DecodedRecord<SinkRow>[]>();
   for (const r of records) {
     const k = keyText(r.value.key);
     const list = byKey.get(k);
     if (list === undefined) byKey.set(k, [r]);
     else if (all) list.push(r);
-    else if (!versioned || versionAt(r) >= versionAt(list[0]!)) list[0] = r;
+    else if (!versioned || versionAt(r) > versionAt(list[0]!) || (versionAt(r) === versionAt(list[0]!) && list[0]!.value.kind !== 'delete')) list[0] = r;
   }
   const ttl = config.ttl !== undefined;
   // A TTL: the row expires at its record's time + TTL whenever it is (re)written. A record already past
