@@ -32,6 +32,7 @@ import { ResetWatcher } from './reset-watcher.js';
 import { wireTasks } from './runner-wiring.js';
 import { TailSkipper } from './tail-skipper.js';
 import type { TaskManager } from './task-manager.js';
+import { settleWithin } from '../deadline.js';
 
 export interface RunnerOptions {
   /** Most records per batch (default 2000). */
@@ -88,15 +89,6 @@ export const defaultRunnerOptions: RunnerOptions = {
   lostWritesWindowMs: 15_000,
   stopTimeoutMs: 30_000,
 };
-
-/** `work`, or the error `late` makes once `ms` have passed without it settling. */
-function withDeadline(work: Promise<void>, ms: number, late: () => Error): Promise<void> {
-  let timer: NodeJS.Timeout | undefined;
-  const deadline = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(late()), ms);
-  });
-  return Promise.race([work, deadline]).finally(() => clearTimeout(timer));
-}
 
 export class Runner {
   readonly metrics: EngineMetrics;
@@ -424,14 +416,14 @@ export class Runner {
       this.log.info('worker stopped');
     })();
     const deadlineMs = this.options.stopTimeoutMs ?? defaultRunnerOptions.stopTimeoutMs;
-    this.stopped ??= withDeadline(this.closing, deadlineMs, () => {
+    this.stopped ??= settleWithin(this.closing, deadlineMs, () => {
       const waiting = step === 'consumer' ? (this.consumer?.stopStep ?? 'the consumer') : step;
       const error = new ExactlyOnceError(
         'EO_STOP_TIMEOUT',
         `the worker did not stop within ${deadlineMs} ms: still waiting for ${waiting}; it exits all the same, as after a crash (nothing is lost: every batch not checkpointed is read again by the partition's next owner, once the group's session timeout has passed)`,
       );
       this.log.error({ code: error.code }, error.message);
-      return error;
+      throw error;
     });
     return this.stopped;
   }

@@ -6,6 +6,7 @@ import type { ConnectionConfig } from '../config.js';
 import { ExactlyOnceError } from '../errors.js';
 import { baseProperties, closeInBackground, kafkaJS, kafkaSecurityError, kafkaUnavailable, quietLogger, recentRefusal, type KafkaJSNamespace } from './client.js';
 import { probeRefusal } from './producer.js';
+import { settleWithin } from '../deadline.js';
 
 export interface TopicSpec {
   topic: string;
@@ -268,8 +269,6 @@ export class KafkaAdmin {
     });
     if (graceMs === undefined) return closed;
     closeInBackground(closed); // (the process's exit waits for it: src/kafka/client.ts)
-    let timer: NodeJS.Timeout | undefined;
-    await Promise.race([closed, new Promise<void>((resolve) => (timer = setTimeout(resolve, graceMs)))]);
-    clearTimeout(timer);
+    await settleWithin(closed, graceMs, () => undefined);
   }
 }

@@ -9,6 +9,7 @@ import type { ConnectionConfig } from '../config.js';
 import { ExactlyOnceError } from '../errors.js';
 import { setupCommand } from '../package-root.js';
 import { isSecretProperty, redact } from '../secrets.js';
+import { settleWithin } from '../deadline.js';
 
 export type KafkaJS = typeof KafkaJSNamespace;
 export type { KafkaJSNamespace };
@@ -59,9 +60,7 @@ export function closeInBackground(disconnected: Promise<unknown>): void {
 /** Resolves once every client closing in the background is closed, or after `deadlineMs`. */
 export async function kafkaClientsClosed(deadlineMs = 45_000): Promise<void> {
   if (closing.size === 0) return;
-  let timer: NodeJS.Timeout | undefined;
-  await Promise.race([Promise.all(closing), new Promise((r) => (timer = setTimeout(r, deadlineMs)))]);
-  clearTimeout(timer);
+  await settleWithin(Promise.all(closing).then(() => undefined), deadlineMs, () => undefined);
 }
 
 /** librdkafka properties common to producers, consumers and admin clients. */

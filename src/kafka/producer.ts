@@ -5,6 +5,7 @@
 import type { ConnectionConfig } from '../config.js';
 import { ExactlyOnceError } from '../errors.js';
 import { baseProperties, closeInBackground, kafkaJS, nativeProducer, kafkaSecurityError, kafkaUnavailable, quietLogger, recentRefusal, tapClientErrors, type KafkaJSNamespace, type LibrdkafkaHandle } from './client.js';
+import { settleWithin } from '../deadline.js';
 
 export interface OutgoingRecord {
   key: Buffer | string | null;
@@ -142,7 +143,6 @@ export class Producer {
     this.connecting ??= (async () => {
       const { Kafka } = kafkaJS();
       const producer = new Kafka({}).producer(this.properties as unknown as KafkaJSNamespace.ProducerConstructorConfig);
-      let timer: NodeJS.Timeout | undefined;
       // connect() makes the librdkafka handle before it first waits: tapped at once, so a refused login
       // or handshake while connecting is known by its code.
       const connecting = producer.connect();
@@ -159,11 +159,9 @@ export class Producer {
       });
       const polling = pollWhileConnecting(internal);
       try {
-        await Promise.race([
-          connecting,
-          refusal,
-          new Promise((_, reject) => (timer = setTimeout(() => reject(new Error(`no answer within ${this.connectTimeoutMs} ms`)), this.connectTimeoutMs))),
-        ]);
+        await settleWithin(Promise.race([connecting, refusal]), this.connectTimeoutMs, () => {
+          throw new Error(`no answer within ${this.connectTimeoutMs} ms`);
+        });
         this.producer = producer;
         return producer;
       } catch (e) {
@@ -179,7 +177,6 @@ export class Producer {
         );
         throw kafkaUnavailable(this.config, e);
       } finally {
-        clearTimeout(timer);
         clearInterval(polling);
         refused = undefined;
       }
@@ -384,10 +381,11 @@ export class TransactionalProducer {
 
 /** Connects `producer`; when that fails or takes longer than `ms`, disconnects it and rejects. */
 async function connectWithin(producer: KafkaJSNamespace.Producer, ms: number): Promise<void> {
-  let timer: NodeJS.Timeout | undefined;
   const connecting = producer.connect();
   try {
-    await Promise.race([connecting, new Promise((_, reject) => (timer = setTimeout(() => reject(new Error(`no answer within ${ms} ms`)), ms)))]);
+    await settleWithin(connecting, ms, () => {
+      throw new Error(`no answer within ${ms} ms`);
+    });
   } catch (e) {
     // Disconnected only once its connect settled: a client disconnected while still connecting throws
     // from its 'ready' callback when the brokers answer later ("Ready callback called in invalid
@@ -399,8 +397,6 @@ async function connectWithin(producer: KafkaJSNamespace.Producer, ms: number): P
       ),
     );
     throw e;
-  } finally {
-    clearTimeout(timer);
   }
 }
 

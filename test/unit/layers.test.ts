@@ -12,7 +12,7 @@ const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '.
 /** Each wing's rank: a file may import its own wing's files and those of a wing of lower rank. */
 export const RANKS: Readonly<Record<string, number>> = {
   // shared utilities
-  errors: 0, log: 0, prng: 0, suggest: 0, 'package-root': 0, 'text-table': 0,
+  errors: 0, log: 0, prng: 0, suggest: 0, 'package-root': 0, 'text-table': 0, deadline: 0,
   secrets: 1,
   config: 2,
   // the servers' clients and the local stack
