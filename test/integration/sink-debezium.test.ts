@@ -4,25 +4,21 @@
 // tombstone, a key that comes back; a change without op and a truncate are quarantined with their
 // reasons and the records after them flow; verify --job proves the table.
 import assert from 'node:assert/strict';
-import { test } from 'node:test';
+import { test, type TestContext } from 'node:test';
+import type { ConnectionConfig } from '../../src/config.js';
 import { connectedProducer, freshKeyspaceAndTopic, runCli, sinkConfigFile, sinkYamlHead, startSinkJob, totalsLike, verifyPasses, waitSinkDrained } from '../helpers.js';
 
 const pgSource = { version: '2.7.3.Final', connector: 'postgresql', name: 'pg', ts_ms: 1733480000000, snapshot: 'false', db: 'shop', schema: 'public', table: 'customers', txId: 771, lsn: 24023928, xmin: null };
+/** The customers table's upsert sink over change events (`extra`: more config lines). */
+const customersSink = (t: TestContext, config: ConnectionConfig, extra: string[] = []) =>
+  sinkConfigFile(t, 'customers.yaml', [...sinkYamlHead(config, 'customers', 'upsert'), 'key: [id]', 'envelope: debezium', ...extra, 'columns:', '  id: bigint', '  email: text', '  city: text']);
+type Row = { id: number; email: string; city: string };
 const mysqlSource = { version: '2.7.3.Final', connector: 'mysql', name: 'my', ts_ms: 1733480000000, snapshot: 'false', db: 'shop', table: 'customers', server_id: 223344, gtid: null, file: 'mysql-bin.000003', pos: 154, row: 0, thread: 7 };
 
 test('envelope: debezium: the table holds each key\'s latest row from Postgres- and MySQL-shaped change events; deletes delete; bad changes are quarantined; verify --job exact', async (t) => {
   const { config, session, admin } = await freshKeyspaceAndTopic(t, 2);
-  const file = sinkConfigFile(t, 'customers.yaml', [
-    ...sinkYamlHead(config, 'customers', 'upsert'),
-    'key: [id]',
-    'envelope: debezium',
-    'columns:',
-    '  id: bigint',
-    '  email: text',
-    '  city: text',
-  ]);
+  const file = customersSink(t, config);
   const producer = await connectedProducer(t, config);
-  type Row = { id: number; email: string; city: string };
   const pg = (op: string, before: Row | null, after: Row | null) => ({ before, after, source: pgSource, op, ts_ms: 1733480000123, transaction: null });
   const my = (op: string, before: Row | null, after: Row | null) => ({ schema: { type: 'struct', name: 'my.shop.customers.Envelope', optional: false, fields: [] }, payload: { before, after, source: mysqlSource, op, ts_ms: 1733480000456, transaction: null } });
   const myKey = (id: number) => ({ schema: { type: 'struct', name: 'my.shop.customers.Key', optional: false, fields: [{ type: 'int64', optional: false, field: 'id' }] }, payload: { id } });
@@ -74,18 +70,8 @@ test('envelope: debezium: the table holds each key\'s latest row from Postgres- 
 // quarantined (bad_version).
 test('envelope: debezium with version: source.lsn: the change with the highest LSN wins across partitions and arrival order; verify --job exact', async (t) => {
   const { config, session, admin } = await freshKeyspaceAndTopic(t, 2);
-  const file = sinkConfigFile(t, 'customers.yaml', [
-    ...sinkYamlHead(config, 'customers', 'upsert'),
-    'key: [id]',
-    'envelope: debezium',
-    'version: source.lsn',
-    'columns:',
-    '  id: bigint',
-    '  email: text',
-    '  city: text',
-  ]);
+  const file = customersSink(t, config, ['version: source.lsn']);
   const producer = await connectedProducer(t, config);
-  type Row = { id: number; email: string; city: string };
   const pg = (op: string, lsn: number | undefined, before: Row | null, after: Row | null) => ({ before, after, source: { ...pgSource, lsn }, op, ts_ms: 1733480000123, transaction: null });
   const r = (id: number, email: string, city: string): Row => ({ id, email, city });
   const send = (partition: number, records: Array<[number, unknown]>) =>
