@@ -70,6 +70,8 @@ const configs: Array<[string, SinkConfig]> = [
     'log, key and header columns',
     sinkConfig({ topic: 't', table: 't', mode: 'log', columns: { id: 'bigint', k: { type: 'text', field: 'key' }, kid: { type: 'bigint', field: 'key.id' }, h: { type: 'int', field: 'header.n' }, name: 'text' } }),
   ],
+  ['upsert, a version from the value', sinkConfig({ topic: 't', table: 't', mode: 'upsert', key: ['id'], version: 'ts', columns: { id: 'bigint', name: 'text', n: 'int' } })],
+  ['upsert, a version from a header', sinkConfig({ topic: 't', table: 't', mode: 'upsert', key: ['id'], version: 'header.n', columns: { id: 'bigint', name: 'text', ts: 'timestamp' } })],
   ['upsert, bigint key, the record key as a column', sinkConfig({ topic: 't', table: 't', mode: 'upsert', key: ['id'], columns: { id: 'bigint', name: 'text', n: { type: 'int', default: 3 }, k: { type: 'bigint', field: 'key' } } })],
 ];
 

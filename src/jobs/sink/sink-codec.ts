@@ -4,6 +4,7 @@
  * or the reason it is quarantined. A pure function of the record, so a replay, `verify --job` and a
  * zombie all see the same row.
  */
+import { LosslessNumber } from 'lossless-json';
 import { toLong } from '../../cassandra/session.js';
 import type { SchemaRegistryConfig } from '../../config.js';
 import { createDecoder, decoderLookup, isRegistryFormat, schemaCache, SchemaNotFetched, type Decoder } from '../../formats/decoder.js';
@@ -97,8 +98,12 @@ export class SinkCodec {
     this.keys = keyDecoded && isRegistryFormat(config.keyFormat) ? createDecoder(config.keyFormat, cache) : undefined;
     this.recordKeys = new RecordKeys(this.keyColumns, this.keys);
     const flatColumns = config.columns.every((c) => c.source !== 'value' || c.field.length === 1);
-    const plain = config.envelope === undefined && config.where === undefined && config.version === undefined && (config.ttl === undefined || 'seconds' in config.ttl) && columnsFrom.size === 0;
-    this.flat = this.values === undefined && flatColumns && plain ? new FlatPicker(this.requiredColumns.map((c) => (c.source === 'value' ? c.field[0]! : ''))) : undefined;
+    // A version from the value is picked as one more member (a top-level one).
+    const flatVersion = config.version === undefined || config.version.source !== 'value' || config.version.path.length === 1;
+    const plain = config.envelope === undefined && config.where === undefined && flatVersion && (config.ttl === undefined || 'seconds' in config.ttl) && columnsFrom.size === 0;
+    const members = this.requiredColumns.map((c) => (c.source === 'value' ? c.field[0]! : ''));
+    if (config.version?.source === 'value') members.push(config.version.path[0]!);
+    this.flat = this.values === undefined && flatColumns && plain ? new FlatPicker(members) : undefined;
     this.lookup = decoderLookup({ ...(this.values === undefined ? {} : { value: this.values }), ...(this.keys === undefined ? {} : { key: this.keys }) });
   }
 
@@ -310,7 +315,18 @@ export class SinkCodec {
       values.push(v.value);
     }
     const seconds = (this.config.ttl as { seconds: number } | undefined)?.seconds ?? 0;
-    return this.row(record, key, values, absent, [], () => ({ ok: true, seconds }));
+    const d = this.row(record, key, values, absent, [], () => ({ ok: true, seconds }));
+    const version = this.config.version;
+    if (version === undefined || !d.ok || d.value.kind !== 'row') return d;
+    let v: ReturnType<typeof versionOf>;
+    if (version.source === 'value') {
+      // The version's member, read as the general path reads it from the parsed value.
+      const m = picker.at[cols.length]!;
+      const kind = m < 0 ? 0 : t.kind[m];
+      const slice = m < 0 ? '' : text.slice(t.valueStart[m], t.valueEnd[m]);
+      v = versionOf(m < 0 ? undefined : kind === NUMBER ? new LosslessNumber(slice) : kind === STRING ? slice : kind === TRUE ? true : kind === FALSE ? false : null, version.spec);
+    } else v = this.version(record, NO_DOC, keyOf);
+    return v.ok ? { ok: true, value: { ...d.value, version: v.version } } : bad('bad_version', v.detail);
   }
 
   /** A record's row from its column values: the key the value names checked, the row's size, its TTL. */
