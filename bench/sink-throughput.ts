@@ -7,8 +7,12 @@
  * The Avro cases read the same records as Avro through the local stack's Schema Registry (`stack up
  * --schema-registry`): what decoding Avro costs against JSON.
  *
- *   node --import tsx bench/sink-throughput.ts [N]     (the local stack must be up; its ports from
- *   EXACTLYONCE_KAFKA_PORT / _CASSANDRA_PORT / _REGISTRY_PORT, as the tests read them)
+ * The versioned case is the orders sink ordered by a `version:` field (its samples draw one per record,
+ * and have no tombstones): what ordering by a version costs against the offset.
+ *
+ *   node --import tsx bench/sink-throughput.ts [N] [json]   (the local stack must be up; its ports from
+ *   EXACTLYONCE_KAFKA_PORT / _CASSANDRA_PORT / _REGISTRY_PORT, as the tests read them; `json`: without
+ *   the Avro cases, which need `stack up --schema-registry`)
  */
 import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
@@ -23,7 +27,7 @@ import { KafkaAdmin } from '../src/kafka/admin.js';
 import { Producer } from '../src/kafka/producer.js';
 import { loadResolvedSinkConfig, loadSinkConfig } from '../src/jobs/sink/sink-config.js';
 import { SinkJob } from '../src/jobs/sink/sink-job.js';
-import { writeFileSync } from 'node:fs';
+import { readFileSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 
@@ -95,8 +99,13 @@ process.stdout.write(`${N.toLocaleString('en-US')} records each, 6 partitions, 1
 const events = await bench('events job (run)', undefined);
 const log = await bench('sink, log mode (clicks)', 'examples/sinks/clicks.json');
 const upsert = await bench('sink, upsert mode (orders)', 'examples/sinks/orders.yaml');
-const logAvro = await bench('sink, log mode, Avro', 'examples/sinks/clicks.json', 'avro');
-const upsertAvro = await bench('sink, upsert mode, Avro', 'examples/sinks/orders-avro.yaml');
-process.stdout.write(`ratios to the events job: log ${(log / events).toFixed(2)}, upsert ${(upsert / events).toFixed(2)}\n`);
-process.stdout.write(`Avro against JSON: log ${(logAvro / log).toFixed(2)}, upsert ${(upsertAvro / upsert).toFixed(2)}\n`);
+const versionedFile = path.join(os.tmpdir(), `eo-bench-orders-versioned-${process.pid}.yaml`);
+writeFileSync(versionedFile, `${readFileSync('examples/sinks/orders.yaml', 'utf8')}version: rev\n`);
+const versioned = await bench('sink, upsert by version', versionedFile);
+process.stdout.write(`ratios to the events job: log ${(log / events).toFixed(2)}, upsert ${(upsert / events).toFixed(2)}; upsert by version against by offset ${(versioned / upsert).toFixed(2)}\n`);
+if (process.argv[3] !== 'json') {
+  const logAvro = await bench('sink, log mode, Avro', 'examples/sinks/clicks.json', 'avro');
+  const upsertAvro = await bench('sink, upsert mode, Avro', 'examples/sinks/orders-avro.yaml');
+  process.stdout.write(`Avro against JSON: log ${(logAvro / log).toFixed(2)}, upsert ${(upsertAvro / upsert).toFixed(2)}\n`);
+}
 process.exit(0);

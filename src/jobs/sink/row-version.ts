@@ -10,10 +10,12 @@
  * below 16 TiB). A version at or above the floor could not be told from a foreign write at wall-clock
  * time (rule 2 of the sink), so it is refused.
  */
+import { isLosslessNumber } from 'lossless-json';
 import { convert } from './cql-types.js';
 
 /** Write times at or above this are neither offsets nor versions (2^44 µs is 1970-07-24: every wall clock is past it). */
 export const WALL_CLOCK_FLOOR = 1n << 44n;
+const FLOOR = Number(WALL_CLOCK_FLOOR);
 
 /**
  * A record's version from its raw field value (undefined: missing), or why it is none: read as a
@@ -22,6 +24,12 @@ export const WALL_CLOCK_FLOOR = 1n << 44n;
  */
 export function versionOf(v: unknown, spec: string): { ok: true; version: number } | { ok: false; detail: string } {
   if (v === undefined || v === null) return { ok: false, detail: `version ${spec} is ${v === null ? 'null' : 'missing'}` };
+  // The common case, at once: up to 15 digits (what convert would read as the same whole number).
+  const digits = typeof v === 'string' ? v : isLosslessNumber(v) ? (v as { toString(): string }).toString() : undefined;
+  if (digits !== undefined && digits.length <= 15 && /^\d+$/.test(digits)) {
+    const n = Number(digits);
+    if (n < FLOOR) return { ok: true, version: n };
+  }
   const time = v instanceof Date || (typeof v === 'string' && !/^-?\d+$/.test(v));
   const c = convert({ kind: 'scalar', name: time ? 'timestamp' : 'bigint' }, v);
   if (!c.ok) return { ok: false, detail: `version ${spec}: ${c.problem}` };

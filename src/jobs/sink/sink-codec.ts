@@ -69,6 +69,8 @@ export class SinkCodec {
   /** Derived columns: the fields a column would be derived for, by schema id. */
   private readonly fieldsBySchema = new Map<number, string[]>();
   private readonly cache: ReturnType<typeof schemaCache> | undefined;
+  /** `version:` read as a column of its source (made on first use). */
+  private versionColumn: SinkColumn | undefined;
   /**
    * JSON values whose value columns are all top-level fields, with no envelope, filter or TTL
    * field: the columns' members are picked out of a flat object without building it (`flatRow`).
@@ -265,14 +267,15 @@ export class SinkCodec {
     const d = this.row(record, key, values, absent, unknown, seconds);
     if (config.version === undefined || !d.ok || d.value.kind !== 'row') return d;
     const version = this.version(record, config.envelope === 'debezium' ? (unwrapSchema(envelope) as Record<string, unknown>) : doc, keyOf);
-    return version.ok ? { ok: true, value: { ...d.value, version: version.version } } : bad('bad_version', version.detail);
+    if (!version.ok) return bad('bad_version', version.detail);
+    d.value.version = version.version; // (the row was made here, for this record)
+    return d;
   }
 
   /** A record's version (`version:`, src/jobs/sink/row-version.ts), a value path read from `doc`. */
   private version(record: SourceRecord, doc: Record<string, unknown>, keyOf: () => KeyView): ReturnType<typeof versionOf> {
-    const src = this.config.version!;
-    const raw = sourceValue(numberColumn('version', src), record, doc, keyOf, this.keys !== undefined);
-    return raw.ok ? versionOf(raw.value, src.spec) : { ok: false, detail: raw.detail };
+    const raw = sourceValue((this.versionColumn ??= numberColumn('version', this.config.version!)), record, doc, keyOf, this.keys !== undefined);
+    return raw.ok ? versionOf(raw.value, this.config.version!.spec) : { ok: false, detail: raw.detail };
   }
 
   /**
@@ -324,9 +327,12 @@ export class SinkCodec {
       const m = picker.at[cols.length]!;
       const kind = m < 0 ? 0 : t.kind[m];
       const slice = m < 0 ? '' : text.slice(t.valueStart[m], t.valueEnd[m]);
-      v = versionOf(m < 0 ? undefined : kind === NUMBER ? new LosslessNumber(slice) : kind === STRING ? slice : kind === TRUE ? true : kind === FALSE ? false : null, version.spec);
+      // (A number of digits alone reads as its text does: the same whole number, or the same refusal.)
+      v = versionOf(m < 0 ? undefined : kind === NUMBER ? (/^\d+$/.test(slice) ? slice : new LosslessNumber(slice)) : kind === STRING ? slice : kind === TRUE ? true : kind === FALSE ? false : null, version.spec);
     } else v = this.version(record, NO_DOC, keyOf);
-    return v.ok ? { ok: true, value: { ...d.value, version: v.version } } : bad('bad_version', v.detail);
+    if (!v.ok) return bad('bad_version', v.detail);
+    d.value.version = v.version; // (the row was made here, for this record)
+    return d;
   }
 
   /** A record's row from its column values: the key the value names checked, the row's size, its TTL. */
