@@ -4,7 +4,8 @@
  * checks cost more on V8's two-byte strings) against the general lossless-JSON path, and int64 →
  * Long through the 32-bit halves (`toLong`) against the driver's `Long.fromString`, a batch's
  * request frame built from pre-encoded rows against the driver's BatchRequest, and the sink's decode
- * with its columns picked out of the flat text against the value parsed whole.
+ * with its columns picked out of the flat text against the value parsed whole, and an upsert sink's
+ * decode ordered by a version against by offset.
  *
  *   node --import tsx bench/micro.ts [--records 200000]
  */
@@ -19,6 +20,9 @@ import { Long, toLong } from '../src/cassandra/session.js';
 import { SinkCodec } from '../src/jobs/sink/sink-codec.js';
 import { sinkConfig as parseSinkConfig } from '../src/jobs/sink/sink-config.js';
 import { sinkConfig as benchSinkConfig } from './sink.js';
+import { sampleRecords } from '../src/jobs/sink/sample.js';
+import { readFileSync } from 'node:fs';
+import { parse as parseYaml } from 'yaml';
 
 const at = process.argv.indexOf('--records');
 const n = at >= 0 ? Number(process.argv[at + 1]) : 200_000;
@@ -95,6 +99,22 @@ const sinkGeneral = new SinkCodec(parseSinkConfig(benchSinkConfig('log', 't')));
 const sinkRecords = decoded.map((d) => d.record);
 const sinkDecodeFlat = time(() => sinkRecords.forEach((r) => sinkFlat.decode(r)));
 const sinkDecodeGeneral = time(() => sinkRecords.forEach((r) => sinkGeneral.decode(r)));
+// An upsert sink's decode ordered by a version (`version: rev`) against by offset, on the orders
+// sink's samples (which carry a random version each).
+const ordersRaw = parseYaml(readFileSync('examples/sinks/orders.yaml', 'utf8')) as Record<string, unknown>;
+const byVersionConfig = parseSinkConfig({ ...ordersRaw, version: 'rev' });
+const ordersRecords = [...sampleRecords(byVersionConfig, { seed: 1, count: n, badRatio: 0 })].map((r, i) => ({
+  topic: 't',
+  partition: 0,
+  offset: BigInt(i),
+  key: r.key === null ? null : Buffer.from(r.key),
+  value: r.value === null ? null : Buffer.from(r.value),
+  timestampMs: 1_700_000_000_000,
+}));
+const byOffset = new SinkCodec(parseSinkConfig(ordersRaw));
+const byVersion = new SinkCodec(byVersionConfig);
+const upsertByOffset = time(() => ordersRecords.forEach((r) => byOffset.decode(r)));
+const upsertByVersion = time(() => ordersRecords.forEach((r) => byVersion.decode(r)));
 const row = (what: string, us: number, base: number) => `${what.padEnd(44)} ${us.toFixed(3).padStart(7)} µs   ${(base / us).toFixed(1)}×`;
 process.stdout.write(
   [
@@ -108,6 +128,8 @@ process.stdout.write(
     row('row objects + driver BatchRequest (before)', framesBefore, framesBefore),
     row('sink decode, log mode (columns picked)', sinkDecodeFlat, sinkDecodeGeneral),
     row('sink decode, log mode (value parsed whole)', sinkDecodeGeneral, sinkDecodeGeneral),
+    row('sink decode, upsert (orders) by offset', upsertByOffset, upsertByOffset),
+    row('sink decode, upsert (orders) by version', upsertByVersion, upsertByOffset),
     '',
   ].join('\n'),
 );
