@@ -115,11 +115,13 @@ export async function runWorker(job: Job<any>, options: WorkerOptions = {}): Pro
   try {
     await runner.start();
   } catch (e) {
+    // Stopped by a signal while still starting (e.g. waiting for Kafka): a clean exit, whatever the
+    // start then threw (a call abandoned, or a client closed under it), said in a line of its own. A
+    // signal that comes only while the failed start is cleaned up changes nothing: the failure stands.
+    const signalled = signals > 0;
     await runner.stop().catch(() => undefined); // (a stop past its deadline logged EO_STOP_TIMEOUT: the start's error is the one to say)
     await cleanUp();
-    // Stopped by a signal while still starting (e.g. waiting for Kafka): a clean exit, whatever the
-    // start then threw (a call abandoned, or a client closed under it), said in a line of its own.
-    if (signals > 0) {
+    if (signalled) {
       if (!(e instanceof AbortedError)) log.warn({ err: e }, `stopped while starting; the start ended with: ${e instanceof Error ? e.message : String(e)}`);
       if (options.exit !== false) await exit(0);
       return;

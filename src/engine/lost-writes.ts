@@ -303,7 +303,9 @@ export class LostWrites implements LostWritesGuard {
       // Shutting down (whatever a call threw once the stop began): the next owner reads the stored
       // checkpoint anyway. Anything else (a refusal no retry fixes) stops the partition where it is,
       // visibly, rather than leaving it paused.
-      if (!(e instanceof AbortedError) && !deps.stopping()) task.stop(permanentError(p, e));
+      if (e instanceof AbortedError) return;
+      if (!deps.stopping()) task.stop(permanentError(p, e));
+      else deps.log.warn({ partition: p, err: e }, `partition ${p}: reading it again failed while the worker stops (${String(e instanceof Error ? e.message : e).slice(0, 200)}); its next owner reads the stored checkpoint`);
     }
   }
 }
