@@ -262,10 +262,11 @@ export interface KeyGroup {
   key: string;
   partitions: number[];
   /** The last record below its partition's checkpoint, if any. */
-  last: { partition: number; offset: bigint; del: boolean; values: unknown[] | null; packedKey: unknown; expiresAtMs: number | null; version: number | null } | undefined;
+  last: { partition: number; offset: bigint; del: boolean; values: unknown[] | null; packedKey: unknown; expiresAtMs: number | null; version: number | null; unset: number[] | null } | undefined;
   /**
    * A versioned key: the values of its other records below the checkpoints at the last one's version
-   * (a tie, which Cassandra settles per cell by the greater value): each cell may hold any of them.
+   * (a tie, which Cassandra settles per cell by the greater value): each cell may hold any of them
+   * (undefined: a cell that record left unset, which holds none of its values).
    */
   tied: unknown[][];
   /**

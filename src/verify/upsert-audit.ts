@@ -157,20 +157,20 @@ export class UpsertAudit {
         if (ts !== undefined) g.inFlight.add(ts);
       } else {
         const del = (flags & 2) !== 0;
-        if (version !== null && g.last !== undefined && g.last.version === version) {
-          // A tie (records in version order): a delete wins it, as in Cassandra; between values each
-          // cell is the greater, so any of the tied records' values is accepted.
-          if (g.last.del) continue;
-          if (!del) {
-            // (A tied record already past its TTL was written as a delete, which wins: the row may be
-            // gone from the earliest expiry among them.)
-            const expiry = g.last.expiresAtMs === null ? expiresAtMs : expiresAtMs === null ? g.last.expiresAtMs : Math.min(g.last.expiresAtMs, expiresAtMs);
-            g.tied.push(g.last.values!);
-            g.last = { partition, offset, del, values, packedKey, expiresAtMs: expiry, version };
-            continue;
-          }
-        }
-        g.tied = [];
+        // A tie (records in version order): a delete wins it, as in Cassandra; between values each
+        // cell is the greater, so any of the tied records' values is accepted.
+        const tie = version !== null && g.last !== undefined && g.last.version === version;
+        if (tie && g.last!.del) continue;
+        let expiry = expiresAtMs;
+        if (tie && !del) {
+          // (A tied record already past its TTL was written as a delete, which wins: the row may be
+          // gone from the earliest expiry among them.)
+          const before = g.last!.expiresAtMs;
+          expiry = before === null ? expiresAtMs : expiresAtMs === null ? before : Math.min(before, expiresAtMs);
+          // Only what the tied record wrote: a cell it left unset holds no value of the tie.
+          const left = g.last!.unset;
+          g.tied.push(left === null ? g.last!.values! : g.last!.values!.map((v, i) => (left.includes(i) ? undefined : v)));
+        } else g.tied = [];
         let merged = values;
         if (del) {
           // A delete hides every older cell: what follows starts from nothing, known to be null.
@@ -179,7 +179,8 @@ export class UpsertAudit {
             g.known!.fill(true);
           }
         } else if (unset !== null || g.setAt !== undefined) {
-          // Unset cells keep the key's earlier value: the row is the merge of its records in offset order.
+          // Unset cells keep the key's earlier value: the row is the merge of its records in offset
+          // order (a tied record's unset cell keeps what the records before it, tied ones included, wrote).
           const n = this.ctx.valueColumns.length;
           const prev = g.last !== undefined && !g.last.del ? g.last.values! : new Array<unknown>(n).fill(null);
           if (g.setAt === undefined) {
@@ -195,7 +196,7 @@ export class UpsertAudit {
             return v;
           });
         }
-        g.last = { partition, offset, del, values: merged, packedKey, expiresAtMs, version };
+        g.last = { partition, offset, del, values: merged, packedKey, expiresAtMs: expiry, version, unset: del ? null : unset };
       }
     }
     if (g !== undefined) yield g;
