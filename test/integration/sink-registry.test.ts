@@ -271,3 +271,39 @@ test('a record whose schema is registered a moment after it was produced is stor
   assert.deepEqual([report.totals.records, report.totals.stored, report.totals.quarantined], [3, 2, 1]);
   worker.kill('SIGTERM');
 });
+
+// Issue 37 item 6 through the registry: a version read from an Avro `long` and from a
+// `timestamp-millis`, each ordering its own upsert sink of the same topic. A key's records are on two
+// partitions, the highest version read first; a negative version is quarantined as bad_version by the
+// sink that reads it, and written by the other.
+test('an Avro upsert sink ordered by a long version and one by a timestamp-millis version: the highest version holds across partitions, a negative one quarantined; verify --job exact', async (t) => {
+  const { config, session, registry, subject } = await registryTopic(t, 2);
+  const schema = { type: 'record', name: 'Kv', fields: [{ name: 'id', type: 'long' }, { name: 'rev', type: 'long' }, { name: 'at', type: { type: 'long', logicalType: 'timestamp-millis' } }, { name: 's', type: 'string' }] };
+  const id = await registry.register(subject, 'AVRO', JSON.stringify(schema));
+  const type = avroType(JSON.stringify(schema));
+  const rec = (partition: number, kid: number, rev: number, at: number, s: string) => ({ key: String(kid), partition, value: withWireHeader(id, encodeAvro(type, { id: BigInt(kid), rev: BigInt(rev), at: new Date(at), s })) });
+  const sinks = { rev: 'value.rev', at: 'value.at' };
+  const files = Object.fromEntries(Object.entries(sinks).map(([n, version]) => [n, sinkFile({ name: `kv_${n}`, topic: config.topic, format: 'avro', table: `kv_${n}`, mode: 'upsert', key: ['id'], version })]));
+  for (const file of Object.values(files)) await applyJob(config, file);
+  await produce(config, [rec(0, 1, 9, 9000, 'nine'), rec(0, 2, 2, 2000, 'two'), rec(0, 3, -1, 1000, 'negative rev')]);
+  await produce(config, [rec(1, 1, 4, 4000, 'four'), rec(1, 2, 7, 7000, 'seven')]);
+  for (const file of Object.values(files)) startSink(t, config, file);
+  for (const n of Object.keys(sinks)) {
+    await waitFor(async () => {
+      const r = await session.execute(`SELECT partition, next_offset FROM ${config.keyspace}.job_checkpoints WHERE job = ? AND topic = ?`, [`kv_${n}`, config.topic]);
+      return r.rows.map((x) => `${x['partition']}:${x['next_offset']}`).sort().join(' ') === '0:3 1:2' ? true : undefined;
+    }, { timeoutMs: 180_000, message: `sink kv_${n} reaches the log end` });
+  }
+  const rows = async (n: string) =>
+    Object.fromEntries((await session.execute(`SELECT id, s, WRITETIME(s) AS wt FROM ${config.keyspace}.kv_${n}`)).rows.map((x) => [String(x['id']), [x['s'], String(x['wt'])]]));
+  assert.deepEqual(await rows('rev'), { '1': ['nine', '9'], '2': ['seven', '7'] });
+  assert.deepEqual(await rows('at'), { '1': ['nine', '9000'], '2': ['seven', '7000'], '3': ['negative rev', '1000'] });
+  const q = await runCli(['quarantine', 'list', '--cassandra', CASSANDRA, '--keyspace', config.keyspace, '--job', 'kv_rev', '--json']);
+  assert.deepEqual(q.stdout.trim().split('\n').map((x) => JSON.parse(x) as { partition: number; offset: string; reason: string; detail: string }).map((x) => [x.partition, x.offset, x.reason, x.detail]), [[0, '2', 'bad_version', 'version value.rev is negative: -1']]);
+  for (const [n, stored] of [['rev', 4], ['at', 5]] as const) {
+    const v = await runCli(['verify', ...conn(config), '--job', files[n]!, '--no-record', '--json'], REGISTRY_ENV);
+    assert.equal(v.code, 0, v.stdout + v.stderr);
+    const totals = (JSON.parse(v.stdout) as { totals: Record<string, number> }).totals;
+    assert.deepEqual([totals['records'], totals['quarantined'], totals['missing'], totals['mismatched'], totals['extra']], [5, 5 - stored, 0, 0, 0], `kv_${n}`);
+  }
+});
