@@ -75,7 +75,7 @@ export class AggregateAudit {
       /** Each partition's log end now (read only when a partial is beyond the one the audit started with). */
       readonly logEnds: () => Promise<ReadonlyMap<number, bigint>>;
       /** Counts a result row (or partial) not judged: beyond its partition's checkpoint (a batch in flight). */
-      readonly aheadOfCheckpoint: () => void;
+      readonly aheadOfCheckpoint: (partition: number) => void;
       /** Counts a violation on a partition's line of the report. */
       readonly count: (partition: number, kind: 'missing' | 'extra' | 'mismatched') => void;
     },
@@ -145,7 +145,7 @@ export class AggregateAudit {
       if (p.through < (highs.get(p.partition) ?? 0n)) return false;
       const logEnd = now.get(p.partition) ?? 0n;
       if (p.through >= logEnd) this.v('mismatch', `partition ${p.partition}: the partial of ${slot} in ${d.partialsTable} is through offset ${p.through}, beyond the log end ${logEnd}: no record there`, p.partition, p.through);
-      else this.o.aheadOfCheckpoint();
+      else this.o.aheadOfCheckpoint(p.partition);
       return true;
     };
     // 1 and 2: each partial (as read before the scan) against the log, and the log's records against the partials.
@@ -190,10 +190,11 @@ export class AggregateAudit {
         continue;
       }
       // A batch in flight may have written a partial beyond its checkpoint and not merged it yet.
-      const settled = !partials.some((p) => p.through >= (ends.get(p.partition) ?? 0n));
+      const ahead = partials.find((p) => p.through >= (ends.get(p.partition) ?? 0n));
+      const settled = ahead === undefined;
       if (d.closed !== undefined) rows.set(slot, { values, settled });
       if (!settled) {
-        this.o.aheadOfCheckpoint();
+        this.o.aheadOfCheckpoint(ahead.partition);
         continue;
       }
       const want = d.resultValues(mergePartials(fold, partials.map((p) => p.state)));

@@ -143,7 +143,10 @@ export class JobAuditor {
           ends: new Map(states.map((s) => [s.partition, s.end])),
           highs: new Map(states.map((s) => [s.partition, s.high])),
           logEnds: async () => new Map((await walk.admin.watermarks(config.topic)).map((w) => [w.partition, w.high])),
-          aheadOfCheckpoint: () => undefined,
+          aheadOfCheckpoint: (p) => {
+            const c = byPartition.get(p)?.counts;
+            if (c !== undefined) c.aheadOfCheckpoint++;
+          },
           count: (p, kind) => {
             const c = byPartition.get(p)?.counts;
             if (c !== undefined) c[kind]++;
