@@ -266,6 +266,7 @@ test(`every decoder gives a value or a quarantine reason, within ${TIME_BUDGET_M
     fuzz('json-schema', registryRecord(IDS.json, jsonBytes(jsonNode)), REGISTRY_REASONS, (b) => decoders['json-schema'].decode(b)),
     fuzz('events codec', eventBytes, QuarantineReasons, (b) => decodeEvent(b)),
     fuzz('sink codec (JSON value, JSON key)', sinkBytes, new RegExp(`^(${SINK_REASONS.join('|')}|[a-z][a-z_]*)$`), sinkDecode()),
+    fuzz('sink codec (Debezium, versioned, a header column)', debeziumBytes, new RegExp(`^(${SINK_REASONS.join('|')}|[a-z][a-z_]*)$`), debeziumDecode()),
   ];
   for (const t of tallies) assert.equal(t.cases, RUNS);
 });
@@ -279,13 +280,36 @@ const sinkBytes = fc.oneof(
   fc.tuple(fc.option(jsonBytes(jsonValue), { nil: null }), jsonBytes(jsonNode)).map(([k, v]) => sinkRecord(k, v)),
 );
 
-/** The sink's reasons of today; it adds some as the store's limits are checked, so any reason word is taken beside them. */
-const SINK_REASONS = ['bad_json', 'too_large', 'not_a_record', 'missing_field', 'bad_value', 'missing_key', 'bad_key', 'null_value', 'key_mismatch', 'bad_payload', 'non_canonical_key'];
+/**
+ * Debezium change events (after a JSON key): every op, a version in source.lsn that may be any JSON
+ * value, with and without Connect's { schema, payload } wrapper; then mangled, and arbitrary JSON. The
+ * record's header `v` holds arbitrary bytes, read as a column.
+ */
+const lsn = fc.oneof({ weight: 6, arbitrary: fc.nat() }, int64, fc.integer(), fc.double(), smallText, fc.constant(null), fc.constant(2n ** 44n));
+const debeziumValid = fc
+  .tuple(fc.constantFrom('c', 'r', 'u', 'u', 'd', 'd', 't', 'x', ''), fc.oneof(int64, fc.integer()), lsn, fc.option(smallText, { nil: undefined }), fc.boolean(), fc.nat(7).map((n) => n === 0))
+  .map(([op, id, l, s, wrapped, bare]) => {
+    const row = `{"id":${id}${s === undefined ? '' : `,"s":${JSON.stringify(s)}`}}`;
+    const source = bare ? '' : `"source":{"connector":"postgresql","lsn":${typeof l === 'bigint' ? String(l) : JSON.stringify(l)}},`;
+    const change = `{"before":${op === 'd' || op === 'u' ? row : 'null'},"after":${op === 'd' ? 'null' : row},${source}"op":${JSON.stringify(op)},"ts_ms":1}`;
+    return sinkRecord(Buffer.from(`{"id":${id}}`), Buffer.from(wrapped ? `{"schema":{"type":"struct"},"payload":${change}}` : change));
+  });
+const debeziumBytes = fc.oneof(debeziumValid, mangled(debeziumValid), fc.tuple(fc.option(jsonBytes(jsonValue), { nil: null }), jsonBytes(jsonNode)).map(([k, v]) => sinkRecord(k, v)));
 
-/** The sink's codec in upsert mode (a key, then a value): the record is [has key][key length][key][value]. */
-function sinkDecode(): (b: Buffer) => { ok: true } | { ok: false; reason: string } {
-  const config = sinkConfig({ name: 'fuzz', topic: 'fuzz', table: 'fuzz', mode: 'upsert', key: ['id'], columns: { id: 'bigint', tags: 'list<text>', next: 'text' } });
+/** The Debezium sink ordered by source.lsn, a header column beside (mostly a whole number, a third of the time the value's first 12 bytes). */
+function debeziumDecode(): (b: Buffer) => { ok: true } | { ok: false; reason: string } {
+  const config = sinkConfig({ name: 'fuzz', topic: 'fuzz', table: 'fuzz', mode: 'upsert', key: ['id'], envelope: 'debezium', version: 'source.lsn', columns: { id: 'bigint', s: 'text', h: { type: 'bigint', field: 'header.v' } } });
   const codec = new SinkCodec(config);
+  const split = sinkSplit();
+  return (b) => {
+    const { key, value } = split(b);
+    const headers = [['v', value.length % 3 === 0 ? value.subarray(0, 12) : Buffer.from(String(value.length - 7))] as const];
+    return codec.decode({ topic: 'fuzz', partition: 0, offset: 0n, key, value: value.length === 0 ? null : value, headers, timestampMs: 0 } as never);
+  };
+}
+
+/** Splits [has key][key length][key][value]. */
+function sinkSplit(): (b: Buffer) => { key: Buffer | null; value: Buffer } {
   return (b) => {
     let key: Buffer | null = null;
     let at = 1;
@@ -301,6 +325,20 @@ function sinkDecode(): (b: Buffer) => { ok: true } | { ok: false; reason: string
       key = b.subarray(at, at + len);
       at += len;
     }
-    return codec.decode({ topic: 'fuzz', partition: 0, offset: 0n, key, value: b.subarray(Math.min(at, b.length)), timestampMs: 0 } as never);
+    return { key, value: b.subarray(Math.min(at, b.length)) };
+  };
+}
+
+/** The sink's reasons of today; it adds some as the store's limits are checked, so any reason word is taken beside them. */
+const SINK_REASONS = ['bad_json', 'too_large', 'not_a_record', 'missing_field', 'bad_value', 'missing_key', 'bad_key', 'null_value', 'key_mismatch', 'bad_payload', 'non_canonical_key'];
+
+/** The sink's codec in upsert mode (a key, then a value): the record is [has key][key length][key][value]. */
+function sinkDecode(): (b: Buffer) => { ok: true } | { ok: false; reason: string } {
+  const config = sinkConfig({ name: 'fuzz', topic: 'fuzz', table: 'fuzz', mode: 'upsert', key: ['id'], columns: { id: 'bigint', tags: 'list<text>', next: 'text' } });
+  const codec = new SinkCodec(config);
+  const split = sinkSplit();
+  return (b) => {
+    const { key, value } = split(b);
+    return codec.decode({ topic: 'fuzz', partition: 0, offset: 0n, key, value, timestampMs: 0 } as never);
   };
 }
