@@ -119,10 +119,11 @@ function undetectedLosses(runDir: string, losses: readonly CheckpointLoss[]): Ch
     !lines.some(({ time, text }) => {
       if (time < loss.crashAt) return false;
       if (text.includes('"code":"EO_WRITES_LOST"') || text.includes('a Cassandra node went down, and may have forgotten')) return text.includes(`"partition":${loss.partition},`);
-      // A worker assigned the partition after the crash started from the lowered checkpoint (or
-      // below it): it wrote every record from there, nothing to find.
+      // A worker assigned the partition after the crash started from the lowered checkpoint or below
+      // it (`beginning`: the log start, when the crash took the checkpoint row itself): it wrote every
+      // record from there, nothing to find.
       const assigned = /"msg":"assigned partitions/.test(text) ? (JSON.parse(text) as { assigned?: Record<string, string> }).assigned?.[String(loss.partition)] : undefined;
-      return assigned !== undefined && /^\d+$/.test(assigned) && BigInt(assigned) <= loss.to;
+      return assigned === 'beginning' || (assigned !== undefined && /^\d+$/.test(assigned) && BigInt(assigned) <= loss.to);
     }),
   );
 }
