@@ -90,5 +90,30 @@ test('the config: envelope takes debezium only, is a stored setting, and refuses
   assert.match(String((() => { try { sinkConfig({ topic: 't', table: 'tb', mode: 'log', envelope: 'debezium', columns: { a: 'int' } }, 'd.yaml', true); return ''; } catch (e) { return (e as Error).message; } })()), /^d\.yaml: envelope: debezium needs its columns listed/);
   assert.equal(new SinkJob(upsert).settings['envelope'], 'debezium');
   assert.equal(new SinkJob(sinkConfig({ topic: 't', table: 'tb', mode: 'log', columns: { a: 'int' } })).settings['envelope'], undefined);
-  assert.equal(new SinkJob(upsert).audit.sample, undefined, 'no samples for change events');
+  assert.equal(typeof new SinkJob(upsert).audit.sample, 'function', 'change events are sampled (chaos --job)');
+});
+
+test("chaos --job's samples for a Debezium sink are change events the codec reads: rows, deletes by op d each followed by its tombstone, and the broken ones quarantined", async () => {
+  const { sampleRecords } = await import('../../src/jobs/sink/sample.js');
+  const config = sinkConfig({ topic: 'pg.public.customers', table: 'customers', mode: 'upsert', key: ['id'], envelope: 'debezium', version: 'source.lsn', columns: { id: 'bigint', email: 'text', city: 'text' } });
+  const codec = new SinkCodec(config);
+  const samples = [...sampleRecords(config, { seed: 7, count: 3000, badRatio: 0.02 })];
+  assert.equal(samples.length, 3000);
+  const kinds = samples.map((s, i) => {
+    const d = codec.decode(rec(s.key, s.value, BigInt(i)));
+    return d.ok ? (d.value.kind === 'skip' ? 'skip' : d.value.kind) : d.reason;
+  });
+  const count = (k: string) => kinds.filter((x) => x === k).length;
+  assert.ok(count('row') > 2000 && count('delete') > 100 && count('bad_value') + count('missing_field') + count('key_mismatch') > 20, JSON.stringify(Object.fromEntries(new Set(kinds).entries())));
+  // Every delete is followed by its tombstone (the last record may be a delete cut short), and tombstones follow deletes only.
+  kinds.forEach((k, i) => {
+    if (k === 'delete' && i + 1 < kinds.length) assert.equal(kinds[i + 1], 'skip', `record ${i + 1} after a delete`);
+    if (k === 'skip') assert.equal(kinds[i - 1], 'delete', `record ${i - 1} before a tombstone`);
+  });
+  assert.equal(count('skip'), count('delete') - (kinds.at(-1) === 'delete' ? 1 : 0));
+  // A change's version is its source.lsn.
+  const first = samples.find((s) => s.value !== null && JSON.parse(s.value).op !== 'd')!;
+  const d = codec.decode(rec(first.key, first.value));
+  assert.ok(d.ok && d.value.kind === 'row');
+  assert.equal(d.value.version, JSON.parse(first.value!).source.lsn);
 });

@@ -3,7 +3,8 @@
  * column's type (bigints over the whole int64 range, written as exact JSON digits), timestamps both as
  * epoch ms and ISO-8601, nested fields. In upsert mode a small pool of keys gets updates and deletes
  * (tombstones), each record keyed by its key so one key stays on one partition (with a `version:` field,
- * a random version each, and no tombstones); `badRatio` of them
+ * a random version each, and no tombstones); with `envelope: debezium`, change events around the rows
+ * (deletes as op d and their tombstone); `badRatio` of them
  * break a rule of the config (a wrong type, a missing required field, a key that differs from the
  * record key).
  */
@@ -93,8 +94,9 @@ export function* sampleRecords(config: SinkConfig, o: { seed: number; count: num
     return c.type.kind === 'scalar' && c.type.name === 'timestamp' && v.raw.startsWith('"') ? { raw: String(Date.parse(JSON.parse(v.raw) as string)) } : v;
   };
   const keys: Json[][] = Array.from({ length: Math.max(5, Math.ceil(o.count / 8)) }, () => keyCols.map(keyValue));
+  // (A Debezium record key is a JSON object of the key's fields, whatever their number.)
   const keyText = (k: Json[]) =>
-    keyCols.length === 1
+    keyCols.length === 1 && config.envelope !== 'debezium'
       ? keyCols[0]!.type.kind === 'scalar' && ['text', 'uuid', 'timestamp'].includes(keyCols[0]!.type.name) ? (JSON.parse(k[0]!.raw) as unknown as string).toString() : k[0]!.raw
       : render(keyCols.map((c, i) => [c.field, k[i]!]));
   // An aggregate's records fall in few groups and windows (20 groups, half an hour), so that windows
@@ -110,15 +112,22 @@ export function* sampleRecords(config: SinkConfig, o: { seed: number; count: num
   // A version read from the value (`version:`): a random whole number per record, so a key's records
   // come in no version order and sometimes tie. No tombstones then: they have no value to read it from.
   const versionPath = config.version?.source === 'value' ? config.version.path : undefined;
+  // With envelope: debezium each record is a change event around the row (Postgres-shaped): c, r or u
+  // with the row as `after`, or d with it as `before` and then the tombstone Debezium writes after a
+  // delete. A version path names a field of the event (source.lsn, ts_ms) or of the row (after.x).
+  const debezium = config.envelope === 'debezium';
+  const inRow = versionPath !== undefined && debezium && (versionPath[0] === 'after' || versionPath[0] === 'before');
+  const rowVersionPath = versionPath === undefined ? undefined : debezium ? (inRow ? versionPath.slice(1) : undefined) : versionPath;
   for (let i = 0; i < o.count; i++) {
     const key = config.mode === 'upsert' ? keys[Math.floor(rand() * keys.length)]! : undefined;
     const group = agg === undefined ? [] : groups[Math.floor(rand() * groups.length)]!;
     const fields: Array<[readonly string[], Json]> = config.columns
       .filter((c: SinkColumn) => c.required || config.key.includes(c.name) || rand() < 0.8)
       .map((c) => [c.field, key !== undefined && config.key.includes(c.name) ? key[config.key.indexOf(c.name)]! : ((agg === undefined ? undefined : aggValue(c, group)) ?? value(c.type, rand))]);
-    if (versionPath !== undefined) {
-      const at = fields.findIndex(([f]) => f.join('.') === versionPath.join('.'));
-      const v: [readonly string[], Json] = [versionPath, { raw: String(Math.floor(rand() * o.count * 2)) }];
+    const version: Json = { raw: String(Math.floor(rand() * o.count * 2)) };
+    if (rowVersionPath !== undefined) {
+      const at = fields.findIndex(([f]) => f.join('.') === rowVersionPath.join('.'));
+      const v: [readonly string[], Json] = [rowVersionPath, version];
       if (at >= 0) fields[at] = v;
       else fields.push(v);
     }
@@ -128,6 +137,26 @@ export function* sampleRecords(config: SinkConfig, o: { seed: number; count: num
       if (kind === 0 && fields.length > 0) fields[0] = [fields[0]![0], { raw: '{"not": "this type"}' }];
       else if (kind === 1) fields.splice(0, fields.length);
       else if (key !== undefined) fields.push([keyCols[0]!.field, value(keyCols[0]!.type, rand)]);
+    }
+    if (debezium) {
+      const del = !bad && rand() < 0.1;
+      const row = { raw: render(fields) };
+      const event: Array<[readonly string[], Json]> = [
+        [['before'], del ? row : { raw: 'null' }],
+        [['after'], del ? { raw: 'null' } : row],
+        [['source', 'connector'], { raw: '"postgresql"' }],
+        [['op'], { raw: JSON.stringify(del ? 'd' : (['c', 'u', 'r'] as const)[Math.floor(rand() * 3)]) }],
+        [['ts_ms'], { raw: String(1_700_000_000_000 + i) }],
+      ];
+      if (versionPath !== undefined && !inRow) event.push([versionPath, version]);
+      const k = key === undefined ? null : keyText(key);
+      yield { key: k, value: render(event) };
+      // (One of the `count` records.)
+      if (del && key !== undefined && i + 1 < o.count) {
+        i++;
+        yield { key: k, value: null };
+      }
+      continue;
     }
     if (key !== undefined && !bad && versionPath === undefined && rand() < 0.1) {
       yield { key: keyText(key), value: null }; // a tombstone: deletes the key

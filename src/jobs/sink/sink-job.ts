@@ -220,9 +220,9 @@ export class SinkJob implements Job<SinkRow> {
    */
   private samples(config: SinkConfig, registry: SchemaRegistryConfig | undefined): Pick<JobAudit, 'sample' | 'prepareSample'> {
     // The samples are values (and keys) only: columns read from headers, metadata or the key are not
-    // sampled, nor change events.
+    // sampled; Debezium change events only in JSON.
     // A version from a header or the key is not sampled either; one from the value only in JSON.
-    if (config.columns.some((c) => c.source !== 'value') || config.envelope !== undefined) return {};
+    if (config.columns.some((c) => c.source !== 'value') || (config.envelope !== undefined && config.format !== 'json')) return {};
     if (config.version !== undefined && (config.version.source === 'header' || config.version.source === 'key' || (config.version.source === 'value' && config.format !== 'json'))) return {};
     if (config.format === 'json' && (config.mode === 'log' || config.keyFormat === 'json')) return { sample: (o) => sampleRecords(config, o) };
     const avroKey = config.mode === 'upsert' && config.keyFormat === 'avro' && config.key.length === 1;
