@@ -124,7 +124,8 @@ export function* sampleRecords(config: SinkConfig, o: { seed: number; count: num
     const fields: Array<[readonly string[], Json]> = config.columns
       .filter((c: SinkColumn) => c.required || config.key.includes(c.name) || rand() < 0.8)
       .map((c) => [c.field, key !== undefined && config.key.includes(c.name) ? key[config.key.indexOf(c.name)]! : ((agg === undefined ? undefined : aggValue(c, group)) ?? value(c.type, rand))]);
-    const version: Json = { raw: String(Math.floor(rand() * o.count * 2)) };
+    // (Drawn only for a versioned sink: the other sinks' seeds keep their records.)
+    const version: Json = versionPath === undefined ? { raw: '0' } : { raw: String(Math.floor(rand() * o.count * 2)) };
     if (rowVersionPath !== undefined) {
       const at = fields.findIndex(([f]) => f.join('.') === rowVersionPath.join('.'));
       const v: [readonly string[], Json] = [rowVersionPath, version];
