@@ -218,8 +218,12 @@ export class SinkCodec {
       if (!c.ok) return bad(c.reason, c.detail);
       if (c.op === 'd' && config.mode === 'upsert') {
         if (config.version === undefined) return { ok: true, value: { kind: 'delete', key } };
-        const v = this.version(record, unwrapSchema(doc) as Record<string, unknown>, () => this.recordKeys.view(record.key));
-        return v.ok ? { ok: true, value: { kind: 'delete', key, version: v.version } } : bad('bad_version', v.detail);
+        // A version of the row (after.updated_at) is, for a delete, the deleted row's: read from before.
+        const event = unwrapSchema(doc) as Record<string, unknown>;
+        const ofRow = config.version.source === 'value' && config.version.path[0] === 'after';
+        const v = this.version(record, ofRow ? { ...event, after: event['before'] } : event, () => this.recordKeys.view(record.key));
+        if (v.ok) return { ok: true, value: { kind: 'delete', key, version: v.version } };
+        return bad('bad_version', ofRow ? `${v.detail} (a delete reads it from before, the deleted row: Postgres writes the whole row there only with REPLICA IDENTITY FULL)` : v.detail);
       }
       if (c.row === null) return bad('bad_envelope', 'op d without before: a log-mode row needs the deleted row (Postgres: REPLICA IDENTITY FULL, or an upsert sink)');
       doc = c.row;

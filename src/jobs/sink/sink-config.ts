@@ -232,6 +232,8 @@ export function sinkConfig(raw: unknown, where = 'sink config', derived = false)
     else if (src.source === 'value' && /^ts_(us|ns)$/.test(src.path[src.path.length - 1]!)) problems.push(`version: ${src.spec} counts ${src.path[src.path.length - 1] === 'ts_us' ? 'micro' : 'nano'}seconds, above the 2^44 a version stays below (where wall-clock write times begin); use the milliseconds, ${[...src.path.slice(0, -1), 'ts_ms'].join('.')}`);
     else if (src.source === 'value' && c.envelope === 'debezium' && !DEBEZIUM_FIELDS.includes(src.path[0]!)) {
       problems.push(`version: ${src.spec}: with envelope: debezium a value path is read from the change event, whose fields are ${DEBEZIUM_FIELDS.join(', ')} (a field of the row: after.${src.path.join('.')})`);
+    } else if (src.source === 'value' && c.envelope === 'debezium' && src.path[0] === 'before') {
+      problems.push(`version: ${src.spec}: the row before a change does not order it; name the row's field as after.${src.path.slice(1).join('.')} (a delete, whose after is null, reads it from before)`);
     } else version = src;
     for (const col of columns) {
       if (col.onNull === 'unset') problems.push(`columns.${col.name}.onNull: unset with a version is not supported (a row would be the merge of its key's records in version order, which verify --job does not model); use null or default`);
