@@ -262,13 +262,14 @@ export interface KeyGroup {
   key: string;
   partitions: number[];
   /** The last record below its partition's checkpoint, if any. */
-  last: { partition: number; offset: bigint; del: boolean; values: unknown[] | null; packedKey: unknown; expiresAtMs: number | null; version: number | null; unset: number[] | null } | undefined;
+  last: { partition: number; offset: bigint; del: boolean; values: unknown[] | null; packedKey: unknown; expiresAtMs: number | null; version: number | null } | undefined;
   /**
-   * A versioned key: the values of its other records below the checkpoints at the last one's version
-   * (a tie, which Cassandra settles per cell by the greater value): each cell may hold any of them
-   * (undefined: a cell that record left unset, which holds none of its values).
+   * A versioned key's cells (records below the checkpoints, in version order): per cell, the highest
+   * version that wrote it (null: none did) and the values written at it — several on a tie, which
+   * Cassandra settles by the greater value, so any of them is accepted; a delete's null, which wins a
+   * tie. Undefined for a key ordered by offset.
    */
-  tied: unknown[][];
+  cells: { at: Array<number | null>; values: unknown[][]; deletedAt: number | null } | undefined;
   /**
    * Columns left unset by some record: per column, the offset whose record last wrote a non-null value
    * since the last delete (null: a null written, or none), and whether any record since the last delete
@@ -337,11 +338,16 @@ export function judgeKey(ctx: KeyContext, note: KeyNote, g: KeyGroup, row: Table
   // Merged (unset cells): a column no record seen wrote is not judged; the row's latest write is the
   // latest record that wrote a value (none known: not judged).
   const known = g.known;
+  const cells = g.cells;
+  const same = (i: number, v: unknown) => JSON.stringify(row.values[i]) === JSON.stringify(v);
   const diff = ctx.valueColumns
     .map((c, i) => ({ c, i }))
-    .filter(({ i }) => (known === undefined || known[i]!) && JSON.stringify(row.values[i]) !== JSON.stringify(want[i]) && !g.tied.some((t) => JSON.stringify(row.values[i]) === JSON.stringify(t[i])));
+    .filter(({ i }) => (cells !== undefined ? cells.at[i] !== null && !cells.values[i]!.some((v) => same(i, v)) : (known === undefined || known[i]!) && !same(i, want[i])));
   const latestSet = g.setAt?.reduce<bigint | null>((a, b) => (b !== null && (a === null || b > a) ? b : a), null);
-  const wantTs = last.version !== null ? BigInt(last.version) : latestSet === null ? undefined : ctx.writeTimestamp?.(latestSet ?? last.offset);
+  // A versioned row's latest write: the highest version among its cells that hold a value (a cell
+  // written null holds none, and a cell left unset keeps the version that wrote it).
+  const latestVersion = cells?.at.reduce<number | null>((a, at, i) => (at !== null && row.values[i] !== null && (a === null || at > a) ? at : a), null);
+  const wantTs = cells !== undefined ? (latestVersion == null ? undefined : BigInt(latestVersion)) : latestSet === null ? undefined : ctx.writeTimestamp?.(latestSet ?? last.offset);
   if (diff.length > 0) {
     note(
       'mismatch',
@@ -350,6 +356,6 @@ export function judgeKey(ctx: KeyContext, note: KeyNote, g: KeyGroup, row: Table
       `${table} key ${g.key}: ${diff.map(({ c, i }) => `${c} is ${JSON.stringify(row.values[i])}, its last record (partition ${last.partition} offset ${last.offset}) says ${JSON.stringify(want[i])}`).join('; ')}`,
     );
   } else if (wantTs !== undefined && row.wt !== null && BigInt(row.wt) !== wantTs) {
-    note('mismatch', last.partition, last.offset, `${table} key ${g.key}: written at timestamp ${row.wt}, not ${wantTs} (from its last record's ${last.version !== null ? 'version' : 'offset'} ${last.version ?? last.offset}): another writer touched the table`);
+    note('mismatch', last.partition, last.offset, `${table} key ${g.key}: written at timestamp ${row.wt}, not ${wantTs} (${cells !== undefined ? 'the highest version that wrote a value of it' : `from its last record's offset ${last.offset}`}): another writer touched the table`);
   }
 }

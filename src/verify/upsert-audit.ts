@@ -143,7 +143,7 @@ export class UpsertAudit {
       const [flags, values, packedKey, expiresAtMs, unset] = JSON.parse(line.slice(c + 1)) as [number, unknown[] | null, unknown, number | null, number[] | null];
       if (g === undefined || g.key !== key) {
         if (g !== undefined) yield g;
-        g = { key, partitions: [], last: undefined, tied: [], inFlight: new Set(), firstPartition: partition, setAt: undefined, known: undefined };
+        g = { key, partitions: [], last: undefined, cells: undefined, inFlight: new Set(), firstPartition: partition, setAt: undefined, known: undefined };
       }
       if (!g.partitions.includes(partition)) {
         // A version orders a key's records on any partition.
@@ -158,7 +158,7 @@ export class UpsertAudit {
       } else {
         const del = (flags & 2) !== 0;
         // A tie (records in version order): a delete wins it, as in Cassandra; between values each
-        // cell is the greater, so any of the tied records' values is accepted.
+        // cell is the greater, so any of the tied records' values is accepted (g.cells).
         const tie = version !== null && g.last !== undefined && g.last.version === version;
         if (tie && g.last!.del) continue;
         let expiry = expiresAtMs;
@@ -167,10 +167,8 @@ export class UpsertAudit {
           // gone from the earliest expiry among them.)
           const before = g.last!.expiresAtMs;
           expiry = before === null ? expiresAtMs : expiresAtMs === null ? before : Math.min(before, expiresAtMs);
-          // Only what the tied record wrote: a cell it left unset holds no value of the tie.
-          const left = g.last!.unset;
-          g.tied.push(left === null ? g.last!.values! : g.last!.values!.map((v, i) => (left.includes(i) ? undefined : v)));
-        } else g.tied = [];
+        }
+        if (version !== null) writeCells(g, this.ctx.valueColumns.length, version, del ? null : values!, unset);
         let merged = values;
         if (del) {
           // A delete hides every older cell: what follows starts from nothing, known to be null.
@@ -196,7 +194,7 @@ export class UpsertAudit {
             return v;
           });
         }
-        g.last = { partition, offset, del, values: merged, packedKey, expiresAtMs: expiry, version, unset: del ? null : unset };
+        g.last = { partition, offset, del, values: merged, packedKey, expiresAtMs: expiry, version };
       }
     }
     if (g !== undefined) yield g;
@@ -217,6 +215,31 @@ export class UpsertAudit {
   /** A row for a key no record below the checkpoints names. */
   private unnamed(row: TableRow): void {
     this.note('extra', undefined, undefined, `${this.ctx.table} key ${row.key}: a row, though no record below the checkpoints names this key`);
+  }
+}
+
+/**
+ * A versioned key's cells as Cassandra keeps them, its records added in version order: each cell's
+ * values written at the highest version that wrote it (several on a tie: Cassandra keeps the greater),
+ * a delete's as null (it wins a tie: what its version writes after it is shadowed). `values` null: a
+ * delete; `unset`: the cells the record does not write.
+ */
+function writeCells(g: KeyGroup, n: number, version: number, values: readonly unknown[] | null, unset: readonly number[] | null): void {
+  const c = (g.cells ??= { at: new Array<number | null>(n).fill(null), values: Array.from({ length: n }, () => []), deletedAt: null });
+  if (values === null) {
+    c.deletedAt = version;
+    c.at.fill(version);
+    for (let i = 0; i < n; i++) c.values[i] = [null];
+    return;
+  }
+  if (c.deletedAt === version) return;
+  for (let i = 0; i < n; i++) {
+    if (unset?.includes(i)) continue;
+    if (c.at[i] === version) c.values[i]!.push(values[i]);
+    else {
+      c.at[i] = version;
+      c.values[i] = [values[i]];
+    }
   }
 }
 

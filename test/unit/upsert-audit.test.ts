@@ -71,3 +71,18 @@ test('a delete wins a tie, whichever comes first', async () => {
     assert.equal((await judge(records, stored('x', 'y', 7))).length, 1);
   }
 });
+
+test('a tie at a lower version, under a record that leaves the cell unset: the cell may hold either tied value', async () => {
+  // Versions 3 and 3 write b (a tie Cassandra settles by the greater, 'q'); version 5 leaves b unset.
+  const records = [{ row: { a: 'x', b: 'q' }, version: 3 }, { row: { a: 'y', b: 'p' }, version: 3 }, { row: { a: 'z' }, unset: ['b'], version: 5 }];
+  assert.deepEqual(await judge(records, { id: 1, a: 'z', b: 'q', wt0: 5, wt1: 3 }), []);
+  assert.deepEqual(await judge(records, { id: 1, a: 'z', b: 'p', wt0: 5, wt1: 3 }), []);
+  assert.deepEqual(await judge(records, { id: 1, a: 'z', b: 'r', wt0: 5, wt1: 3 }), ['t key {"id":1}: b is "r", its last record (partition 0 offset 2) says "p"']);
+});
+
+test("a versioned row's write time is the highest version that wrote one of its values: a top record of nulls and unset cells leaves an older one", async () => {
+  const records = [{ row: { a: 'x', b: 'y' }, version: 3 }, { row: { a: null }, unset: ['b'], version: 5 }];
+  assert.deepEqual(await judge(records, { id: 1, a: null, b: 'y', wt0: null, wt1: 3 }), []);
+  // Written above by another writer: caught.
+  assert.deepEqual(await judge(records, { id: 1, a: null, b: 'y', wt0: null, wt1: 9 }), ['t key {"id":1}: written at timestamp 9, not 3 (the highest version that wrote a value of it): another writer touched the table']);
+});
