@@ -220,7 +220,8 @@ export class UpsertAudit {
 
 /**
  * A versioned key's cells as Cassandra keeps them, its records added in version order: each cell's
- * values written at the highest version that wrote it (several on a tie: Cassandra keeps the greater),
+ * values written at the highest version that wrote it (several on a tie: Cassandra keeps the greater,
+ * or a null, and within a batch the sink writes only the later offset's, so any of them is accepted),
  * a delete's as null (it wins a tie: what its version writes after it is shadowed). `values` null: a
  * delete; `unset`: the cells the record does not write.
  */
