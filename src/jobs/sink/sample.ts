@@ -116,7 +116,7 @@ export function* sampleRecords(config: SinkConfig, o: { seed: number; count: num
   // with the row as `after`, or d with it as `before` and then the tombstone Debezium writes after a
   // delete. A version path names a field of the event (source.lsn, ts_ms) or of the row (after.x).
   const debezium = config.envelope === 'debezium';
-  const inRow = versionPath !== undefined && debezium && (versionPath[0] === 'after' || versionPath[0] === 'before');
+  const inRow = versionPath !== undefined && debezium && versionPath[0] === 'after';
   const rowVersionPath = versionPath === undefined ? undefined : debezium ? (inRow ? versionPath.slice(1) : undefined) : versionPath;
   for (let i = 0; i < o.count; i++) {
     const key = config.mode === 'upsert' ? keys[Math.floor(rand() * keys.length)]! : undefined;
