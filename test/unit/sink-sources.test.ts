@@ -99,6 +99,21 @@ test('upsert: a column from a header and the key column from the key', () => {
   assert.deepEqual(canonical(e), { kind: 'row', key: { id: '7' }, row: { src: 'web', at: 1_767_225_600_000 } });
 });
 
+test('upsert: one key column from a field of the key (key.id) reads a key object, spelled canonically; the whole key in a key of several columns is refused', () => {
+  const config = sinkConfig({ topic: 't', table: 'tb', mode: 'upsert', key: ['id'], columns: { id: { type: 'bigint', field: 'key.id' }, v: 'text' } });
+  const codec = new SinkCodec(config);
+  assert.deepEqual(canonical(codec.expect(rec({ key: '{"id":7}', value: '{"v":"x"}' }))), { kind: 'row', key: { id: '7' }, row: { v: 'x' } });
+  // (Before: the key was read as the column's value itself, and every record was quarantined bad_key.)
+  const spaced = codec.decode(rec({ key: '{"id": 7}', value: '{"v":"x"}' }));
+  assert.deepEqual(spaced, { ok: false, reason: 'non_canonical_key', detail: 'the record key "{\\"id\\": 7}" names the key "{\\"id\\":7}", whose one accepted spelling is that (another spelling may place the key\'s records on another partition)' });
+  const scalar = codec.decode(rec({ key: '7', value: '{"v":"x"}' }));
+  assert.ok(!scalar.ok && scalar.reason === 'bad_key', JSON.stringify(scalar));
+  assert.equal(
+    problem({ topic: 't', table: 'tb', mode: 'upsert', key: ['a', 'b'], columns: { a: { type: 'bigint', field: 'key' }, b: 'text', c: 'text' } }),
+    's.yaml: columns.a.field: key reads the whole record key, which with 2 key columns is a JSON object of them; name the key\'s field, key.a',
+  );
+});
+
 test('stored settings: a value path as before; other sources tagged (a field once a value path named key.x changes them)', () => {
   const cols = (field: string) => JSON.parse(new SinkJob(sinkConfig({ ...base, columns: { c: { type: 'text', field } } })).settings['columns']!) as unknown[][];
   assert.equal(cols('a.b')[0]![2], 'a.b');

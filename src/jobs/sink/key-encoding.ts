@@ -11,7 +11,8 @@
  * partition.
  *
  * The canonical text:
- * - one key column: the value's text: text as is; int and bigint in decimal digits without leading
+ * - one key column (unless it reads a field of the key, `key.x`: then the key is an object as below):
+ *   the value's text: text as is; int and bigint in decimal digits without leading
  *   zeros or `+` (`-` for negatives; 0, never -0); decimal with its digits as written in plain notation
  *   (1.50, not 1.5E0 or 01.50: 1.50 and 1.5 are two keys in Cassandra); boolean `true`/`false`; a
  *   timestamp as epoch milliseconds; a uuid or timeuuid in lower case; smallint and tinyint as int;
@@ -46,9 +47,17 @@ function scalarText(col: SinkColumn, v: unknown): { text: string; quoted: boolea
 
 type Tree = Map<string, Tree | string>;
 
+/**
+ * Whether the record key is the one key column's value itself rather than a JSON object of the key
+ * fields: one column, unless its field is a field of the key (`key.x` names the x of a key object).
+ */
+export function scalarKey(columns: readonly SinkColumn[]): boolean {
+  return columns.length === 1 && !(columns[0]!.source === 'key' && columns[0]!.field.length > 0);
+}
+
 /** The canonical record key of a converted key (`key` follows `columns`). */
 export function canonicalKeyText(columns: readonly SinkColumn[], key: readonly unknown[]): string {
-  if (columns.length === 1) return scalarText(columns[0]!, key[0]).text;
+  if (scalarKey(columns)) return scalarText(columns[0]!, key[0]).text;
   const root: Tree = new Map();
   for (const [i, col] of columns.entries()) {
     let node = root;

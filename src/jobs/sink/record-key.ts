@@ -11,6 +11,7 @@ import type { Decoder } from '../../formats/decoder.js';
 import { canonical, convert, cqlTypeName } from './cql-types.js';
 import { columnValue, type KeyView } from './column-values.js';
 import { unwrapSchema } from './debezium.js';
+import { scalarKey } from './key-encoding.js';
 import { field, isRecord, parseObject } from './record-fields.js';
 import type { SinkColumn } from './sink-config.js';
 
@@ -44,7 +45,7 @@ export class RecordKeys {
   kafkaKey(bytes: Buffer): { ok: true; key: unknown[] } | { ok: false; detail: string } {
     if (this.keys !== undefined) return this.decodedKey(bytes, this.keys);
     const text = bytes.toString('utf8');
-    if (this.keyColumns.length === 1) {
+    if (scalarKey(this.keyColumns)) {
       const col = this.keyColumns[0]!;
       let v: unknown = text;
       if (col.type.kind === 'scalar' && col.type.name !== 'text') {

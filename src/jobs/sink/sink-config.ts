@@ -203,6 +203,9 @@ export function sinkConfig(raw: unknown, where = 'sink config', derived = false)
       else if (col.type.kind !== 'scalar' || !KEY_TYPES.includes(col.type.name)) problems.push(`key.${i}: ${k} is a ${cqlTypeName(col.type)}; a key column is ${KEY_TYPES.join(', ')}`);
       else if (col.default !== undefined) problems.push(`columns.${k}.default: a key column has no default (a record without its key cannot be placed)`);
       else if (col.onNull !== 'null') problems.push(`columns.${k}.onNull: a key column is always written (a record without its key is quarantined)`);
+      else if (col.source === 'key' && col.field.length === 0 && c.key!.length > 1) {
+        problems.push(`columns.${k}.field: key reads the whole record key, which with ${c.key!.length} key columns is a JSON object of them; name the key's field, key.${k}`);
+      }
     }
     if (columns.length === (c.key ?? []).length) problems.push('columns: an upsert table needs at least one column besides the key');
   }
