@@ -80,7 +80,7 @@ export interface JobAudit {
    * Seeded records of the kind the job reads (a `badRatio` of them malformed), for `chaos --job`:
    * without it the job can be verified, not put under chaos.
    */
-  sample?(o: { seed: number; count: number; badRatio: number }): Iterable<{ key: string | Buffer | null; value: string | Buffer | null }>;
+  sample?(o: { seed: number; count: number; badRatio: number }): Iterable<{ key: string | Buffer | null; value: string | Buffer | null; headers?: Record<string, string | Buffer> }>;
   /** What `sample` needs done first, once (a sink of Avro records registers its sample schema for the topic). */
   prepareSample?(): Promise<void>;
 }

@@ -135,3 +135,39 @@ test('a column without field reads the value\'s field of its name, even one name
   assert.equal(valueFieldSpec('value'), 'value.value');
   assert.deepEqual(parseColumnSource(valueFieldSpec('key.id')), { source: 'value', path: ['key', 'id'], spec: 'value.key.id' });
 });
+
+test("chaos --job's samples carry every source: key fields in a canonical key object, headers (a TTL and a version among them), metadata from Kafka; the broken ones are quarantined by reason", async () => {
+  const { sampleRecords } = await import('../../src/jobs/sink/sample.js');
+  const config = sinkConfig({
+    topic: 't', table: 'tb', mode: 'upsert', key: ['id', 'shop'], ttlField: 'header.ttl', version: 'header.v',
+    where: { any: [{ field: 'placedAt', exists: true }, { field: 'header.channel', in: ['web'] }] },
+    columns: { id: { type: 'bigint', field: 'key.id' }, shop: { type: 'text', field: 'key.shop' }, customer: { type: 'text', required: true }, placed_at: { type: 'timestamp', field: 'placedAt' }, channel: { type: 'text', field: 'header.channel' }, prio: { type: 'int', field: 'header.prio' }, seen: { type: 'timestamp', field: 'header.seen' }, part: { type: 'int', field: '$partition' } },
+  });
+  assert.equal(typeof new SinkJob(config).audit.sample, 'function', 'sampled (chaos --job)');
+  const codec = new SinkCodec(config);
+  const samples = [...sampleRecords(config, { seed: 11, count: 3000, badRatio: 0.03 })];
+  assert.equal(samples.length, 3000);
+  const kinds = new Map<string, number>();
+  for (const [i, s] of samples.entries()) {
+    const r = rec({ key: s.key, value: s.value, offset: BigInt(i), headers: Object.entries(s.headers ?? {}) });
+    const d = codec.decode(r);
+    const kind = d.ok ? d.value.kind : d.reason;
+    kinds.set(kind, (kinds.get(kind) ?? 0) + 1);
+    if (!d.ok || d.value.kind === 'skip') continue;
+    // The key is read from the key object's fields; the version from header v, on rows and tombstones alike.
+    const [, id, shop] = /^\{"id":(-?\d+),"shop":("[^"]*")\}$/.exec(s.key!)!;
+    assert.deepEqual(canonical(d.value.key), [id, JSON.parse(shop!)]);
+    assert.equal(d.value.version, Number(s.headers!['v']), `record ${i}`);
+    if (d.value.kind === 'row') {
+      assert.equal(d.value.values[7], 2, 'the partition, from Kafka');
+      assert.equal(d.value.expiresAtMs, 1_767_225_600_000 + Number(s.headers!['ttl']) * 1000, 'expires at the record time + its header TTL');
+    }
+  }
+  const n = (k: string) => kinds.get(k) ?? 0;
+  const shown = JSON.stringify(Object.fromEntries(kinds));
+  assert.ok(n('row') > 1800 && n('delete') > 100 && n('skip') > 300, shown);
+  assert.ok(n('bad_header') > 10 && n('bad_value') + n('missing_field') + n('bad_key') > 10, shown);
+  assert.deepEqual([...kinds.keys()].filter((k) => !['row', 'delete', 'skip', 'bad_header', 'bad_value', 'missing_field', 'bad_key'].includes(k)), [], shown);
+  // A TTL read from the key is not sampled.
+  assert.equal(new SinkJob(sinkConfig({ topic: 't', table: 'tb', mode: 'upsert', key: ['id'], ttlField: 'key.ttl', columns: { id: { type: 'bigint', field: 'key.id' }, a: 'text' } })).audit.sample, undefined);
+});

@@ -6,15 +6,19 @@
  * a random version each, and no tombstones); with `envelope: debezium`, change events around the rows
  * (deletes as op d and their tombstone); `badRatio` of them
  * break a rule of the config (a wrong type, a missing required field, a key that differs from the
- * record key).
+ * record key). Columns read from headers get headers (text, as producers write them), and a TTL or
+ * version read from a header or the value its own; columns of the key (`key.x`) are in the record key,
+ * and the record's metadata ($offset, $timestamp, …) are Kafka's.
  */
 import { prng } from '../../prng.js';
 import type { CqlType, ScalarType } from './cql-types.js';
+import { scalarKey } from './key-encoding.js';
 import type { SinkColumn, SinkConfig } from './sink-config.js';
 
 export interface SampleRecord {
   key: string | null;
   value: string | null;
+  headers?: Record<string, string | Buffer>;
 }
 
 /** A JSON text (numbers exact, as digits). */
@@ -72,6 +76,20 @@ function value(type: CqlType, rand: () => number): Json {
   return { raw: `{${Array.from({ length: n }, (_, i) => `"k${i}":${value(type.of, rand).raw}`).join(',')}}` };
 }
 
+/** A sampled value as a header's bytes carry it (column-source.ts headerValue): text, numbers' digits, a timestamp in ISO-8601, a blob raw. */
+function headerText(type: ScalarType, v: Json): string | Buffer {
+  const j = JSON.parse(v.raw) as unknown;
+  if (type === 'blob') return Buffer.from(j as string, 'base64');
+  if (type === 'timestamp') return new Date(typeof j === 'number' ? j : Date.parse(j as string)).toISOString();
+  return typeof j === 'string' ? j : v.raw;
+}
+
+/** Whether every column, TTL and version of the config can be sampled in JSON (not: a TTL or version from the key). */
+export function sampled(config: SinkConfig): boolean {
+  const ttl = config.ttl !== undefined && 'field' in config.ttl ? config.ttl.field : undefined;
+  return ttl?.source !== 'key' && config.version?.source !== 'key';
+}
+
 /** A JSON object text with each column's value at its field path. */
 function render(fields: Array<[readonly string[], Json]>): string {
   type Node = { [k: string]: Node | Json };
@@ -96,7 +114,7 @@ export function* sampleRecords(config: SinkConfig, o: { seed: number; count: num
   const keys: Json[][] = Array.from({ length: Math.max(5, Math.ceil(o.count / 8)) }, () => keyCols.map(keyValue));
   // (A Debezium record key is a JSON object of the key's fields, whatever their number.)
   const keyText = (k: Json[]) =>
-    keyCols.length === 1 && config.envelope !== 'debezium'
+    scalarKey(keyCols) && config.envelope !== 'debezium'
       ? keyCols[0]!.type.kind === 'scalar' && ['text', 'uuid', 'timestamp'].includes(keyCols[0]!.type.name) ? (JSON.parse(k[0]!.raw) as unknown as string).toString() : k[0]!.raw
       : render(keyCols.map((c, i) => [c.field, k[i]!]));
   // An aggregate's records fall in few groups and windows (20 groups, half an hour), so that windows
@@ -112,6 +130,11 @@ export function* sampleRecords(config: SinkConfig, o: { seed: number; count: num
   // A version read from the value (`version:`): a random whole number per record, so a key's records
   // come in no version order and sometimes tie. No tombstones then: they have no value to read it from.
   const versionPath = config.version?.source === 'value' ? config.version.path : undefined;
+  // A version or TTL (seconds: some short, so that rows expire while the run goes on) from a header.
+  const versionHeader = config.version?.source === 'header' ? config.version.path[0]! : undefined;
+  const ttlField = config.ttl !== undefined && 'field' in config.ttl ? config.ttl.field : undefined;
+  const valueCols = config.columns.filter((c) => c.source === 'value');
+  const headerCols = config.columns.filter((c) => c.source === 'header');
   // With envelope: debezium each record is a change event around the row (Postgres-shaped): c, r or u
   // with the row as `after`, or d with it as `before` and then the tombstone Debezium writes after a
   // delete. A version path names a field of the event (source.lsn, ts_ms) or of the row (after.x).
@@ -121,11 +144,24 @@ export function* sampleRecords(config: SinkConfig, o: { seed: number; count: num
   for (let i = 0; i < o.count; i++) {
     const key = config.mode === 'upsert' ? keys[Math.floor(rand() * keys.length)]! : undefined;
     const group = agg === undefined ? [] : groups[Math.floor(rand() * groups.length)]!;
-    const fields: Array<[readonly string[], Json]> = config.columns
+    const fields: Array<[readonly string[], Json]> = valueCols
       .filter((c: SinkColumn) => c.required || config.key.includes(c.name) || rand() < 0.8)
       .map((c) => [c.field, key !== undefined && config.key.includes(c.name) ? key[config.key.indexOf(c.name)]! : ((agg === undefined ? undefined : aggValue(c, group)) ?? value(c.type, rand))]);
     // (Drawn only for a versioned sink: the other sinks' seeds keep their records.)
-    const version: Json = versionPath === undefined ? { raw: '0' } : { raw: String(Math.floor(rand() * o.count * 2)) };
+    const version: Json = versionPath === undefined && versionHeader === undefined ? { raw: '0' } : { raw: String(Math.floor(rand() * o.count * 2)) };
+    const headers: Record<string, string | Buffer> = {};
+    for (const c of headerCols) {
+      if (!c.required && !config.key.includes(c.name) && rand() >= 0.8) continue;
+      const v = key !== undefined && config.key.includes(c.name) ? key[config.key.indexOf(c.name)]! : value(c.type, rand);
+      headers[c.field[0]!] = headerText((c.type as { name: ScalarType }).name, v); // (a header column is a scalar)
+    }
+    if (versionHeader !== undefined) headers[versionHeader] = version.raw;
+    if (ttlField !== undefined) {
+      const ttl = String(rand() < 0.3 ? 5 + Math.floor(rand() * 40) : 3600 + Math.floor(rand() * 3600));
+      if (ttlField.source === 'header') headers[ttlField.path[0]!] = ttl;
+      else fields.push([ttlField.path, { raw: ttl }]);
+    }
+    const withHeaders = <R extends SampleRecord>(r: R): R => (Object.keys(headers).length === 0 ? r : { ...r, headers });
     if (rowVersionPath !== undefined) {
       const at = fields.findIndex(([f]) => f.join('.') === rowVersionPath.join('.'));
       const v: [readonly string[], Json] = [rowVersionPath, version];
@@ -137,7 +173,12 @@ export function* sampleRecords(config: SinkConfig, o: { seed: number; count: num
       const kind = Math.floor(rand() * 3);
       if (kind === 0 && fields.length > 0) fields[0] = [fields[0]![0], { raw: '{"not": "this type"}' }];
       else if (kind === 1) fields.splice(0, fields.length);
-      else if (key !== undefined) fields.push([keyCols[0]!.field, value(keyCols[0]!.type, rand)]);
+      else if (key !== undefined && keyCols[0]!.source === 'value') fields.push([keyCols[0]!.field, value(keyCols[0]!.type, rand)]);
+      else {
+        // (A header that does not decode as its column's type, when some column reads one.)
+        const h = headerCols.find((c) => !config.key.includes(c.name) && c.type.kind === 'scalar' && !['text', 'blob'].includes(c.type.name));
+        if (h !== undefined) headers[h.field[0]!] = 'not-a-value';
+      }
     }
     if (debezium) {
       const del = !bad && rand() < 0.1;
@@ -151,18 +192,18 @@ export function* sampleRecords(config: SinkConfig, o: { seed: number; count: num
       ];
       if (versionPath !== undefined && !inRow) event.push([versionPath, version]);
       const k = key === undefined ? null : keyText(key);
-      yield { key: k, value: render(event) };
+      yield withHeaders({ key: k, value: render(event) });
       // (One of the `count` records.)
       if (del && key !== undefined && i + 1 < o.count) {
         i++;
-        yield { key: k, value: null };
+        yield withHeaders({ key: k, value: null });
       }
       continue;
     }
     if (key !== undefined && !bad && versionPath === undefined && rand() < 0.1) {
-      yield { key: keyText(key), value: null }; // a tombstone: deletes the key
+      yield withHeaders({ key: keyText(key), value: null }); // a tombstone: deletes the key
       continue;
     }
-    yield { key: key === undefined ? null : keyText(key), value: render(fields) };
+    yield withHeaders({ key: key === undefined ? null : keyText(key), value: render(fields) });
   }
 }

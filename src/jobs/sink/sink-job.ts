@@ -53,7 +53,7 @@ import type { Decoded, DecodedRecord, Job, JobContext, JobMigration, SourceRecor
 import { canonical, cqlTypeName } from './cql-types.js';
 import { sourceSetting as settingOf, valueFieldSpec } from './column-source.js';
 import { predicateSetting } from './filter.js';
-import { sampleRecords } from './sample.js';
+import { sampled, sampleRecords } from './sample.js';
 import type { AvroSampleIds } from './sample-avro.js';
 import { SinkCodec, type SinkRow } from './sink-codec.js';
 import { sinkConfig, valueSubject, type SinkColumn, type SinkConfig } from './sink-config.js';
@@ -219,12 +219,10 @@ export class SinkJob implements Job<SinkRow> {
    * verified, not sampled.
    */
   private samples(config: SinkConfig, registry: SchemaRegistryConfig | undefined): Pick<JobAudit, 'sample' | 'prepareSample'> {
-    // The samples are values (and keys) only: columns read from headers, metadata or the key are not
-    // sampled; Debezium change events only in JSON.
-    // A version from a header or the key is not sampled either; one from the value only in JSON.
-    if (config.columns.some((c) => c.source !== 'value') || (config.envelope !== undefined && config.format !== 'json')) return {};
-    if (config.version !== undefined && (config.version.source === 'header' || config.version.source === 'key' || (config.version.source === 'value' && config.format !== 'json'))) return {};
-    if (config.format === 'json' && (config.mode === 'log' || config.keyFormat === 'json')) return { sample: (o) => sampleRecords(config, o) };
+    // JSON samples have every column source, but not a TTL or version from the key (src/jobs/sink/sample.ts);
+    // Avro samples are values (and keys) only.
+    if (config.format === 'json' && (config.mode === 'log' || config.keyFormat === 'json')) return sampled(config) ? { sample: (o) => sampleRecords(config, o) } : {};
+    if (config.columns.some((c) => c.source !== 'value') || config.envelope !== undefined || (config.version !== undefined && config.version.source !== 'meta') || (config.ttl !== undefined && 'field' in config.ttl)) return {};
     const avroKey = config.mode === 'upsert' && config.keyFormat === 'avro' && config.key.length === 1;
     if (config.format !== 'avro' || registry === undefined || (config.mode === 'upsert' && config.keyFormat !== 'json' && !avroKey)) return {};
     let ids: AvroSampleIds | undefined;
