@@ -171,3 +171,17 @@ test("chaos --job's samples carry every source: key fields in a canonical key ob
   // A TTL read from the key is not sampled.
   assert.equal(new SinkJob(sinkConfig({ topic: 't', table: 'tb', mode: 'upsert', key: ['id'], ttlField: 'key.ttl', columns: { id: { type: 'bigint', field: 'key.id' }, a: 'text' } })).audit.sample, undefined);
 });
+
+test("chaos --job's samples set the fields a where reads that no column does, mostly to its literals, so that the filter keeps some records and leaves out others", async () => {
+  const { sampleRecords } = await import('../../src/jobs/sink/sample.js');
+  const config = sinkConfig({ topic: 't', table: 'tb', mode: 'log', where: { all: [{ field: 'header.kind', exists: true }, { field: 'value.channel', in: ['web', 'app'] }] }, columns: { a: { type: 'text', required: true } } });
+  const codec = new SinkCodec(config);
+  const kinds = [...sampleRecords(config, { seed: 3, count: 2000, badRatio: 0 })].map((s, i) => {
+    const d = codec.decode(rec({ key: s.key, value: s.value, offset: BigInt(i), headers: Object.entries(s.headers ?? {}) }));
+    return d.ok ? d.value.kind : d.reason;
+  });
+  const n = (k: string) => kinds.filter((x) => x === k).length;
+  // Kept: header kind present (0.8) and channel one of the two (0.8 × 0.7): about 45 %.
+  assert.equal(n('row') + n('skip'), 2000);
+  assert.ok(n('row') > 700 && n('skip') > 700, `${n('row')} rows, ${n('skip')} filtered`);
+});

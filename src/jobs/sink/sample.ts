@@ -13,6 +13,7 @@
 import { prng } from '../../prng.js';
 import type { CqlType, ScalarType } from './cql-types.js';
 import { scalarKey } from './key-encoding.js';
+import type { Literal, Predicate } from './filter.js';
 import type { SinkColumn, SinkConfig } from './sink-config.js';
 
 export interface SampleRecord {
@@ -90,6 +91,29 @@ export function sampled(config: SinkConfig): boolean {
   return ttl?.source !== 'key' && config.version?.source !== 'key';
 }
 
+/**
+ * The headers and value fields a `where:` reads that no column does, each with the literals it is
+ * compared with: the samples set them (mostly to one of those), so that the filter keeps some records.
+ */
+function filterFields(config: SinkConfig): Array<{ source: 'value' | 'header'; path: readonly string[]; literals: Literal[] }> {
+  const out: Array<{ source: 'value' | 'header'; path: readonly string[]; literals: Literal[] }> = [];
+  const walk = (p: Predicate): void => {
+    if (!('field' in p)) {
+      if (p.op === 'not') walk(p.of);
+      else p.of.forEach(walk);
+      return;
+    }
+    const { source, path } = p.field;
+    if (source !== 'value' && source !== 'header') return;
+    if (config.columns.some((c) => c.source === source && c.field.join('.') === path.join('.'))) return;
+    let f = out.find((x) => x.source === source && x.path.join('.') === path.join('.'));
+    if (f === undefined) out.push((f = { source, path, literals: [] }));
+    if (p.op === 'equals') f.literals.push(...p.values);
+  };
+  if (config.where !== undefined) walk(config.where);
+  return out;
+}
+
 /** A JSON object text with each column's value at its field path. */
 function render(fields: Array<[readonly string[], Json]>): string {
   type Node = { [k: string]: Node | Json };
@@ -135,6 +159,7 @@ export function* sampleRecords(config: SinkConfig, o: { seed: number; count: num
   const ttlField = config.ttl !== undefined && 'field' in config.ttl ? config.ttl.field : undefined;
   const valueCols = config.columns.filter((c) => c.source === 'value');
   const headerCols = config.columns.filter((c) => c.source === 'header');
+  const filtered = filterFields(config);
   // With envelope: debezium each record is a change event around the row (Postgres-shaped): c, r or u
   // with the row as `after`, or d with it as `before` and then the tombstone Debezium writes after a
   // delete. A version path names a field of the event (source.lsn, ts_ms) or of the row (after.x).
@@ -154,6 +179,12 @@ export function* sampleRecords(config: SinkConfig, o: { seed: number; count: num
       if (!c.required && !config.key.includes(c.name) && rand() >= 0.8) continue;
       const v = key !== undefined && config.key.includes(c.name) ? key[config.key.indexOf(c.name)]! : value(c.type, rand);
       headers[c.field[0]!] = headerText((c.type as { name: ScalarType }).name, v); // (a header column is a scalar)
+    }
+    for (const f of filtered) {
+      if (rand() >= 0.8) continue;
+      const v: Literal = f.literals.length > 0 && rand() < 0.7 ? f.literals[Math.floor(rand() * f.literals.length)]! : `x-${hex(rand, 4)}`;
+      if (f.source === 'header') headers[f.path[0]!] = String(v);
+      else fields.push([f.path, { raw: JSON.stringify(v) }]);
     }
     if (versionHeader !== undefined) headers[versionHeader] = version.raw;
     if (ttlField !== undefined) {
