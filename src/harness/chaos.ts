@@ -21,7 +21,7 @@ import type { Job } from '../engine/job.js';
 import { ExactlyOnceError } from '../errors.js';
 import { isSinkConfig, loadJobModule } from '../job-loader.js';
 import { createLogger } from '../log.js';
-import { readSinkConfigFile } from '../jobs/sink/sink-config.js';
+import { readSinkConfigFile, sinkConfig } from '../jobs/sink/sink-config.js';
 import { KafkaAdmin } from '../kafka/admin.js';
 import { Producer, TransactionalProducer } from '../kafka/producer.js';
 import { stackStatus, type StackOptions } from '../stack/index.js';
@@ -176,6 +176,13 @@ export async function runChaos(
     if (down.length > 0) {
       throw new ExactlyOnceError('EO_USAGE', `chaos restarts the servers of the local stack at ${stack.dir}, but ${down.map((s) => s.name).join(' and ')} is not running there; run \`exactlyonce stack up\`, or pass --cassandra-restarts 0 --kafka-restarts 0`);
     }
+  }
+
+  // A sink config with a mistake is refused before anything is made (columns left out are derived
+  // later, from the run topic's registered schema).
+  if (o.job !== undefined && isSinkConfig(path.resolve(o.job))) {
+    const raw = readSinkConfigFile(path.resolve(o.job));
+    if (typeof raw === 'object' && raw !== null && 'columns' in raw) sinkConfig(raw, o.job);
   }
 
   const runDir = mkdtempSync(path.join(os.tmpdir(), `exactlyonce-chaos-${o.seed}-`));

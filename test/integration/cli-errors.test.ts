@@ -185,3 +185,15 @@ test('a keyspace an older version made (a column this version writes is missing)
     `error EO_CASSANDRA_QUERY: keyspace ${config.keyspace} lacks checkpoints.replay (schema migration 060_checkpoint_replay), which this version writes; run \`exactlyonce schema apply --keyspace ${config.keyspace}\` (it changes nothing already there)`,
   );
 });
+
+test('chaos --job with a sink config that has a typo: one line naming the key, before any keyspace or topic is made', async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'chaos-typo-'));
+  t.after(() => rmSync(dir, { recursive: true, force: true }));
+  const file = join(dir, 'orders.yaml');
+  writeFileSync(file, 'name: o\ntopic: t\ntable: o\nmode: upsert\nkey: [id]\nwher: { field: a, exists: true }\ncolumns:\n  id: bigint\n  a: text\n');
+  const r = await runCli(['chaos', '--job', file, '--events', '100', '--seed', '2', '--cassandra-restarts', '0', '--kafka-restarts', '0']);
+  assert.equal(r.code, 2);
+  assert.equal(r.stderr, `error EO_CONFIG_INVALID: ${file}: wher: unknown key (did you mean where?)\n`);
+  // (Before, the run's keyspace and topics were made first, and kept as a failed run's are.)
+  assert.doesNotMatch(r.stdout, /created keyspace/);
+});
