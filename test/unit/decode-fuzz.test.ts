@@ -267,6 +267,7 @@ test(`every decoder gives a value or a quarantine reason, within ${TIME_BUDGET_M
     fuzz('events codec', eventBytes, QuarantineReasons, (b) => decodeEvent(b)),
     fuzz('sink codec (JSON value, JSON key)', sinkBytes, new RegExp(`^(${SINK_REASONS.join('|')}|[a-z][a-z_]*)$`), sinkDecode()),
     fuzz('sink codec (Debezium, versioned, a header column)', debeziumBytes, new RegExp(`^(${SINK_REASONS.join('|')}|[a-z][a-z_]*)$`), debeziumDecode()),
+    fuzz('sink codec (a key object, a TTL and a version from headers, a filter)', keyObjectBytes, new RegExp(`^(${SINK_REASONS.join('|')}|[a-z][a-z_]*)$`), keyObjectDecode()),
   ];
   for (const t of tallies) assert.equal(t.cases, RUNS);
   // Valid records among the cases decode (a decoder that refused everything would pass the budget).
@@ -307,6 +308,39 @@ function debeziumDecode(): (b: Buffer) => { ok: true } | { ok: false; reason: st
     const { key, value } = split(b);
     const headers = [['v', value.length % 3 === 0 ? value.subarray(0, 12) : Buffer.from(String(value.length - 7))] as const];
     return codec.decode({ topic: 'fuzz', partition: 0, offset: 0n, key, value: value.length === 0 ? null : value, headers, timestampMs: 0 } as never);
+  };
+}
+
+/** Records keyed by a key object ({"id":…,"shop":…}, canonical or not), then mangled, and arbitrary ones. */
+const keyObjectValid = fc
+  .tuple(fc.oneof(int64, fc.integer()), smallText, fc.option(smallText, { nil: undefined }), fc.boolean(), fc.boolean())
+  .map(([id, shop, a, spaced, tombstone]) => sinkRecord(Buffer.from(spaced ? `{"id": ${id}, "shop": ${JSON.stringify(shop)}}` : `{"id":${id},"shop":${JSON.stringify(shop)}}`), Buffer.from(tombstone ? '' : `{"a":${JSON.stringify(a ?? null)}}`)));
+const keyObjectBytes = fc.oneof(keyObjectValid, mangled(keyObjectValid), fc.tuple(fc.option(jsonBytes(jsonValue), { nil: null }), jsonBytes(jsonNode)).map(([k, v]) => sinkRecord(k, v)));
+
+/**
+ * The upsert sink whose key columns are the key object's fields, with its TTL and version from headers
+ * and a filter on a header: the headers are drawn from the value's bytes (whole numbers, negative ones,
+ * text and raw bytes), an empty value is a tombstone.
+ */
+function keyObjectDecode(): (b: Buffer) => { ok: true } | { ok: false; reason: string } {
+  const config = sinkConfig({
+    name: 'fuzz', topic: 'fuzz', table: 'fuzz', mode: 'upsert', key: ['id', 'shop'], ttlField: 'header.ttl', version: 'header.v',
+    where: { any: [{ field: 'header.kind', in: ['web', 7] }, { not: { field: 'a', exists: true } }] },
+    columns: { id: { type: 'bigint', field: 'key.id' }, shop: { type: 'text', field: 'key.shop' }, a: 'text', at: { type: 'timestamp', field: 'header.at' }, p: { type: 'int', field: '$partition' } },
+  });
+  const codec = new SinkCodec(config);
+  const split = sinkSplit();
+  return (b) => {
+    const { key, value } = split(b);
+    const n = value.length;
+    const bytes = (i: number) => value.subarray(i, i + 9);
+    const headers = [
+      ['ttl', n % 5 === 0 ? bytes(0) : Buffer.from(String((n % 97) - 10))],
+      ['v', n % 4 === 0 ? bytes(1) : Buffer.from(String(n * 7919))],
+      ['kind', n % 3 === 0 ? bytes(2) : Buffer.from(n % 2 === 0 ? 'web' : '7')],
+      ['at', n % 6 === 0 ? bytes(3) : Buffer.from(new Date(n * 86_400_000).toISOString())],
+    ] as const;
+    return codec.decode({ topic: 'fuzz', partition: 0, offset: 0n, key, value: n === 0 ? null : value, headers, timestampMs: 1_767_225_600_000 } as never);
   };
 }
 
