@@ -269,7 +269,7 @@ export interface KeyGroup {
    * Cassandra settles by the greater value, so any of them is accepted; a delete's null, which wins a
    * tie. Undefined for a key ordered by offset.
    */
-  cells: { at: Array<number | null>; values: unknown[][]; deletedAt: number | null } | undefined;
+  cells: { at: Array<number | null>; values: unknown[][] } | undefined;
   /**
    * Columns left unset by some record: per column, the offset whose record last wrote a non-null value
    * since the last delete (null: a null written, or none), and whether any record since the last delete

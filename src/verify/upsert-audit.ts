@@ -226,14 +226,13 @@ export class UpsertAudit {
  * delete; `unset`: the cells the record does not write.
  */
 function writeCells(g: KeyGroup, n: number, version: number, values: readonly unknown[] | null, unset: readonly number[] | null): void {
-  const c = (g.cells ??= { at: new Array<number | null>(n).fill(null), values: Array.from({ length: n }, () => []), deletedAt: null });
+  const c = (g.cells ??= { at: new Array<number | null>(n).fill(null), values: Array.from({ length: n }, () => []) });
   if (values === null) {
-    c.deletedAt = version;
     c.at.fill(version);
     for (let i = 0; i < n; i++) c.values[i] = [null];
     return;
   }
-  if (c.deletedAt === version) return;
+  // (A record tied with a delete never comes here: the caller skips it.)
   for (let i = 0; i < n; i++) {
     if (unset?.includes(i)) continue;
     if (c.at[i] === version) c.values[i]!.push(values[i]);
