@@ -87,6 +87,8 @@ export interface BenchResults {
     sinkLogCpuToExactlyOnce?: number | null;
     sinkUpsertCpuToExactlyOnce?: number | null;
     sinkAggregateToLog?: number | null;
+    /** The sink with key and metadata columns, a filter and a TTL, against log mode. */
+    sinkWideToLog?: number | null;
     /** The 1-worker case's CPU per 1,000 events over the Kafka client's alone through its KafkaJS layer (the worker's path until 2acee8e). */
     workerCpuToClient?: number | null;
     /** The same over the client's lower-level consume (the worker's path since 2acee8e: src/kafka/consumer.ts). */

@@ -93,6 +93,7 @@ export async function runBench(base: ConnectionConfig, o: BenchOptions, hooks: R
         steps.push([`the sink, log mode, 1 worker${nth}`, async () => record('sinkLog', await runSink(ctx, 'sinkLog', topic.topic, 'log'))]);
         steps.push([`the sink, upsert mode, 1 worker${nth}`, async () => record('sinkUpsert', await runSink(ctx, 'sinkUpsert', topic.topic, 'upsert'))]);
         steps.push([`the sink, aggregate mode, 1 worker${nth}`, async () => record('sinkAggregate', await runSink(ctx, 'sinkAggregate', topic.topic, 'aggregate'))]);
+        steps.push([`the sink, log mode with key and metadata columns, a filter and a TTL, 1 worker${nth}`, async () => record('sinkWide', await runSink(ctx, 'sinkWide', topic.topic, 'wide'))]);
       }
     }
     if (wants('eoN')) {
@@ -158,6 +159,7 @@ export async function runBench(base: ConnectionConfig, o: BenchOptions, hooks: R
         sinkLogCpuToExactlyOnce: div(cases['sinkLog']?.cpuMsPer1000Events ?? undefined, cases['exactlyOnce1']?.cpuMsPer1000Events ?? undefined),
         sinkUpsertCpuToExactlyOnce: div(cases['sinkUpsert']?.cpuMsPer1000Events ?? undefined, cases['exactlyOnce1']?.cpuMsPer1000Events ?? undefined),
         sinkAggregateToLog: div(cases['sinkAggregate']?.eventsPerSec, cases['sinkLog']?.eventsPerSec),
+        sinkWideToLog: div(cases['sinkWide']?.eventsPerSec, cases['sinkLog']?.eventsPerSec),
         workerCpuToClient: div(cases['exactlyOnce1']?.cpuMsPer1000Events ?? undefined, cases['clientKafkaJS']?.cpuMsPer1000Events ?? undefined),
         workerCpuToClientConsume: div(cases['exactlyOnce1']?.cpuMsPer1000Events ?? undefined, cases['clientConsume']?.cpuMsPer1000Events ?? undefined),
       },

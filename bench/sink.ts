@@ -5,7 +5,8 @@
  * job's rows) and in upsert mode (`sinkUpsert`: one row per record key; the workload keys its records
  * by `upsertKeys` distinct numbers, src/bench/workload.ts), and in aggregate mode (`sinkAggregate`: per
  * client and minute of event time a count, a sum and a max; compared with `sinkLog`, with the rows
- * it wrote per 1,000 records). Compared with `exactlyOnce1` (the events job on the same records; none
+ * it wrote per 1,000 records), and `sinkWide` (log mode with the record key and Kafka's metadata as
+ * columns, a filter and a TTL: compared with `sinkLog`). Compared with `exactlyOnce1` (the events job on the same records; none
  * of them Critical by default, so its alerts cost nothing).
  */
 import { rmSync, writeFileSync } from 'node:fs';
@@ -21,7 +22,7 @@ import { drainTarget, measureProcessDrain } from './drain.js';
 import { startWorker, waitAssigned } from './processes.js';
 import type { CaseResult } from './results.js';
 
-export type SinkMode = 'log' | 'upsert' | 'aggregate' | 'aggregate-groups';
+export type SinkMode = 'log' | 'upsert' | 'aggregate' | 'aggregate-groups' | 'wide';
 
 /** The sink config of a mode: the events' five fields as columns; upsert adds the record key as its key. */
 export function sinkConfig(mode: SinkMode, topic: string): object {
@@ -42,6 +43,12 @@ export function sinkConfig(mode: SinkMode, topic: string): object {
     // 64-bit numbers: their sum would pass bigint's range and stop the partition, as it should).
     const aggregates = { events: 'count', health_sum: 'sum(health)', top_id: 'max(id)' };
     return { name: 'bench_events', topic, table: 'events_sink', mode, groupBy: ['client'], window: { time: 'ts', size: '1m' }, columns, aggregates };
+  }
+  if (mode === 'wide') {
+    // Issue 37's sink on one topic: log mode with the record key and Kafka's metadata as columns, a
+    // filter every record passes (its cost without fewer rows) and a TTL.
+    const more = { k: { type: 'bigint', field: 'key' }, part: { type: 'int', field: '$partition' }, off: { type: 'bigint', field: '$offset' }, at: { type: 'timestamp', field: '$timestamp' } };
+    return { name: 'bench_events', topic, table: 'events_sink', mode: 'log', ttl: '7d', where: { not: { field: 'health', equals: 99 } }, columns: { ...columns, ...more } };
   }
   return mode === 'log'
     ? { name: 'bench_events', topic, table: 'events_sink', mode, columns }

@@ -43,7 +43,7 @@ test('bench runs every case on a few thousand events and writes its results', as
   const runs = (['periodic', 'batch'] as const).map((mode) => [mode, JSON.parse(readFileSync(path.join(out, `latest-${mode}.json`), 'utf8')) as BenchResults] as const);
   for (const [mode, results] of runs) {
     assert.equal(results.commitlog, mode);
-    const expected = ['ceiling', 'clientKafkaJS', 'clientConsume', 'baseline', 'exactlyOnce1', 'exactlyOnce2', 'exactlyOnce1Alerts', 'latency25', 'latency50', 'latency75', 'memoryBehind', 'sinkLog', 'sinkUpsert', 'sinkAggregate', 'sinkMemoryBehind', 'sinkAggregateGroups'];
+    const expected = ['ceiling', 'clientKafkaJS', 'clientConsume', 'baseline', 'exactlyOnce1', 'exactlyOnce2', 'exactlyOnce1Alerts', 'latency25', 'latency50', 'latency75', 'memoryBehind', 'sinkLog', 'sinkUpsert', 'sinkAggregate', 'sinkWide', 'sinkMemoryBehind', 'sinkAggregateGroups'];
     assert.deepEqual(Object.keys(results.cases).sort(), [...expected].sort());
     for (const name of expected) {
       const c = results.cases[name]!;
@@ -55,12 +55,12 @@ test('bench runs every case on a few thousand events and writes its results', as
       assert.ok(l.samples > 0 && Number.isFinite(l.p50Ms) && l.p50Ms <= l.p95Ms && l.p95Ms <= l.p99Ms, `${name}: ${JSON.stringify(l)}`);
     }
     // The sink drained the same topics: every record of the pre-produced events, and of the memory case's.
-    for (const name of ['sinkLog', 'sinkUpsert', 'sinkAggregate']) assert.equal(results.cases[name]!.events, 3000, `${name} drained the events`);
+    for (const name of ['sinkLog', 'sinkUpsert', 'sinkAggregate', 'sinkWide']) assert.equal(results.cases[name]!.events, 3000, `${name} drained the events`);
     const writes = results.cases['sinkAggregate']!.cassandraWritesPer1000Events;
     assert.ok(typeof writes === 'number' && writes > 0 && writes < 1000, `the aggregate sink wrote ${writes} rows per 1,000 records: fewer than one per record`);
     assert.equal(results.cases['sinkMemoryBehind']!.events, 5000);
     assert.equal(results.cases['sinkAggregateGroups']!.events, 5000);
-    for (const ratio of ['sinkLogToExactlyOnce', 'sinkUpsertToExactlyOnce', 'sinkLogCpuToExactlyOnce', 'sinkUpsertCpuToExactlyOnce', 'sinkAggregateToLog'] as const) {
+    for (const ratio of ['sinkLogToExactlyOnce', 'sinkUpsertToExactlyOnce', 'sinkLogCpuToExactlyOnce', 'sinkUpsertCpuToExactlyOnce', 'sinkAggregateToLog', 'sinkWideToLog'] as const) {
       assert.ok(Number.isFinite(results.ratios[ratio]), `${ratio} = ${results.ratios[ratio]}`);
     }
     for (const name of ['exactlyOnce1', 'exactlyOnce2', 'memoryBehind', 'sinkLog', 'sinkMemoryBehind', 'sinkAggregateGroups']) {

@@ -72,6 +72,20 @@ const configs: Array<[string, SinkConfig]> = [
   ],
   ['upsert, a version from the value', sinkConfig({ topic: 't', table: 't', mode: 'upsert', key: ['id'], version: 'ts', columns: { id: 'bigint', name: 'text', n: 'int' } })],
   ['upsert, a version from a header', sinkConfig({ topic: 't', table: 't', mode: 'upsert', key: ['id'], version: 'header.n', columns: { id: 'bigint', name: 'text', ts: 'timestamp' } })],
+  [
+    'log, a where on columns and on fields no column reads (numbers, texts, booleans, exists, not, any, all)',
+    sinkConfig({
+      topic: 't',
+      table: 't',
+      mode: 'log',
+      where: { any: [{ field: 'n', in: [7, '7', -12, 1.5, 1000] }, { all: [{ field: 'x', exists: true }, { not: { field: 'ok', equals: true } }] }, { field: 'é', equals: 'a' }, { field: 'value.constructor', in: ['12', 12, false] }] },
+      columns: { id: 'bigint', n: 'int', name: 'text', ts: 'timestamp' },
+    }),
+  ],
+  [
+    'upsert, a where on a header, the key and a value field',
+    sinkConfig({ topic: 't', table: 't', mode: 'upsert', key: ['id'], where: { any: [{ not: { field: 'header.n', equals: 3 } }, { field: 'key', in: ['7', -12] }, { field: 'name', exists: false }] }, columns: { id: 'bigint', name: 'text', f: 'double' } }),
+  ],
   ['upsert, bigint key, the record key as a column', sinkConfig({ topic: 't', table: 't', mode: 'upsert', key: ['id'], columns: { id: 'bigint', name: 'text', n: { type: 'int', default: 3 }, k: { type: 'bigint', field: 'key' } } })],
 ];
 

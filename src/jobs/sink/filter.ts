@@ -92,6 +92,24 @@ export function parsePredicate(raw: unknown, at: string, problems: string[]): Pr
   return { op: 'equals', field, values };
 }
 
+/** The fields a predicate reads, each once (by source and path), with the literals it compares them with. */
+export function predicateFields(p: Predicate): Array<{ field: ColumnSource; literals: Literal[] }> {
+  const out: Array<{ field: ColumnSource; literals: Literal[] }> = [];
+  const walk = (q: Predicate): void => {
+    if (!('field' in q)) {
+      if (q.op === 'not') walk(q.of);
+      else q.of.forEach(walk);
+      return;
+    }
+    const same = (f: ColumnSource) => f.source === q.field.source && f.path.join('.') === q.field.path.join('.');
+    let f = out.find((x) => same(x.field));
+    if (f === undefined) out.push((f = { field: q.field, literals: [] }));
+    if (q.op === 'equals') f.literals.push(...q.values);
+  };
+  walk(p);
+  return out;
+}
+
 /** The predicate as stable text, for the job's stored settings. */
 export function predicateSetting(p: Predicate): unknown {
   switch (p.op) {

@@ -13,7 +13,7 @@
 import { prng } from '../../prng.js';
 import type { CqlType, ScalarType } from './cql-types.js';
 import { scalarKey } from './key-encoding.js';
-import type { Literal, Predicate } from './filter.js';
+import { predicateFields, type Literal } from './filter.js';
 import type { SinkColumn, SinkConfig } from './sink-config.js';
 
 export interface SampleRecord {
@@ -96,22 +96,9 @@ export function sampled(config: SinkConfig): boolean {
  * compared with: the samples set them (mostly to one of those), so that the filter keeps some records.
  */
 function filterFields(config: SinkConfig): Array<{ source: 'value' | 'header'; path: readonly string[]; literals: Literal[] }> {
-  const out: Array<{ source: 'value' | 'header'; path: readonly string[]; literals: Literal[] }> = [];
-  const walk = (p: Predicate): void => {
-    if (!('field' in p)) {
-      if (p.op === 'not') walk(p.of);
-      else p.of.forEach(walk);
-      return;
-    }
-    const { source, path } = p.field;
-    if (source !== 'value' && source !== 'header') return;
-    if (config.columns.some((c) => c.source === source && c.field.join('.') === path.join('.'))) return;
-    let f = out.find((x) => x.source === source && x.path.join('.') === path.join('.'));
-    if (f === undefined) out.push((f = { source, path, literals: [] }));
-    if (p.op === 'equals') f.literals.push(...p.values);
-  };
-  if (config.where !== undefined) walk(config.where);
-  return out;
+  return (config.where === undefined ? [] : predicateFields(config.where))
+    .filter(({ field: { source, path } }) => (source === 'value' || source === 'header') && !config.columns.some((c) => c.source === source && c.field.join('.') === path.join('.')))
+    .map(({ field, literals }) => ({ source: field.source as 'value' | 'header', path: field.path, literals }));
 }
 
 /** A JSON object text with each column's value at its field path. */

@@ -15,7 +15,7 @@ import { canonical, scalarFromNumber } from './cql-types.js';
 import { canonicalKeyText } from './key-encoding.js';
 import { columnValue, predicateValue, sourceValue, UNSET, type KeyView } from './column-values.js';
 import { FALSE, FlatPicker, NUMBER, STRING, TRUE } from '../../formats/flat-json.js';
-import { holds } from './filter.js';
+import { holds, predicateFields } from './filter.js';
 import { change, unwrapSchema } from './debezium.js';
 import { deriveColumns } from './derive-columns.js';
 import { field, isRecord, parseObject } from './record-fields.js';
@@ -76,6 +76,8 @@ export class SinkCodec {
    * field: the columns' members are picked out of a flat object without building it (`flatRow`).
    */
   private readonly flat: FlatPicker | undefined;
+  /** The flat path's picked member of each top-level value field the `where:` reads. */
+  private readonly whereAt = new Map<string, number>();
 
   /**
    * `registry`: where the schemas are, for a registry format (the connection's --schema-registry-url).
@@ -102,9 +104,15 @@ export class SinkCodec {
     const flatColumns = config.columns.every((c) => c.source !== 'value' || c.field.length === 1);
     // A version from the value is picked as one more member (a top-level one).
     const flatVersion = config.version === undefined || config.version.source !== 'value' || config.version.path.length === 1;
-    const plain = config.envelope === undefined && config.where === undefined && flatVersion && (config.ttl === undefined || 'seconds' in config.ttl) && columnsFrom.size === 0;
+    // So is each top-level value field a `where:` reads.
+    const whereFields = config.where === undefined ? [] : predicateFields(config.where).map((f) => f.field);
+    const flatWhere = whereFields.every((f) => f.source !== 'value' || f.path.length === 1);
+    const plain = config.envelope === undefined && flatWhere && flatVersion && (config.ttl === undefined || 'seconds' in config.ttl) && columnsFrom.size === 0;
     const members = this.requiredColumns.map((c) => (c.source === 'value' ? c.field[0]! : ''));
     if (config.version?.source === 'value') members.push(config.version.path[0]!);
+    for (const f of whereFields) {
+      if (f.source === 'value' && !this.whereAt.has(f.path[0]!)) this.whereAt.set(f.path[0]!, members.push(f.path[0]!) - 1);
+    }
     this.flat = this.values === undefined && flatColumns && plain ? new FlatPicker(members) : undefined;
     this.lookup = decoderLookup({ ...(this.values === undefined ? {} : { value: this.values }), ...(this.keys === undefined ? {} : { key: this.keys }) });
   }
@@ -294,6 +302,17 @@ export class SinkCodec {
     const t = picker.tokens;
     let keyView: KeyView | undefined;
     const keyOf = () => (keyView ??= this.recordKeys.view(record.key));
+    // A member as lossless-json's parse gives it (flat-json.ts), or undefined when absent.
+    const member = (m: number): unknown => {
+      if (m < 0) return undefined;
+      const kind = t.kind[m];
+      const slice = kind === STRING || kind === NUMBER ? text.slice(t.valueStart[m], t.valueEnd[m]) : '';
+      return kind === STRING ? slice : kind === NUMBER ? new LosslessNumber(slice) : kind === TRUE ? true : kind === FALSE ? false : null;
+    };
+    const where = this.config.where;
+    if (where !== undefined && !holds(where, (f) => (f.source === 'value' ? { v: member(picker.at[this.whereAt.get(f.path[0]!)!]!), textual: false } : predicateValue(f, record, NO_DOC, keyOf)))) {
+      return { ok: true, value: { kind: 'skip', key } };
+    }
     const values: unknown[] = [];
     // Made when a column is absent (most records have none).
     let absent = NONE_ABSENT;
