@@ -86,6 +86,8 @@ const configs: Array<[string, SinkConfig]> = [
     'upsert, a where on a header, the key and a value field',
     sinkConfig({ topic: 't', table: 't', mode: 'upsert', key: ['id'], where: { any: [{ not: { field: 'header.n', equals: 3 } }, { field: 'key', in: ['7', -12] }, { field: 'name', exists: false }] }, columns: { id: 'bigint', name: 'text', f: 'double' } }),
   ],
+  ['log, a TTL per record from a top-level value field', sinkConfig({ topic: 't', table: 't', mode: 'log', ttlField: 'n', columns: { id: 'bigint', name: 'text', ts: 'timestamp' } })],
+  ['upsert, a TTL per record from a header', sinkConfig({ topic: 't', table: 't', mode: 'upsert', key: ['id'], ttlField: 'header.n', columns: { id: 'bigint', name: 'text', f: 'double' } })],
   ['upsert, bigint key, the record key as a column', sinkConfig({ topic: 't', table: 't', mode: 'upsert', key: ['id'], columns: { id: 'bigint', name: 'text', n: { type: 'int', default: 3 }, k: { type: 'bigint', field: 'key' } } })],
 ];
 
@@ -127,7 +129,7 @@ test('sink codec: the flat path gives what the general path gives, row by row an
         seen.set(outcome, (seen.get(outcome) ?? 0) + 1);
       }
       // Both kinds of outcome are exercised, not only refusals.
-      assert.ok((seen.get('row') ?? 0) > 100, `${name}, seed ${seed}: rows ${JSON.stringify([...seen])}`);
+      assert.ok((seen.get('row') ?? 0) > 50, `${name}, seed ${seed}: rows ${JSON.stringify([...seen])}`);
       assert.ok([...seen.keys()].filter((k) => k !== 'row').length >= 2, `${name}, seed ${seed}: reasons ${JSON.stringify([...seen])}`);
     }
   }

@@ -78,6 +78,8 @@ export class SinkCodec {
   private readonly flat: FlatPicker | undefined;
   /** The flat path's picked member of each top-level value field the `where:` reads. */
   private readonly whereAt = new Map<string, number>();
+  /** The flat path's picked member of a `ttlField:` that is a top-level value field. */
+  private readonly ttlAt: number = -1;
 
   /**
    * `registry`: where the schemas are, for a registry format (the connection's --schema-registry-url).
@@ -107,12 +109,15 @@ export class SinkCodec {
     // So is each top-level value field a `where:` reads.
     const whereFields = config.where === undefined ? [] : predicateFields(config.where).map((f) => f.field);
     const flatWhere = whereFields.every((f) => f.source !== 'value' || f.path.length === 1);
-    const plain = config.envelope === undefined && flatWhere && flatVersion && (config.ttl === undefined || 'seconds' in config.ttl) && columnsFrom.size === 0;
+    // And a TTL's.
+    const flatTtl = config.ttl === undefined || 'seconds' in config.ttl || config.ttl.field.source !== 'value' || config.ttl.field.path.length === 1;
+    const plain = config.envelope === undefined && flatWhere && flatVersion && flatTtl && columnsFrom.size === 0;
     const members = this.requiredColumns.map((c) => (c.source === 'value' ? c.field[0]! : ''));
     if (config.version?.source === 'value') members.push(config.version.path[0]!);
     for (const f of whereFields) {
       if (f.source === 'value' && !this.whereAt.has(f.path[0]!)) this.whereAt.set(f.path[0]!, members.push(f.path[0]!) - 1);
     }
+    if (config.ttl !== undefined && 'field' in config.ttl && config.ttl.field.source === 'value') this.ttlAt = members.push(config.ttl.field.path[0]!) - 1;
     this.flat = this.values === undefined && flatColumns && plain ? new FlatPicker(members) : undefined;
     this.lookup = decoderLookup({ ...(this.values === undefined ? {} : { value: this.values }), ...(this.keys === undefined ? {} : { key: this.keys }) });
   }
@@ -340,8 +345,15 @@ export class SinkCodec {
       if (!v.ok) return undefined;
       values.push(v.value);
     }
-    const seconds = (this.config.ttl as { seconds: number } | undefined)?.seconds ?? 0;
-    const d = this.row(record, key, values, absent, [], () => ({ ok: true, seconds }));
+    const ttl = this.config.ttl;
+    const seconds = (): { ok: true; seconds: number } | { ok: false; detail: string } => {
+      if (ttl === undefined || 'seconds' in ttl) return { ok: true, seconds: ttl?.seconds ?? 0 };
+      // (Read as the general path reads it.)
+      if (ttl.field.source === 'value') return ttlSeconds(member(picker.at[this.ttlAt]!), ttl.field.spec);
+      const raw = sourceValue(numberColumn('ttlField', ttl.field), record, NO_DOC, keyOf, this.keys !== undefined);
+      return raw.ok ? ttlSeconds(raw.value, ttl.field.spec) : { ok: false, detail: raw.detail };
+    };
+    const d = this.row(record, key, values, absent, [], seconds);
     const version = this.config.version;
     if (version === undefined || !d.ok || d.value.kind !== 'row') return d;
     let v: ReturnType<typeof versionOf>;
