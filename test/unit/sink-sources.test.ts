@@ -169,7 +169,7 @@ test("chaos --job's samples carry every source: key fields in a canonical key ob
   assert.ok(n('bad_header') > 10 && n('bad_value') + n('missing_field') + n('bad_key') > 10, shown);
   assert.deepEqual([...kinds.keys()].filter((k) => !['row', 'delete', 'skip', 'bad_header', 'bad_value', 'missing_field', 'bad_key'].includes(k)), [], shown);
   // A TTL read from the key is not sampled.
-  assert.equal(new SinkJob(sinkConfig({ topic: 't', table: 'tb', mode: 'upsert', key: ['id'], ttlField: 'key.ttl', columns: { id: { type: 'bigint', field: 'key.id' }, a: 'text' } })).audit.sample, undefined);
+  assert.equal(new SinkJob(sinkConfig({ topic: 't', table: 'tb', mode: 'log', ttlField: 'key.ttl', columns: { a: 'text' } })).audit.sample, undefined);
 });
 
 test("chaos --job's samples set the fields a where reads that no column does, mostly to its literals, so that the filter keeps some records and leaves out others", async () => {
@@ -184,4 +184,23 @@ test("chaos --job's samples set the fields a where reads that no column does, mo
   // Kept: header kind present (0.8) and channel one of the two (0.8 × 0.7): about 45 %.
   assert.equal(n('row') + n('skip'), 2000);
   assert.ok(n('row') > 700 && n('skip') > 700, `${n('row')} rows, ${n('skip')} filtered`);
+});
+
+test("upsert with JSON keys: a column, TTL or version reading a field the record key does not have is refused at start (every record would be quarantined); log mode's key may be any object", () => {
+  const scalar = { topic: 't', table: 'tb', mode: 'upsert', key: ['id'] };
+  assert.equal(
+    problem({ ...scalar, columns: { id: 'bigint', shop: { type: 'text', field: 'key.shop' } } }),
+    "s.yaml: columns.shop.field: key.shop is no field of the record key: an upsert's record key is the value of the key column id itself, which has no fields (another spelling is quarantined, non_canonical_key); read the whole key with key, or the field from the value",
+  );
+  const object = { topic: 't', table: 'tb', mode: 'upsert', key: ['id', 'shop'] };
+  assert.equal(
+    problem({ ...object, ttlField: 'key.ttl', columns: { id: { type: 'bigint', field: 'key.id' }, shop: 'text', a: 'text' } }),
+    "s.yaml: ttlField: key.ttl is no field of the record key: an upsert's record key is the JSON object of the key columns' fields (id, shop), nothing else (another spelling is quarantined, non_canonical_key); read the whole key with key, or the field from the value",
+  );
+  assert.match(problem({ ...object, version: 'key.v', columns: { id: 'bigint', shop: 'text', a: 'text' } }), /^s\.yaml: version: key\.v is no field of the record key: /);
+  // A key column's field read again, the whole key, a registry key or a log-mode key: accepted.
+  assert.doesNotThrow(() => sinkConfig({ ...object, columns: { id: { type: 'bigint', field: 'key.id' }, shop: 'text', id2: { type: 'bigint', field: 'key.id' }, k: { type: 'text', field: 'key' } } }));
+  assert.doesNotThrow(() => sinkConfig({ ...scalar, columns: { id: 'bigint', k: { type: 'text', field: 'key' } } }));
+  assert.doesNotThrow(() => sinkConfig({ ...scalar, format: 'avro', keyFormat: 'avro', columns: { id: 'bigint', shop: { type: 'text', field: 'key.shop' } } }));
+  assert.doesNotThrow(() => sinkConfig({ ...base, columns: { shop: { type: 'text', field: 'key.shop' } } }));
 });

@@ -71,6 +71,15 @@ export function parseColumnSource(spec: string): ColumnSource | string {
 }
 
 /**
+ * Whether an upsert's JSON record key is its one key column's value itself rather than a JSON object of
+ * the key columns' fields: one column, unless its field is a field of the key (`key.x` names the x of a
+ * key object). (src/jobs/sink/key-encoding.ts)
+ */
+export function scalarKey(keyColumns: ReadonlyArray<{ readonly source: SourceKind; readonly field: readonly string[] }>): boolean {
+  return keyColumns.length === 1 && !(keyColumns[0]!.source === 'key' && keyColumns[0]!.field.length > 0);
+}
+
+/**
  * A value's field path as a `field:` that names it (a derived column's, printed or passed on): prefixed
  * with `value.` when it would otherwise name another source (key.x, header.h, $offset).
  */

@@ -24,6 +24,7 @@
  * one per value and schema, and are not checked here.
  */
 import type { types } from '../../cassandra/session.js';
+import { scalarKey } from './column-source.js';
 import { decimalText } from './cql-types.js';
 import type { SinkColumn } from './sink-config.js';
 
@@ -46,14 +47,6 @@ function scalarText(col: SinkColumn, v: unknown): { text: string; quoted: boolea
 }
 
 type Tree = Map<string, Tree | string>;
-
-/**
- * Whether the record key is the one key column's value itself rather than a JSON object of the key
- * fields: one column, unless its field is a field of the key (`key.x` names the x of a key object).
- */
-export function scalarKey(columns: readonly SinkColumn[]): boolean {
-  return columns.length === 1 && !(columns[0]!.source === 'key' && columns[0]!.field.length > 0);
-}
 
 /** The canonical record key of a converted key (`key` follows `columns`). */
 export function canonicalKeyText(columns: readonly SinkColumn[], key: readonly unknown[]): string {

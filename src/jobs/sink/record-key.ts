@@ -11,7 +11,7 @@ import type { Decoder } from '../../formats/decoder.js';
 import { canonical, convert, cqlTypeName } from './cql-types.js';
 import { columnValue, type KeyView } from './column-values.js';
 import { unwrapSchema } from './debezium.js';
-import { scalarKey } from './key-encoding.js';
+import { scalarKey } from './column-source.js';
 import { field, isRecord, parseObject } from './record-fields.js';
 import type { SinkColumn } from './sink-config.js';
 

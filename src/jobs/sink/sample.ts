@@ -12,7 +12,7 @@
  */
 import { prng } from '../../prng.js';
 import type { CqlType, ScalarType } from './cql-types.js';
-import { scalarKey } from './key-encoding.js';
+import { scalarKey } from './column-source.js';
 import { predicateFields, type Literal } from './filter.js';
 import type { SinkColumn, SinkConfig } from './sink-config.js';
 
@@ -147,6 +147,15 @@ export function* sampleRecords(config: SinkConfig, o: { seed: number; count: num
   const valueCols = config.columns.filter((c) => c.source === 'value');
   const headerCols = config.columns.filter((c) => c.source === 'header');
   const filtered = filterFields(config);
+  // A log-mode sink's columns that read the record key: a key object of their fields (or, for the
+  // whole key alone, a value's text).
+  const keyReaders = config.mode === 'log' ? config.columns.filter((c) => c.source === 'key') : [];
+  const logKey = (): string | null => {
+    const fields = keyReaders.filter((c) => c.field.length > 0 && (c.required || rand() < 0.8)).map((c): [readonly string[], Json] => [c.field, value(c.type, rand)]);
+    if (keyReaders.some((c) => c.field.length > 0)) return render(fields);
+    const v = JSON.parse(value(keyReaders[0]!.type, rand).raw) as unknown;
+    return typeof v === 'string' ? v : JSON.stringify(v);
+  };
   // With envelope: debezium each record is a change event around the row (Postgres-shaped): c, r or u
   // with the row as `after`, or d with it as `before` and then the tombstone Debezium writes after a
   // delete. A version path names a field of the event (source.lsn, ts_ms) or of the row (after.x).
@@ -222,6 +231,6 @@ export function* sampleRecords(config: SinkConfig, o: { seed: number; count: num
       yield withHeaders({ key: keyText(key), value: null }); // a tombstone: deletes the key
       continue;
     }
-    yield withHeaders({ key: key === undefined ? null : keyText(key), value: render(fields) });
+    yield withHeaders({ key: key !== undefined ? keyText(key) : keyReaders.length > 0 ? logKey() : null, value: render(fields) });
   }
 }

@@ -72,7 +72,7 @@ import { FORMATS, isRegistryFormat, schemaCache, type Format } from '../../forma
 import type { SchemaRegistryConfig } from '../../config.js';
 import { convert, cqlTypeName, parseCqlType, type CqlType } from './cql-types.js';
 import { retry } from '../../engine/retry.js';
-import { parseColumnSource, sourceTypeProblem, valueFieldSpec, type ColumnSource, type SourceKind } from './column-source.js';
+import { parseColumnSource, scalarKey, sourceTypeProblem, valueFieldSpec, type ColumnSource, type SourceKind } from './column-source.js';
 import { parsePredicate, type Predicate } from './filter.js';
 import { issueLines, sinkSchema, type WriteLevel } from './sink-config-keys.js';
 
@@ -133,6 +133,27 @@ export interface SinkConfig {
  * rule for them yet).
  */
 const KEY_TYPES: readonly string[] = ['text', 'int', 'bigint', 'smallint', 'tinyint', 'boolean', 'timestamp', 'uuid', 'timeuuid', 'decimal'];
+
+/**
+ * An upsert's JSON record key is exactly its key columns' canonical text (key-encoding.ts): a key
+ * column's value itself, or the object of the key columns at their fields. A column, TTL or version that
+ * reads another field of the key (key.x) would quarantine every record, so it is refused here.
+ */
+function keyFieldProblems(key: readonly string[], columns: readonly SinkColumn[], ttl: SinkConfig['ttl'], version: ColumnSource | undefined, problems: string[]): void {
+  const keyCols = key.map((k) => columns.find((c) => c.name === k)).filter((c) => c !== undefined);
+  if (keyCols.length !== key.length) return; // (refused above)
+  const scalar = scalarKey(keyCols);
+  const fields = scalar ? [] : keyCols.map((c) => c.field.join('.'));
+  const what = scalar ? `the value of the key column ${keyCols[0]!.name} itself, which has no fields` : `the JSON object of the key columns' fields (${fields.join(', ')}), nothing else`;
+  const check = (at: string, src: ColumnSource) => {
+    if (src.source === 'key' && src.path.length > 0 && !fields.includes(src.path.join('.'))) {
+      problems.push(`${at}: ${src.spec} is no field of the record key: an upsert's record key is ${what} (another spelling is quarantined, non_canonical_key); read the whole key with key, or the field from the value`);
+    }
+  };
+  for (const col of columns) if (!key.includes(col.name)) check(`columns.${col.name}.field`, { source: col.source, path: col.field, spec: col.spec });
+  if (ttl !== undefined && 'field' in ttl) check('ttlField', ttl.field);
+  if (version !== undefined) check('version', version);
+}
 
 /** The fields of a Debezium change event (a version's value path with envelope: debezium names one first). */
 const DEBEZIUM_FIELDS = ['source', 'ts_ms', 'after', 'before', 'op', 'transaction'];
@@ -242,6 +263,7 @@ export function sinkConfig(raw: unknown, where = 'sink config', derived = false)
       if (col.onNull === 'unset') problems.push(`columns.${col.name}.onNull: unset with a version is not supported (a row would be the merge of its key's records in version order, which verify --job does not model); use null or default`);
     }
   }
+  if (c.mode === 'upsert' && keyFormat === 'json' && c.envelope === undefined) keyFieldProblems(c.key ?? [], columns, ttl, version, problems);
   if (c.envelope !== undefined && derived) problems.push('envelope: debezium needs its columns listed (columns derived from the registered schema would be the envelope\'s: before, after, source, op)');
   if (c.onUnknown !== undefined && !derived) problems.push('onUnknown: only for columns derived from the registered schema (leave columns out); listed columns store what they name, and the other fields are not read');
   const filter = c.where === undefined ? undefined : parsePredicate(c.where, 'where', problems);
