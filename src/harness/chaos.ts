@@ -151,6 +151,11 @@ function internalErrors(runDir: string): string[] {
     );
 }
 
+/** A sink config as a chaos run uses it: on the run's topic (an aggregate's closed windows on a topic of the run too). */
+function runSinkConfig(sink: object, topic: string): object {
+  return { ...sink, topic, ...('closeAfter' in sink ? { closedTopic: `${topic}.closed` } : {}) };
+}
+
 /** Events per second that spread the events over the run. */
 export function chaosRate(o: Pick<ChaosOptions, 'events' | 'durationMs'>): number {
   return Math.max(1, Math.ceil(o.events / (o.durationMs / 1000)));
@@ -178,11 +183,11 @@ export async function runChaos(
     }
   }
 
-  // A sink config with a mistake is refused before anything is made (columns left out are derived
-  // later, from the run topic's registered schema).
+  // A sink config with a mistake is refused before anything is made, as the run will use it (below;
+  // columns left out are derived later, from the run topic's registered schema).
   if (o.job !== undefined && isSinkConfig(path.resolve(o.job))) {
     const raw = readSinkConfigFile(path.resolve(o.job));
-    if (typeof raw === 'object' && raw !== null && 'columns' in raw) sinkConfig(raw, o.job);
+    if (typeof raw === 'object' && raw !== null && 'columns' in raw) sinkConfig(runSinkConfig(raw, config.topic), o.job);
   }
 
   const runDir = mkdtempSync(path.join(os.tmpdir(), `exactlyonce-chaos-${o.seed}-`));
@@ -206,9 +211,7 @@ export async function runChaos(
       // As written (columns left out are derived again, from the run topic's registered schema).
       const sink = readSinkConfigFile(spec) as object;
       spec = path.join(runDir, 'sink.json');
-      // An aggregate sink's closed windows go to a topic of the run too.
-      const closed = 'closeAfter' in sink ? { closedTopic: `${config.topic}.closed` } : {};
-      writeFileSync(spec, JSON.stringify({ ...sink, topic: config.topic, ...closed }, null, 2));
+      writeFileSync(spec, JSON.stringify(runSinkConfig(sink, config.topic), null, 2));
     }
     job = await loadJobModule(spec, { config, options: { topic: config.topic }, log: createLogger('chaos') });
     if (job.audit?.sample === undefined) throw new ExactlyOnceError('EO_USAGE', `--job: job ${job.name} has no audit.sample(): chaos cannot make records for it (it can still be verified)`);

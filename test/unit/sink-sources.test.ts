@@ -110,7 +110,7 @@ test('upsert: one key column from a field of the key (key.id) reads a key object
   assert.ok(!scalar.ok && scalar.reason === 'bad_key', JSON.stringify(scalar));
   assert.equal(
     problem({ topic: 't', table: 'tb', mode: 'upsert', key: ['a', 'b'], columns: { a: { type: 'bigint', field: 'key' }, b: 'text', c: 'text' } }),
-    's.yaml: columns.a.field: key reads the whole record key, which with 2 key columns is a JSON object of them; name the key\'s field, key.a',
+    's.yaml: columns.a.field: key reads the whole record key, which with 2 key columns is an object of them; name the key\'s field, key.a',
   );
 });
 
@@ -198,6 +198,9 @@ test("upsert with JSON keys: a column, TTL or version reading a field the record
     "s.yaml: ttlField: key.ttl is no field of the record key: an upsert's record key is the JSON object of the key columns' fields (id, shop), nothing else (another spelling is quarantined, non_canonical_key); read the whole key with key, or the field from the value",
   );
   assert.match(problem({ ...object, version: 'key.v', columns: { id: 'bigint', shop: 'text', a: 'text' } }), /^s\.yaml: version: key\.v is no field of the record key: /);
+  // A filter on such a field would leave out every record (or none) without a word.
+  assert.match(problem({ ...scalar, where: { not: { field: 'key.region', equals: 'eu' } }, columns: { id: 'bigint', a: 'text' } }), /^s\.yaml: where: key\.region is no field of the record key: an upsert's record key is the value of the key column id itself/);
+  assert.doesNotThrow(() => sinkConfig({ ...object, where: { field: 'key.shop', equals: 's1' }, columns: { id: 'bigint', shop: 'text', a: 'text' } }));
   // A key column's field read again, the whole key, a registry key or a log-mode key: accepted.
   assert.doesNotThrow(() => sinkConfig({ ...object, columns: { id: { type: 'bigint', field: 'key.id' }, shop: 'text', id2: { type: 'bigint', field: 'key.id' }, k: { type: 'text', field: 'key' } } }));
   assert.doesNotThrow(() => sinkConfig({ ...scalar, columns: { id: 'bigint', k: { type: 'text', field: 'key' } } }));

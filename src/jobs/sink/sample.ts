@@ -85,10 +85,13 @@ function headerText(type: ScalarType, v: Json): string | Buffer {
   return typeof j === 'string' ? j : v.raw;
 }
 
-/** Whether every column, TTL and version of the config can be sampled in JSON (not: a TTL or version from the key). */
+/** Whether every column, TTL and version of the config can be sampled in JSON (not: a TTL or version from the key, an aggregate's group or time from the key or a header). */
 export function sampled(config: SinkConfig): boolean {
   const ttl = config.ttl !== undefined && 'field' in config.ttl ? config.ttl.field : undefined;
-  return ttl?.source !== 'key' && config.version?.source !== 'key';
+  // (An aggregate's groups and windows are drawn for value fields only.)
+  const agg = config.aggregate;
+  const grouping = agg === undefined ? [] : [...agg.groupBy, ...(agg.window === undefined ? [] : [agg.window.time])];
+  return ttl?.source !== 'key' && config.version?.source !== 'key' && grouping.every((i) => config.columns[i]!.source === 'value');
 }
 
 /**
@@ -96,8 +99,12 @@ export function sampled(config: SinkConfig): boolean {
  * compared with: the samples set them (mostly to one of those), so that the filter keeps some records.
  */
 function filterFields(config: SinkConfig): Array<{ source: 'value' | 'header'; path: readonly string[]; literals: Literal[] }> {
+  // Not a field the samples set otherwise, nor one within or around it: a column's, the TTL's, the version's.
+  const ttl = config.ttl !== undefined && 'field' in config.ttl ? [config.ttl.field] : [];
+  const taken = [...config.columns.map((c) => ({ source: c.source, path: c.field })), ...ttl, ...(config.version === undefined ? [] : [config.version])];
+  const within = (a: readonly string[], b: readonly string[]) => a.length <= b.length && a.every((p, i) => p === b[i]);
   return (config.where === undefined ? [] : predicateFields(config.where))
-    .filter(({ field: { source, path } }) => (source === 'value' || source === 'header') && !config.columns.some((c) => c.source === source && c.field.join('.') === path.join('.')))
+    .filter(({ field: { source, path } }) => (source === 'value' || source === 'header') && !taken.some((t) => t.source === source && (within(t.path, path) || within(path, t.path))))
     .map(({ field, literals }) => ({ source: field.source as 'value' | 'header', path: field.path, literals }));
 }
 
@@ -174,7 +181,7 @@ export function* sampleRecords(config: SinkConfig, o: { seed: number; count: num
     for (const c of headerCols) {
       if (!c.required && !config.key.includes(c.name) && rand() >= 0.8) continue;
       const v = key !== undefined && config.key.includes(c.name) ? key[config.key.indexOf(c.name)]! : value(c.type, rand);
-      headers[c.field[0]!] = headerText((c.type as { name: ScalarType }).name, v); // (a header column is a scalar)
+      if (c.type.kind === 'scalar') headers[c.field[0]!] = headerText(c.type.name, v); // (the config refuses others)
     }
     for (const f of filtered) {
       if (rand() >= 0.8) continue;

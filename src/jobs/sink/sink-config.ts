@@ -73,7 +73,7 @@ import type { SchemaRegistryConfig } from '../../config.js';
 import { convert, cqlTypeName, parseCqlType, type CqlType } from './cql-types.js';
 import { retry } from '../../engine/retry.js';
 import { parseColumnSource, scalarKey, sourceTypeProblem, valueFieldSpec, type ColumnSource, type SourceKind } from './column-source.js';
-import { parsePredicate, type Predicate } from './filter.js';
+import { parsePredicate, predicateFields, type Predicate } from './filter.js';
 import { issueLines, sinkSchema, type WriteLevel } from './sink-config-keys.js';
 
 /** The longest TTL Cassandra takes: 20 years, in seconds. */
@@ -139,7 +139,7 @@ const KEY_TYPES: readonly string[] = ['text', 'int', 'bigint', 'smallint', 'tiny
  * column's value itself, or the object of the key columns at their fields. A column, TTL or version that
  * reads another field of the key (key.x) would quarantine every record, so it is refused here.
  */
-function keyFieldProblems(key: readonly string[], columns: readonly SinkColumn[], ttl: SinkConfig['ttl'], version: ColumnSource | undefined, problems: string[]): void {
+function keyFieldProblems(key: readonly string[], columns: readonly SinkColumn[], ttl: SinkConfig['ttl'], version: ColumnSource | undefined, where: Predicate | undefined, problems: string[]): void {
   const keyCols = key.map((k) => columns.find((c) => c.name === k)).filter((c) => c !== undefined);
   if (keyCols.length !== key.length) return; // (refused above)
   const scalar = scalarKey(keyCols);
@@ -153,6 +153,8 @@ function keyFieldProblems(key: readonly string[], columns: readonly SinkColumn[]
   for (const col of columns) if (!key.includes(col.name)) check(`columns.${col.name}.field`, { source: col.source, path: col.field, spec: col.spec });
   if (ttl !== undefined && 'field' in ttl) check('ttlField', ttl.field);
   if (version !== undefined) check('version', version);
+  // (A filter on such a field would leave out every record, or none, without a word.)
+  for (const { field } of where === undefined ? [] : predicateFields(where)) check('where', field);
 }
 
 /** The fields of a Debezium change event (a version's value path with envelope: debezium names one first). */
@@ -225,7 +227,7 @@ export function sinkConfig(raw: unknown, where = 'sink config', derived = false)
       else if (col.default !== undefined) problems.push(`columns.${k}.default: a key column has no default (a record without its key cannot be placed)`);
       else if (col.onNull !== 'null') problems.push(`columns.${k}.onNull: a key column is always written (a record without its key is quarantined)`);
       else if (col.source === 'key' && col.field.length === 0 && c.key!.length > 1) {
-        problems.push(`columns.${k}.field: key reads the whole record key, which with ${c.key!.length} key columns is a JSON object of them; name the key's field, key.${k}`);
+        problems.push(`columns.${k}.field: key reads the whole record key, which with ${c.key!.length} key columns is an object of them; name the key's field, key.${k}`);
       }
     }
     if (columns.length === (c.key ?? []).length) problems.push('columns: an upsert table needs at least one column besides the key');
@@ -263,10 +265,10 @@ export function sinkConfig(raw: unknown, where = 'sink config', derived = false)
       if (col.onNull === 'unset') problems.push(`columns.${col.name}.onNull: unset with a version is not supported (a row would be the merge of its key's records in version order, which verify --job does not model); use null or default`);
     }
   }
-  if (c.mode === 'upsert' && keyFormat === 'json' && c.envelope === undefined) keyFieldProblems(c.key ?? [], columns, ttl, version, problems);
   if (c.envelope !== undefined && derived) problems.push('envelope: debezium needs its columns listed (columns derived from the registered schema would be the envelope\'s: before, after, source, op)');
   if (c.onUnknown !== undefined && !derived) problems.push('onUnknown: only for columns derived from the registered schema (leave columns out); listed columns store what they name, and the other fields are not read');
   const filter = c.where === undefined ? undefined : parsePredicate(c.where, 'where', problems);
+  if (c.mode === 'upsert' && keyFormat === 'json' && c.envelope === undefined) keyFieldProblems(c.key ?? [], columns, ttl, version, filter, problems);
   const aggregate = aggregateSpec(c, columns, problems);
   // A record without its group or its time belongs to no row: quarantined (missing_field), unless the column has a default.
   for (const i of [...(aggregate?.groupBy ?? []), ...(aggregate?.window === undefined ? [] : [aggregate.window.time])]) {
