@@ -136,7 +136,7 @@ const KEY_TYPES: readonly string[] = ['text', 'int', 'bigint', 'smallint', 'tiny
 
 /**
  * An upsert's JSON record key is exactly its key columns' canonical text (key-encoding.ts): a key
- * column's value itself, or the object of the key columns at their fields. A column, TTL or version that
+ * column's value itself, or the object of the key columns at their fields. A column, TTL, version or filter that
  * reads another field of the key (key.x) would quarantine every record, so it is refused here.
  */
 function keyFieldProblems(key: readonly string[], columns: readonly SinkColumn[], ttl: SinkConfig['ttl'], version: ColumnSource | undefined, where: Predicate | undefined, problems: string[]): void {
